@@ -1,0 +1,1 @@
+"""Screen classifiers: YAML regex packs (default) and an optional LLM."""

@@ -1,0 +1,485 @@
+"""Classifier packs: per-CLI YAML files of regex rules, loaded, validated and evaluated here.
+
+A pack is data (see ``design/classifier_packs/README.md`` for the format). Evaluation is pure: it
+takes the normalised screen text and returns a :class:`~app.model.Verdict`; it never touches tmux or
+the store. Rules are evaluated by state in :data:`EVALUATION_ORDER`, then in file order.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import string
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from app.errors import PackError
+from app.model import State, Verdict
+from app.screen import first_lines, last_lines, normalise
+
+# Neutral screens first (they stop evaluation with UNKNOWN), then what must never be missed.
+EVALUATION_ORDER: tuple[State, ...] = (
+    State.UNKNOWN,
+    State.NEEDS_CONFIRMATION,
+    State.BUSY,
+    State.ERROR,
+    State.READY,
+)
+
+DEFAULT_REASON: dict[State, str] = {
+    State.UNKNOWN: "neutral_screen",
+    State.NEEDS_CONFIRMATION: "confirmation_prompt",
+    State.BUSY: "busy_marker",
+    State.ERROR: "error_marker",
+    State.READY: "prompt_visible",
+}
+
+DEFAULT_STABLE_POLLS = 3
+GENERIC_PACK = "generic"
+_LINE_KEY = "__line__"
+
+_PACK_KEYS = {"name", "description", "detect", "stable_polls", "rules", "examples"}
+_DETECT_KEYS = {"commands", "titles", "screen"}
+_RULE_KEYS = {"id", "state", "region", "match", "unless", "reason", "summary", "actions_needed",
+              "confidence", "description"}
+_CONDITION_KEYS = {"pattern", "region"}
+_EXAMPLE_KEYS = {"name", "state", "screen", "rule"}
+
+
+class _LineLoader(yaml.SafeLoader):
+    """Records the 1-based source line of every mapping, so errors can point at it."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        mapping = super().construct_mapping(node, deep=deep)
+        mapping[_LINE_KEY] = node.start_mark.line + 1
+        return mapping
+
+
+@dataclass(frozen=True)
+class Region:
+    """Which part of the screen a condition looks at: all of it, or the first/last N non-blank
+    lines (terminals pad the bottom with blank lines, which carry nothing)."""
+
+    kind: str = "all"  # "all" | "last" | "first"
+    count: int = 0
+
+    def select(self, text: str) -> str:
+        if self.kind == "last":
+            return last_lines(text, self.count)
+        if self.kind == "first":
+            return first_lines(text, self.count)
+        return text
+
+    def __str__(self) -> str:
+        return "all" if self.kind == "all" else f"{self.kind} {self.count}"
+
+
+@dataclass(frozen=True)
+class Condition:
+    pattern: re.Pattern[str]
+    region: Region
+
+    def search(self, text: str) -> re.Match[str] | None:
+        return self.pattern.search(self.region.select(text))
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    state: State
+    match: tuple[Condition, ...]
+    unless: tuple[Condition, ...]
+    reason: str
+    summary: str
+    actions_needed: str
+    confidence: int
+    line: int
+
+
+@dataclass(frozen=True)
+class Example:
+    name: str
+    state: State
+    screen: str
+    rule: str | None
+    line: int
+
+
+@dataclass(frozen=True)
+class Detect:
+    commands: frozenset[str] = frozenset()
+    titles: tuple[re.Pattern[str], ...] = ()
+    screen: tuple[re.Pattern[str], ...] = ()
+
+
+@dataclass(frozen=True)
+class RuleTrace:
+    """How one rule fared on one screen, for ``explain``."""
+
+    rule_id: str
+    state: State
+    matched: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class Pack:
+    name: str
+    path: str
+    description: str
+    detect: Detect
+    stable_polls: int
+    rules: tuple[Rule, ...]
+    examples: tuple[Example, ...] = field(default=(), compare=False)
+
+    def classify(self, screen: str) -> Verdict:
+        """Classify a screen (raw or normalised) with this pack's rules."""
+        return self.explain(screen)[0]
+
+    def explain(self, screen: str) -> tuple[Verdict, list[RuleTrace]]:
+        text = normalise(screen)
+        traces: list[RuleTrace] = []
+        for rule in self.rules:
+            verdict, trace = self._try(rule, text)
+            traces.append(trace)
+            if verdict is not None:
+                return verdict, traces
+        return (
+            Verdict(
+                state=State.UNKNOWN,
+                confidence=20,
+                reasons=("no_rule_matched",),
+                classifier=f"pack:{self.name}",
+                summary="",
+                tried=tuple(t.rule_id for t in traces),
+            ),
+            traces,
+        )
+
+    def _try(self, rule: Rule, text: str) -> tuple[Verdict | None, RuleTrace]:
+        groups: dict[str, str] = {}
+        lines: list[str] = []
+        for condition in rule.match:
+            found = condition.search(text)
+            if found is None:
+                detail = f"no match for /{condition.pattern.pattern}/ in {condition.region}"
+                return None, RuleTrace(rule.id, rule.state, False, detail)
+            groups.update({k: v.strip() for k, v in found.groupdict().items() if v is not None})
+            lines.append(_line_at(found))
+        for condition in rule.unless:
+            vetoed = condition.search(text)
+            if vetoed is not None:
+                detail = f"vetoed by /{condition.pattern.pattern}/: {_line_at(vetoed).strip()}"
+                return None, RuleTrace(rule.id, rule.state, False, detail)
+        groups.setdefault("line", lines[0].strip() if lines else "")
+        verdict = Verdict(
+            state=rule.state,
+            confidence=rule.confidence,
+            reasons=(rule.reason,),
+            rule_id=rule.id,
+            summary=_fill(rule.summary, groups),
+            actions_needed=_fill(rule.actions_needed, groups),
+            classifier=f"pack:{self.name}",
+            matched_lines=tuple(line.strip() for line in lines),
+        )
+        return verdict, RuleTrace(rule.id, rule.state, True, "; ".join(verdict.matched_lines))
+
+
+def _line_at(found: re.Match[str]) -> str:
+    text = found.string
+    start = text.rfind("\n", 0, found.start()) + 1
+    end = text.find("\n", found.end())
+    return text[start : end if end >= 0 else len(text)]
+
+
+class _Blank(dict[str, str]):
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
+def _fill(template: str, groups: Mapping[str, str]) -> str:
+    if not template:
+        return ""
+    return " ".join(template.format_map(_Blank(groups)).split())
+
+
+# --- loading -------------------------------------------------------------------------------------
+
+
+def packs_dirs() -> list[Path]:
+    """Where packs are looked up, later folders overriding earlier ones by pack name.
+
+    The shipped packs sit in the installed package (``app/classifier_packs``) or, in a source
+    checkout, in ``design/classifier_packs``; ``CONDUCTOR_PACKS_DIR`` (``os.pathsep``-separated)
+    adds the user's own.
+    """
+    here = Path(__file__).resolve().parent.parent
+    dirs: list[Path] = []
+    for shipped in (here / "classifier_packs", here.parent / "design" / "classifier_packs"):
+        if shipped.is_dir() and any(shipped.glob("*.yml")):
+            dirs.append(shipped)
+            break
+    extra = os.environ.get("CONDUCTOR_PACKS_DIR", "")
+    dirs.extend(Path(p).expanduser() for p in extra.split(os.pathsep) if p)
+    return dirs
+
+
+def load_packs(dirs: Sequence[Path] | None = None) -> dict[str, Pack]:
+    """Load every ``*.yml`` pack; raise :class:`PackError` on the first bad one."""
+    packs: dict[str, Pack] = {}
+    for folder in packs_dirs() if dirs is None else dirs:
+        if not folder.is_dir():
+            raise PackError(str(folder), None, "packs folder does not exist")
+        for path in sorted(folder.glob("*.yml")):
+            pack = load_pack(path)
+            packs[pack.name] = pack
+    if not packs:
+        raise PackError(", ".join(str(d) for d in (dirs or [])) or "(none)", None,
+                        "no classifier packs found")
+    return packs
+
+
+def load_pack(path: Path) -> Pack:
+    where = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PackError(where, None, f"cannot read: {exc}") from exc
+    return parse_pack(text, where)
+
+
+def parse_pack(text: str, where: str) -> Pack:
+    try:
+        data = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise PackError(where, line, f"invalid YAML: {problem}") from exc
+    if not isinstance(data, dict):
+        raise PackError(where, 1, "a pack must be a mapping with 'name' and 'rules'")
+    _check_keys(data, _PACK_KEYS, where, "pack")
+    top = _line(data)
+
+    name = data.get("name")
+    if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name):
+        raise PackError(where, top, "'name' must be a lowercase word such as 'claude'")
+    stable_polls = data.get("stable_polls", DEFAULT_STABLE_POLLS)
+    if not isinstance(stable_polls, int) or isinstance(stable_polls, bool) or stable_polls < 1:
+        raise PackError(where, top, "'stable_polls' must be a whole number of at least 1")
+
+    raw_rules = data.get("rules")
+    if not isinstance(raw_rules, list) or not raw_rules:
+        raise PackError(where, top, "'rules' must be a non-empty list")
+    rules = [_parse_rule(raw, where, top) for raw in raw_rules]
+    seen: set[str] = set()
+    for rule in rules:
+        if rule.id in seen:
+            raise PackError(where, rule.line, f"rule '{rule.id}': duplicate rule id")
+        seen.add(rule.id)
+    ordered = tuple(r for state in EVALUATION_ORDER for r in rules if r.state is state)
+
+    pack = Pack(
+        name=name,
+        path=where,
+        description=str(data.get("description", "")),
+        detect=_parse_detect(data.get("detect", {}), where, top),
+        stable_polls=stable_polls,
+        rules=ordered,
+        examples=tuple(_parse_example(raw, where, top) for raw in data.get("examples") or []),
+    )
+    _check_examples(pack)
+    return pack
+
+
+def _line(raw: Any, fallback: int | None = None) -> int | None:
+    if isinstance(raw, dict):
+        value = raw.get(_LINE_KEY)
+        if isinstance(value, int):
+            return value
+    return fallback
+
+
+def _check_keys(raw: dict[str, Any], allowed: set[str], where: str, what: str) -> None:
+    unknown = sorted(str(k) for k in raw if k not in allowed and k != _LINE_KEY)
+    if unknown:
+        raise PackError(where, _line(raw), f"{what}: unknown key(s) {', '.join(unknown)}; "
+                        f"allowed: {', '.join(sorted(allowed))}")
+
+
+def _parse_state(value: Any, where: str, line: int | None, what: str) -> State:
+    try:
+        return State(str(value))
+    except ValueError:
+        names = ", ".join(s.value for s in State)
+        raise PackError(where, line, f"{what}: unknown state {value!r}; use one of {names}") from None
+
+
+def _parse_region(value: Any, where: str, line: int | None, what: str) -> Region:
+    if value is None or value == "all":
+        return Region()
+    if isinstance(value, dict):
+        keys = [k for k in value if k != _LINE_KEY]
+        if len(keys) == 1 and keys[0] in ("last", "first"):
+            count = value[keys[0]]
+            if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+                return Region(keys[0], count)
+    raise PackError(where, line, f"{what}: region must be 'all', {{last: N}} or {{first: N}}, "
+                    f"got {value!r}")
+
+
+def _compile(pattern: Any, where: str, line: int | None, what: str) -> re.Pattern[str]:
+    if not isinstance(pattern, str) or not pattern:
+        raise PackError(where, line, f"{what}: pattern must be a non-empty string")
+    try:
+        return re.compile(pattern, re.MULTILINE)
+    except re.error as exc:
+        raise PackError(where, line, f"{what}: invalid regex /{pattern}/: {exc}") from None
+
+
+def _parse_conditions(raw: Any, region: Region, where: str, line: int | None,
+                      what: str) -> tuple[Condition, ...]:
+    if raw is None:
+        return ()
+    items = raw if isinstance(raw, list) else [raw]
+    conditions: list[Condition] = []
+    for item in items:
+        if isinstance(item, dict):
+            _check_keys(item, _CONDITION_KEYS, where, what)
+            item_line = _line(item, line)
+            conditions.append(Condition(
+                _compile(item.get("pattern"), where, item_line, what),
+                _parse_region(item.get("region", None), where, item_line, what)
+                if "region" in item else region,
+            ))
+        else:
+            conditions.append(Condition(_compile(item, where, line, what), region))
+    return tuple(conditions)
+
+
+def _parse_rule(raw: Any, where: str, top: int | None) -> Rule:
+    if not isinstance(raw, dict):
+        raise PackError(where, top, f"each rule must be a mapping, got {raw!r}")
+    line = _line(raw, top)
+    rule_id = raw.get("id")
+    if not isinstance(rule_id, str) or not rule_id:
+        raise PackError(where, line, "rule without an 'id'")
+    what = f"rule '{rule_id}'"
+    _check_keys(raw, _RULE_KEYS, where, what)
+    state = _parse_state(raw.get("state"), where, line, what)
+    region = _parse_region(raw.get("region"), where, line, what)
+    match = _parse_conditions(raw.get("match"), region, where, line, f"{what} match")
+    if not match:
+        raise PackError(where, line, f"{what}: 'match' is required")
+    unless = _parse_conditions(raw.get("unless"), region, where, line, f"{what} unless")
+    confidence = raw.get("confidence", 90)
+    if not isinstance(confidence, int) or not 0 <= confidence <= 100:
+        raise PackError(where, line, f"{what}: confidence must be 0-100")
+    groups = {name for c in match for name in c.pattern.groupindex} | {"line"}
+    for key in ("summary", "actions_needed"):
+        template = str(raw.get(key, "") or "")
+        for _, field_name, _, _ in string.Formatter().parse(template):
+            if field_name is not None and field_name not in groups:
+                raise PackError(where, line, f"{what}: {key} uses {{{field_name}}}, which no "
+                                f"match pattern captures (named groups: {sorted(groups)})")
+    return Rule(
+        id=rule_id,
+        state=state,
+        match=match,
+        unless=unless,
+        reason=str(raw.get("reason") or DEFAULT_REASON[state]),
+        summary=str(raw.get("summary", "") or ""),
+        actions_needed=str(raw.get("actions_needed", "") or ""),
+        confidence=confidence,
+        line=line or 0,
+    )
+
+
+def _parse_detect(raw: Any, where: str, top: int | None) -> Detect:
+    if not isinstance(raw, dict):
+        raise PackError(where, top, "'detect' must be a mapping")
+    _check_keys(raw, _DETECT_KEYS, where, "detect")
+    line = _line(raw, top)
+    commands = raw.get("commands") or []
+    if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands):
+        raise PackError(where, line, "detect.commands must be a list of process names")
+    return Detect(
+        commands=frozenset(commands),
+        titles=tuple(_compile(p, where, line, "detect.titles") for p in raw.get("titles") or []),
+        screen=tuple(_compile(p, where, line, "detect.screen") for p in raw.get("screen") or []),
+    )
+
+
+def _parse_example(raw: Any, where: str, top: int | None) -> Example:
+    if not isinstance(raw, dict):
+        raise PackError(where, top, "each example must be a mapping with 'state' and 'screen'")
+    line = _line(raw, top) or 0
+    name = str(raw.get("name") or f"line {line}")
+    _check_keys(raw, _EXAMPLE_KEYS, where, f"example '{name}'")
+    screen = raw.get("screen")
+    if not isinstance(screen, str) or not screen.strip():
+        raise PackError(where, line, f"example '{name}': 'screen' must be non-empty text")
+    rule = raw.get("rule")
+    return Example(
+        name=name,
+        state=_parse_state(raw.get("state"), where, line, f"example '{name}'"),
+        screen=screen,
+        rule=str(rule) if rule is not None else None,
+        line=line,
+    )
+
+
+def _check_examples(pack: Pack) -> None:
+    """A pack whose own examples fail is rejected, so a broken rule never reaches the daemon."""
+    rule_ids = {r.id for r in pack.rules}
+    for example in pack.examples:
+        if example.rule is not None and example.rule not in rule_ids:
+            raise PackError(pack.path, example.line,
+                            f"example '{example.name}' names unknown rule '{example.rule}'")
+        verdict = pack.classify(example.screen)
+        if verdict.state is not example.state or (
+            example.rule is not None and verdict.rule_id != example.rule
+        ):
+            raise PackError(
+                pack.path, example.line,
+                f"example '{example.name}' expects {example.state.value}"
+                f"{f' by rule {example.rule}' if example.rule else ''}, but the pack says "
+                f"{verdict.state.value} (rule {verdict.rule_id or 'none'})",
+            )
+
+
+# --- choosing a pack for a pane ------------------------------------------------------------------
+
+
+def detect_pack(
+    packs: Mapping[str, Pack],
+    screen: str,
+    command: str = "",
+    title: str = "",
+    child_commands: Iterable[str] = (),
+) -> Pack:
+    """Pick the pack for a pane: process name first, then the CLI's own marks on screen, then the
+    pane title, then the generic pack."""
+    candidates = [p for p in packs.values() if p.name != GENERIC_PACK]
+    names = [command, *child_commands] if command else list(child_commands)
+    for name in names:
+        base = os.path.basename(name)
+        for pack in candidates:
+            if base in pack.detect.commands:
+                return pack
+    text = normalise(screen) if screen else ""
+    if text:
+        for pack in candidates:
+            if any(p.search(text) for p in pack.detect.screen):
+                return pack
+    if title:
+        for pack in candidates:
+            if any(p.search(title) for p in pack.detect.titles):
+                return pack
+    if GENERIC_PACK in packs:
+        return packs[GENERIC_PACK]
+    raise PackError("(packs)", None, f"no pack matches and no '{GENERIC_PACK}' pack is installed")

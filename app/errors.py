@@ -1,0 +1,41 @@
+"""One exception family; every message is one readable line."""
+
+from __future__ import annotations
+
+
+class ConductorError(Exception):
+    """Base of every error conductor pty reports to a person."""
+
+
+class ConfigError(ConductorError):
+    """A setting is missing or malformed."""
+
+
+class PackError(ConductorError):
+    """A classifier pack cannot be loaded; the message starts with ``file:line``."""
+
+    def __init__(self, path: str, line: int | None, message: str) -> None:
+        self.path = path
+        self.line = line
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: {message}")
+
+
+class TmuxError(ConductorError):
+    """A tmux command failed."""
+
+
+class TmuxServerNotRunning(TmuxError):
+    """No tmux server answers on the socket."""
+
+
+class PaneNotFound(ConductorError):
+    """No pane or worker matches what the user named."""
+
+
+class StoreError(ConductorError):
+    """The status store is missing, locked or unreadable."""
+
+
+class AlreadyRunning(ConductorError):
+    """Another watcher holds the store's lock."""

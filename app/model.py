@@ -1,0 +1,100 @@
+"""The vocabulary shared by every module: states, panes, screens, verdicts and transitions."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class State(str, enum.Enum):
+    READY = "READY"
+    BUSY = "BUSY"
+    NEEDS_CONFIRMATION = "NEEDS_CONFIRMATION"
+    ERROR = "ERROR"
+    # No positive evidence either way (a stable screen no rule recognises, or a pane just seen).
+    # Never treated as READY.
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def short(self) -> str:
+        return "NEEDS_CONF" if self is State.NEEDS_CONFIRMATION else self.value
+
+
+# Panes needing a human sort first in every listing.
+ATTENTION_ORDER: dict[State, int] = {
+    State.NEEDS_CONFIRMATION: 0,
+    State.ERROR: 1,
+    State.READY: 2,
+    State.BUSY: 3,
+    State.UNKNOWN: 4,
+}
+
+
+@dataclass(frozen=True)
+class Pane:
+    """One tmux pane as listed by the server in one poll."""
+
+    pane_id: str  # tmux's "%N", unique for the server's lifetime
+    session_name: str
+    window_id: str
+    window_index: int
+    window_name: str
+    pane_index: int
+    window_panes: int
+    cwd: str
+    current_command: str
+    pid: int
+    title: str
+    dead: bool
+    dead_status: int | None
+    width: int
+    height: int
+    # Cheap change hint: if none of these moved since the last capture, the screen is unchanged.
+    activity: int
+    cursor_x: int
+    cursor_y: int
+    history_size: int
+    in_mode: bool = False
+
+    @property
+    def change_hint(self) -> tuple[int, int, int, int, int, int, bool, bool]:
+        return (
+            self.activity,
+            self.cursor_x,
+            self.cursor_y,
+            self.history_size,
+            self.width,
+            self.height,
+            self.dead,
+            self.in_mode,
+        )
+
+    @property
+    def default_name(self) -> str:
+        if self.window_panes > 1:
+            return f"{self.window_name}.{self.pane_index}"
+        return self.window_name
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one classifier concluded from one screen."""
+
+    state: State
+    confidence: int  # 0-100
+    reasons: tuple[str, ...]  # reason codes, e.g. "confirmation_prompt", "prompt_visible"
+    rule_id: str | None = None
+    summary: str = ""
+    actions_needed: str = ""
+    classifier: str = ""  # "pack:<name>", "llm:<model>", "tmux"
+    matched_lines: tuple[str, ...] = ()
+    tried: tuple[str, ...] = field(default=(), compare=False)  # rule ids evaluated, for explain
+
+
+@dataclass(frozen=True)
+class Transition:
+    pane_key: str
+    ts: float
+    previous: State | None
+    state: State
+    verdict: Verdict
