@@ -61,7 +61,7 @@ def assess(
     if state in IMMEDIATE:
         pass
     elif settled:
-        reasons.append(f"stable_for_{stable_count}")
+        reasons.append("stable_for_n")
     elif first_sight:
         state, confidence = State.UNKNOWN, min(confidence, 30)
         reasons.append("settling")
@@ -74,7 +74,7 @@ def assess(
     else:
         # Same screen as last poll, not yet stable long enough: hold what we reported.
         state = prior.state
-        reasons.append(f"settling_{stable_count}_of_{stable_polls}")
+        reasons.append("settling")
         summary, actions, confidence = prior.summary, prior.actions_needed, prior.confidence
 
     state_entered = prior.state_entered if state is prior.state and not first_sight else now

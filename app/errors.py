@@ -39,3 +39,7 @@ class StoreError(ConductorError):
 
 class AlreadyRunning(ConductorError):
     """Another watcher holds the store's lock."""
+
+
+class LLMError(ConductorError):
+    """The LLM classifier gave no usable verdict; the message never contains the API key."""

@@ -1,0 +1,253 @@
+"""``conductor pty …``: parse, call the core, print. Our errors become one line and exit 1."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from app import config, render
+from app.errors import ConductorError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class Context:
+    socket_name: str | None
+    workers_dir: Path
+
+    def tmux(self):  # type: ignore[no-untyped-def]
+        from app.tmux import Tmux
+
+        return Tmux(socket_name=self.socket_name)
+
+
+def friendly_errors(func: F) -> F:
+    """Turn our exceptions into click's one-line ``Error: …`` and exit status 1."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ConductorError as exc:
+            raise click.ClickException(str(exc)) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+_socket_option = click.option(
+    "-L", "--socket-name", default=None, metavar="NAME",
+    help="tmux socket name (as tmux -L); default $CONDUCTOR_TMUX_SOCKET or the default server.",
+)
+
+
+@click.group()
+@_socket_option
+@click.option("--workers-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help=f"Store folder; default ${config.ENV_WORKERS_DIR} or "
+                   "~/.local/state/conductor-pty/workers.")
+@click.version_option(package_name="conductor-pty")
+@click.pass_context
+def conductor(ctx: click.Context, socket_name: str | None, workers_dir: Path | None) -> None:
+    """conductor: orchestration helpers for AI coding agents in tmux."""
+    ctx.obj = Context(socket_name or config.tmux_socket(),
+                      workers_dir.absolute() if workers_dir else config.workers_dir())
+
+
+@conductor.group()
+@_socket_option
+@click.pass_obj
+def pty(obj: Context, socket_name: str | None) -> None:
+    """Watch tmux panes and tell which agents are READY, BUSY, NEEDS_CONFIRMATION or ERROR."""
+    if socket_name:
+        obj.socket_name = socket_name
+
+
+@pty.command()
+@click.option("--interval", type=click.FloatRange(min=0.05), default=config.DEFAULT_INTERVAL_S,
+              show_default=True, help="Seconds between polls.")
+@click.option("--stable-polls", type=click.IntRange(min=1), default=None,
+              help="Polls a screen must stay unchanged before READY (default: per CLI pack).")
+@click.option("--once", is_flag=True, help="Run one poll cycle and exit.")
+@click.option("-v", "--verbose", count=True, help="More logging (-vv for debug).")
+@click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
+@click.pass_obj
+@friendly_errors
+def watch(obj: Context, interval: float, stable_polls: int | None, once: bool, verbose: int,
+          quiet: bool) -> None:
+    """Poll every pane and keep the status store up to date (runs until stopped)."""
+    from app.daemon import Daemon, setup_logging
+
+    setup_logging(-1 if quiet else verbose)
+    settings = config.WatchSettings(interval_s=interval, stable_polls=stable_polls)
+    code = Daemon(obj.tmux(), obj.workers_dir, settings, once=once).run()
+    sys.exit(code)
+
+
+@pty.command()
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--name", default=None, help="Window name (default worker-<short id>).")
+@click.option("--cli", "cli_name", default=None, help="Force the classifier pack, e.g. claude.")
+@click.option("--cmd", "command", default=None, help="Command to run in the new window.")
+@click.pass_obj
+@friendly_errors
+def create(obj: Context, directory: Path, name: str | None, cli_name: str | None,
+           command: str | None) -> None:
+    """Open a new tmux window rooted in DIRECTORY and register it; prints its id."""
+    from app.workers import create_worker
+
+    created = create_worker(obj.tmux(), obj.workers_dir, directory, name, cli_name, command)
+    click.echo(created.id)
+
+
+@pty.command()
+@click.option("--short", is_flag=True, help="One line for tmux status-right.")
+@click.option("--json", "as_json", is_flag=True, help="A JSON list of status objects.")
+@click.option("--colour", "--color", "--tmux-colours", "colour", is_flag=True,
+              help="With --short: tmux colour markup.")
+@click.pass_obj
+@friendly_errors
+def status(obj: Context, short: bool, as_json: bool, colour: bool) -> None:
+    """Every watched pane, the ones needing a human first."""
+    from app.status import snapshot
+
+    if short:
+        try:
+            snap = snapshot(obj.workers_dir)
+        except ConductorError:
+            click.echo("[conductor: no store]")
+            return
+        if snap.watcher_pid is None:
+            click.echo("[conductor: watcher stopped]")
+        else:
+            click.echo(render.short_line(snap.workers, colour) or "[conductor: no panes]")
+        return
+    snap = snapshot(obj.workers_dir)
+    if snap.watcher_pid is None:
+        click.echo("conductor pty: the watcher is not running; states may be stale "
+                   "(start `conductor pty watch`)", err=True)
+    elif snap.watcher_problem:
+        click.echo(f"conductor pty: {snap.watcher_problem}", err=True)
+    if as_json:
+        click.echo(render.as_json(snap.workers))
+    elif snap.workers:
+        click.echo(render.table(snap.workers, time.time()))
+    else:
+        click.echo("no panes watched yet")
+
+
+@pty.command()
+@click.argument("ident", metavar="ID")
+@click.option("-n", "lines", type=click.IntRange(min=1), default=20, show_default=True,
+              help="How many transitions to show.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new transitions.")
+@click.pass_obj
+@friendly_errors
+def tail(obj: Context, ident: str, lines: int, follow: bool) -> None:
+    """The state history of a pane, newest last."""
+    from app.status import find_worker
+    from app.store import StoreReader
+
+    reader = StoreReader(obj.workers_dir)
+    try:
+        worker = find_worker(reader.workers(), ident)
+        last_seq = 0
+        for row in reader.history(worker["id"], limit=lines):
+            click.echo(_history(row))
+            last_seq = row.seq
+        while follow:
+            time.sleep(1.0)
+            for row in reader.history(worker["id"], after_seq=last_seq):
+                click.echo(_history(row))
+                last_seq = row.seq
+    except KeyboardInterrupt:
+        pass
+    finally:
+        reader.close()
+
+
+def _history(row: Any) -> str:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row.ts))
+    return render.history_line(stamp, row.state, row.previous_state, row.summary, row.reasons)
+
+
+@pty.command()
+@click.argument("ident", metavar="ID|NAME")
+@click.pass_obj
+@friendly_errors
+def switch(obj: Context, ident: str) -> None:
+    """Bring a pane to the front (switch-client, or select-window with no client attached)."""
+    from app.status import snapshot
+    from app.status import find_worker
+
+    worker = find_worker(snapshot(obj.workers_dir).workers, ident)
+    done = obj.tmux().switch_to(worker["pane_id"])
+    click.echo(f"{worker['name']} ({worker['id']}): {done}")
+
+
+@pty.command()
+@click.argument("files", nargs=-1, type=click.Path(allow_dash=True, dir_okay=False))
+@click.option("--cli", "cli_name", default=None, help="Pack to use (default: detect).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per file.")
+@click.option("--explain", is_flag=True, help="Show the deciding rule and every rule tried.")
+@friendly_errors
+def classify(files: Sequence[str], cli_name: str | None, as_json: bool, explain: bool) -> None:
+    """Classify captured screen text (FILE or - for stdin) with the daemon's packs."""
+    from app.classify.packs import detect_pack, load_packs
+
+    packs = load_packs()
+    if cli_name is not None and cli_name not in packs:
+        raise ConductorError(f"unknown --cli {cli_name!r}; known: {', '.join(sorted(packs))}")
+    sources = list(files) or ["-"]
+    json_lines = as_json or len(sources) > 1
+    for source in sources:
+        text = _read_screen(source)
+        pack = packs[cli_name] if cli_name else detect_pack(packs, text)
+        verdict, traces = pack.explain(text)
+        if json_lines:
+            click.echo(json.dumps({
+                "file": source, "state": verdict.state.value, "cli": pack.name,
+                "rule": verdict.rule_id, "reasons": list(verdict.reasons),
+                "summary": verdict.summary, "actions_needed": verdict.actions_needed,
+                **({"tried": [t.__dict__ | {"state": t.state.value} for t in traces]}
+                   if explain else {}),
+            }, ensure_ascii=False))
+            continue
+        click.echo(f"{verdict.state.value}  cli={pack.name}  rule={verdict.rule_id or '-'}"
+                   f"  reasons={','.join(verdict.reasons)}")
+        if verdict.summary:
+            click.echo(f"summary: {verdict.summary}")
+        if verdict.actions_needed:
+            click.echo(f"actions: {verdict.actions_needed}")
+        if explain:
+            for line in verdict.matched_lines:
+                click.echo(f"matched: {line}")
+            for trace in traces:
+                mark = "✓" if trace.matched else "·"
+                click.echo(f"  {mark} {trace.state.value:<18} {trace.rule_id:<28} {trace.detail}")
+
+
+def _read_screen(source: str) -> str:
+    if source == "-":
+        return sys.stdin.read()
+    try:
+        return Path(source).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ConductorError(f"cannot read {source}: {exc.strerror or exc}") from None
+
+
+def run(argv: list[str]) -> int:
+    config.load_dotenv_file()
+    try:
+        conductor.main(args=argv, prog_name="conductor", standalone_mode=True)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0

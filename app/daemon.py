@@ -1,0 +1,159 @@
+"""Process concerns of ``conductor pty watch``: single-instance lock, signals, logging, the loop.
+
+Signal handlers only set a flag; the loop waits on an Event so a stop is immediate, finishes the
+cycle it is in and exits 0. One failing cycle is logged and survived.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import IO
+
+from app.classify.packs import load_packs
+from app.config import WatchSettings
+from app.errors import AlreadyRunning, StoreError
+from app.store import StoreWriter
+from app.tmux import Tmux
+from app.watch import Watcher
+
+log = logging.getLogger(__name__)
+
+LOCK_NAME = "watch.lock"
+
+
+class InstanceLock:
+    """A non-blocking exclusive ``flock`` on ``<workers>/watch.lock``, mode 0600.
+
+    The file is never unlinked: removing it would let a second watcher lock a new inode while the
+    first still holds the old one. A lock left by a killed daemon is released by the kernel.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._handle: IO[str] | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        handle = os.fdopen(fd, "r+", encoding="utf-8")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise AlreadyRunning(
+                f"conductor pty watch is already running for {self.path.parent} (pid {holder})"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._handle = handle
+
+    def release(self) -> None:
+        if self._handle is not None:
+            self._handle.close()  # closing drops the flock
+            self._handle = None
+
+
+def setup_logging(verbosity: int) -> None:
+    level = {-1: logging.WARNING, 0: logging.INFO}.get(verbosity, logging.DEBUG)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+@dataclass
+class Daemon:
+    tmux: Tmux
+    workers_dir: Path
+    settings: WatchSettings
+    once: bool = False
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._server_running: bool | None = None
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._stop.set()
+
+    def run(self, install_signals: bool = True) -> int:
+        # Validate everything before taking the lock or touching the store: a half-configured
+        # watcher is worse than none.
+        packs = load_packs()
+        lock = InstanceLock(self.workers_dir / LOCK_NAME)
+        lock.acquire()
+        store: StoreWriter | None = None
+        previous: dict[int, Callable[..., object] | int | None] = {}
+        try:
+            store = StoreWriter(self.workers_dir)
+            if install_signals:
+                for signum in (signal.SIGTERM, signal.SIGINT):
+                    previous[signum] = signal.signal(signum, self._on_signal)  # type: ignore[assignment]
+            watcher = Watcher(self.tmux, store, packs, self.settings)
+            with store.transaction() as conn:
+                store.heartbeat(conn, pid=os.getpid(), socket=self.tmux.label,
+                                interval=self.settings.interval_s, started_ts=time.time(),
+                                stopped_ts=None, problem=None)
+            log.info("watching tmux server %s every %.1f s; store %s (%d packs: %s)",
+                     self.tmux.label, self.settings.interval_s, store.path, len(packs),
+                     ", ".join(sorted(packs)))
+            self._loop(watcher, store)
+        finally:
+            if store is not None:
+                try:
+                    with store.transaction() as conn:
+                        store.heartbeat(conn, stopped_ts=time.time(), pid=None)
+                except StoreError as exc:
+                    log.warning("could not record the stop: %s", exc)
+                store.close()
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)  # type: ignore[arg-type]
+            lock.release()
+        log.info("stopped")
+        return 0
+
+    def _loop(self, watcher: Watcher, store: StoreWriter) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            self._cycle(watcher, store)
+            if self.once:
+                return
+            self._stop.wait(max(0.0, self.settings.interval_s - (time.monotonic() - started)))
+
+    def _cycle(self, watcher: Watcher, store: StoreWriter) -> None:
+        try:
+            report = watcher.tick(time.time())
+        except StoreError as exc:
+            log.error("cycle skipped: %s", exc)
+            return
+        except Exception:
+            log.exception("cycle failed; continuing")
+            return
+        if report.server_running != self._server_running:
+            if not report.server_running:
+                log.warning("no tmux server on socket %s; waiting for one", self.tmux.label)
+            elif self._server_running is False:
+                log.info("tmux server on socket %s is back", self.tmux.label)
+            self._server_running = report.server_running
+            try:
+                with store.transaction() as conn:
+                    store.heartbeat(conn, last_cycle_ts=time.time(), problem=None
+                                    if report.server_running else "tmux server not running")
+            except StoreError as exc:
+                log.error("%s", exc)

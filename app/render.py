@@ -1,0 +1,85 @@
+"""Pure formatting of workers for people, status lines and programs. Stdlib only: the status line
+imports this on every refresh."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+_ATTENTION = {"NEEDS_CONFIRMATION": 0, "ERROR": 1, "READY": 2, "BUSY": 3, "UNKNOWN": 4}
+_SHORT = {"NEEDS_CONFIRMATION": "NEEDS_CONF"}
+_TMUX_COLOUR = {
+    "NEEDS_CONFIRMATION": "#[fg=black,bg=yellow,bold]",
+    "ERROR": "#[fg=white,bg=red,bold]",
+    "READY": "#[fg=green]",
+    "BUSY": "#[fg=cyan]",
+    "UNKNOWN": "#[fg=colour244]",
+}
+
+
+def by_attention(workers: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Panes needing a human first; longest-waiting first within a state."""
+    return sorted(workers, key=lambda w: (_ATTENTION.get(w.get("state") or "UNKNOWN", 9),
+                                          w.get("state_entered_ts") or 0.0))
+
+
+def duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    if seconds < 86400:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+
+
+def short_line(workers: Sequence[Mapping[str, Any]], colour: bool = False) -> str:
+    """``[worker-a: READY] [api: NEEDS_CONF]`` for tmux's status-right."""
+    parts = []
+    for w in by_attention(workers):
+        state = w.get("state") or "UNKNOWN"
+        # '#' would start a tmux format in status-right; double it to print it literally.
+        name = str(w.get("name") or w.get("id")).replace("#", "##")
+        text = f"[{name}: {_SHORT.get(state, state)}]"
+        parts.append(f"{_TMUX_COLOUR[state]}{text}#[default]" if colour and state in _TMUX_COLOUR
+                     else text)
+    return " ".join(parts)
+
+
+def table(workers: Sequence[Mapping[str, Any]], now: float) -> str:
+    rows = [("ID", "NAME", "CLI", "STATE", "SINCE", "SUMMARY")]
+    for w in by_attention(workers):
+        entered = w.get("state_entered_ts")
+        rows.append((
+            str(w.get("id") or ""),
+            str(w.get("name") or ""),
+            str(w.get("cli_type") or "-"),
+            str(w.get("state") or "UNKNOWN"),
+            duration(now - entered) if entered else "-",
+            _one_line(str(w.get("summary") or "")),
+        ))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    lines = []
+    for row in rows:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])] + [row[-1]]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def _one_line(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def as_json(workers: Sequence[Mapping[str, Any]]) -> str:
+    return json.dumps(list(by_attention(workers)), indent=2, ensure_ascii=False)
+
+
+def history_line(ts_text: str, state: str, previous: str | None, summary: str,
+                 reasons: Sequence[str]) -> str:
+    arrow = f"{previous or '-'} -> {state}"
+    tail = f"  {_one_line(summary)}" if summary else ""
+    why = f"  [{', '.join(reasons)}]" if reasons else ""
+    return f"{ts_text}  {arrow}{tail}{why}"

@@ -1,0 +1,62 @@
+"""The read side of the store for every command: workers, the watcher's liveness, lookup by id or
+name. Stdlib only, because the status line runs through here every few seconds."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.errors import PaneNotFound
+from app.store import StoreReader
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    workers: list[dict[str, Any]]
+    watcher_pid: int | None  # None: no live watcher
+    watcher_problem: str | None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def watcher_pid(daemon: Mapping[str, Any] | None) -> int | None:
+    if not daemon or daemon.get("stopped_ts") or not daemon.get("pid"):
+        return None
+    pid = int(daemon["pid"])
+    return pid if _pid_alive(pid) else None
+
+
+def snapshot(workers_dir: Path) -> Snapshot:
+    reader = StoreReader(workers_dir)
+    try:
+        daemon = reader.daemon()
+        return Snapshot(reader.workers(), watcher_pid(daemon),
+                        (daemon or {}).get("problem") or None)
+    finally:
+        reader.close()
+
+
+def find_worker(workers: list[dict[str, Any]], ident: str) -> dict[str, Any]:
+    """A worker by id, id prefix, tmux pane id (``%3``) or name; ambiguity is an error."""
+    for key in ("id", "pane_id", "name"):
+        exact = [w for w in workers if w.get(key) == ident]
+        if len(exact) == 1:
+            return exact[0]
+        if len(exact) > 1:
+            ids = ", ".join(w["id"] for w in exact)
+            raise PaneNotFound(f"{ident!r} names several panes ({ids}); use an id")
+    prefixed = [w for w in workers if str(w.get("id", "")).startswith(ident)] if ident else []
+    if len(prefixed) == 1:
+        return prefixed[0]
+    raise PaneNotFound(f"no pane with id or name {ident!r}; see `conductor pty status`")

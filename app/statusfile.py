@@ -1,0 +1,49 @@
+"""``<workers>/<id>/status.json``: written atomically so no reader ever sees half a file."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+STATUS_FILE = "status.json"
+
+
+def render(data: Mapping[str, Any]) -> str:
+    return json.dumps(data, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Temp file in the same folder, fsync, then rename over the target (atomic on POSIX)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_status(folder: Path, data: Mapping[str, Any], previous: str | None) -> str:
+    """Write ``status.json`` in ``folder`` unless its content would not change; returns the text.
+
+    ``previous`` is what this process last wrote; when unknown (a fresh start) the file on disk is
+    read, and a truncated or foreign one is simply replaced.
+    """
+    text = render(data)
+    path = folder / STATUS_FILE
+    if previous is None:
+        try:
+            previous = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            previous = None
+    if text != previous:
+        folder.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, text)
+    return text

@@ -1,0 +1,288 @@
+"""The only SQLite user: ``status.db`` schema, migrations, the daemon's writer and the readers.
+
+One writer (the watcher, plus ``create`` registering a window) and any number of readers. Every
+connection uses WAL and a busy timeout, so readers never see "database is locked" while the
+watcher writes. The reader uses only the stdlib ``sqlite3`` (the status line starts it every few
+seconds; ``sqlite_utils`` costs ~150 ms to import), the writer uses sqlite-utils migrations.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from app.errors import StoreError
+
+if TYPE_CHECKING:
+    from sqlite_utils import Database
+    from sqlite_utils.migrations import Migrations
+
+DB_NAME = "status.db"
+BUSY_TIMEOUT_MS = 5000
+
+# Columns of status.json and of `status --json`, in display order.
+PUBLIC_FIELDS = (
+    "id", "name", "tmux_session", "tmux_window", "window_index", "pane_id", "cwd", "cli_type",
+    "state", "summary", "actions_needed", "confidence", "reasons", "rule_id", "classifier",
+    "state_entered_ts", "last_change_ts",
+)
+
+
+def _migrations() -> Migrations:
+    from sqlite_utils.migrations import Migrations
+
+    migrations = Migrations("conductor_pty")
+
+    @migrations()
+    def m001_initial(db: Database) -> None:
+        db["ptys"].create({
+            "id": str, "name": str, "socket": str, "server_pid": int, "pane_id": str,
+            "tmux_session": str, "tmux_window": str, "window_index": int, "pane_index": int,
+            "cwd": str, "cli_type": str, "cli_forced": str, "command": str, "created_by": str,
+            "first_seen_ts": float, "last_seen_ts": float,
+        }, pk="id")
+        db["status"].create({
+            "id": str, "state": str, "summary": str, "actions_needed": str, "confidence": int,
+            "reasons": str, "rule_id": str, "classifier": str, "last_snapshot_hash": str,
+            "state_entered_ts": float, "last_change_ts": float, "last_polled_ts": float,
+            "stable_count": int,
+        }, pk="id")
+        db["status_history"].create({
+            "seq": int, "id": str, "ts": float, "state": str, "previous_state": str,
+            "summary": str, "actions_needed": str, "reasons": str, "rule_id": str,
+            "classifier": str, "confidence": int,
+        }, pk="seq")
+        db["status_history"].create_index(["id", "ts"])
+        db["daemon"].create({
+            "name": str, "pid": int, "socket": str, "interval": float, "started_ts": float,
+            "last_cycle_ts": float, "stopped_ts": float, "problem": str,
+        }, pk="name")
+
+    return migrations
+
+
+def db_path(workers_dir: Path) -> Path:
+    return workers_dir / DB_NAME
+
+
+def _configure(conn: sqlite3.Connection) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+
+def _locked(exc: sqlite3.Error, path: Path) -> StoreError:
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return StoreError(f"status store {path} is locked by another process; try again")
+    return StoreError(f"status store {path}: {text}")
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    seq: int
+    id: str
+    ts: float
+    state: str
+    previous_state: str | None
+    summary: str
+    reasons: list[str]
+
+
+class StoreWriter:
+    """The watcher's (and ``create``'s) handle on the store."""
+
+    def __init__(self, workers_dir: Path) -> None:
+        from sqlite_utils import Database
+
+        self.workers_dir = workers_dir
+        self.path = db_path(workers_dir)
+        try:
+            workers_dir.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000,
+                                   isolation_level=None, check_same_thread=False)
+            _configure(conn)
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            # Plugins installed in the user's environment must not touch our database.
+            self.db = Database(conn, execute_plugins=False)
+            _migrations().apply(self.db)
+        except sqlite3.Error as exc:
+            raise _locked(exc, self.path) from exc
+        except OSError as exc:
+            raise StoreError(f"cannot create the status store in {workers_dir}: {exc}") from exc
+        self.conn = conn
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise _locked(exc, self.path) from exc
+
+    def upsert_pty(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
+        columns = list(row)
+        updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != "id")
+        conn.execute(
+            f"INSERT INTO ptys ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)}) "
+            f"ON CONFLICT(id) DO UPDATE SET {updates}",
+            [row[c] for c in columns],
+        )
+
+    def upsert_status(self, conn: sqlite3.Connection, rows: Iterable[Mapping[str, Any]]) -> None:
+        for row in rows:
+            columns = list(row)
+            conn.execute(
+                f"INSERT OR REPLACE INTO status ({', '.join(columns)}) "
+                f"VALUES ({', '.join('?' for _ in columns)})",
+                [_cell(row[c]) for c in columns],
+            )
+
+    def add_history(self, conn: sqlite3.Connection, rows: Iterable[Mapping[str, Any]]) -> None:
+        for row in rows:
+            columns = list(row)
+            conn.execute(
+                f"INSERT INTO status_history ({', '.join(columns)}) "
+                f"VALUES ({', '.join('?' for _ in columns)})",
+                [_cell(row[c]) for c in columns],
+            )
+
+    def remove(self, conn: sqlite3.Connection, ids: Iterable[str]) -> None:
+        for worker_id in ids:
+            for table in ("ptys", "status", "status_history"):
+                conn.execute(f"DELETE FROM {table} WHERE id = ?", (worker_id,))
+
+    def heartbeat(self, conn: sqlite3.Connection, **fields: Any) -> None:
+        row = {"name": "watch", **fields}
+        columns = list(row)
+        updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != "name")
+        conn.execute(
+            f"INSERT INTO daemon ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
+            f" ON CONFLICT(name) DO UPDATE SET {updates}",
+            [row[c] for c in columns],
+        )
+
+    def prune_history(self, conn: sqlite3.Connection, keep_per_pane: int,
+                      older_than_ts: float) -> None:
+        """Bound the history: at most ``keep_per_pane`` rows per pane, none older than the cut-off
+        (the newest row of each pane is kept whatever its age)."""
+        conn.execute(
+            "DELETE FROM status_history WHERE ts < ? AND seq NOT IN "
+            "(SELECT MAX(seq) FROM status_history GROUP BY id)",
+            (older_than_ts,),
+        )
+        conn.execute(
+            "DELETE FROM status_history WHERE seq IN (SELECT seq FROM (SELECT seq, ROW_NUMBER() "
+            "OVER (PARTITION BY id ORDER BY seq DESC) AS n FROM status_history) WHERE n > ?)",
+            (keep_per_pane,),
+        )
+
+    def known_ids(self) -> set[str]:
+        return {row[0] for row in self.conn.execute("SELECT id FROM ptys")}
+
+    def pty(self, worker_id: str) -> dict[str, Any] | None:
+        cursor = self.conn.execute("SELECT * FROM ptys WHERE id = ?", (worker_id,))
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        return dict(zip([d[0] for d in cursor.description], row))
+
+    def statuses(self) -> dict[str, dict[str, Any]]:
+        cursor = self.conn.execute("SELECT * FROM status")
+        names = [d[0] for d in cursor.description]
+        return {row[0]: dict(zip(names, row)) for row in cursor}
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return json.dumps(list(value))
+    return value
+
+
+class StoreReader:
+    """Read-only access for every CLI command and the status line (stdlib sqlite3 only)."""
+
+    def __init__(self, workers_dir: Path) -> None:
+        self.path = db_path(workers_dir)
+        if not self.path.exists():
+            raise StoreError(f"no status store at {self.path}: start `conductor pty watch` first")
+        try:
+            self.conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True,
+                                        timeout=BUSY_TIMEOUT_MS / 1000)
+            _configure(self.conn)
+            self.conn.row_factory = sqlite3.Row
+            self.conn.execute("SELECT 1 FROM ptys LIMIT 1")
+        except sqlite3.Error as exc:
+            raise _locked(exc, self.path) from exc
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        try:
+            return self.conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise _locked(exc, self.path) from exc
+
+    def workers(self) -> list[dict[str, Any]]:
+        """Every known pane with its status, as plain dicts with :data:`PUBLIC_FIELDS`."""
+        rows = self._query(
+            "SELECT p.id, p.name, p.tmux_session, p.tmux_window, p.window_index, p.pane_id, "
+            "p.cwd, p.cli_type, s.state, s.summary, s.actions_needed, s.confidence, s.reasons, "
+            "s.rule_id, s.classifier, s.state_entered_ts, s.last_change_ts, p.socket "
+            "FROM ptys p LEFT JOIN status s ON s.id = p.id ORDER BY p.tmux_session, "
+            "p.window_index, p.pane_index"
+        )
+        return [public_row(dict(row)) for row in rows]
+
+    def history(self, worker_id: str, after_seq: int = 0, limit: int | None = None
+                ) -> list[HistoryRow]:
+        sql = "SELECT * FROM status_history WHERE id = ? AND seq > ? ORDER BY seq DESC"
+        params: tuple[Any, ...] = (worker_id, after_seq)
+        if limit is not None:
+            sql += " LIMIT ?"
+            params += (limit,)
+        rows = self._query(sql, params)
+        return [
+            HistoryRow(seq=r["seq"], id=r["id"], ts=r["ts"], state=r["state"],
+                       previous_state=r["previous_state"], summary=r["summary"] or "",
+                       reasons=_json_list(r["reasons"]))
+            for r in reversed(rows)
+        ]
+
+    def daemon(self) -> dict[str, Any] | None:
+        rows = self._query("SELECT * FROM daemon WHERE name = 'watch'")
+        return dict(rows[0]) if rows else None
+
+
+def _json_list(text: str | None) -> list[str]:
+    if not text:
+        return []
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return [text]
+    return [str(v) for v in value] if isinstance(value, list) else [str(value)]
+
+
+def public_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    out = {field: row.get(field) for field in PUBLIC_FIELDS}
+    reasons = row.get("reasons")
+    out["reasons"] = _json_list(reasons) if isinstance(reasons, str) or reasons is None \
+        else list(reasons)
+    out["state"] = out["state"] or "UNKNOWN"
+    out["summary"] = out["summary"] or ""
+    out["actions_needed"] = out["actions_needed"] or ""
+    return out

@@ -1,0 +1,389 @@
+"""One poll cycle over every pane of a tmux server: ``Watcher.tick(now)``.
+
+List panes (one tmux call), capture only what may have changed (one batched call), classify,
+assess stability, then write the store in one transaction and each changed ``status.json``. No
+sleeping and no signals here (that is ``daemon.py``), so tests drive ticks directly against a real
+tmux server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app import statusfile
+from app.assess import Assessment, assess
+from app.classify.packs import Pack, detect_pack
+from app.config import WatchSettings
+from app.errors import ConductorError, TmuxServerNotRunning
+from app.model import Pane, State, Transition, Verdict
+from app.screen import normalise, screen_hash
+from app.store import StoreWriter, public_row
+from app.tmux import Tmux
+
+log = logging.getLogger(__name__)
+
+WORKER_ID_RE = re.compile(r"^[0-9a-f]{10}$")
+_PRUNE_EVERY = 200  # cycles
+_STABLE_COUNT_CAP = 10
+
+
+def worker_id(socket_label: str, server_pid: int, pane_id: str) -> str:
+    """Stable for the life of a pane and safe as a folder name: tmux reuses ``%N`` after a server
+    restart, so the server's pid and socket are part of the identity."""
+    key = f"{socket_label}\0{server_pid}\0{pane_id}"
+    return hashlib.blake2b(key.encode(), digest_size=5).hexdigest()
+
+
+@dataclass
+class Tracked:
+    """What the watcher remembers about one pane between cycles."""
+
+    worker_id: str
+    pane: Pane
+    name: str
+    named_by_user: bool
+    cli_forced: str | None
+    pack: Pack | None = None
+    pack_command: str = ""
+    hint: tuple[Any, ...] | None = None
+    captured_at: float = 0.0
+    text: str = ""
+    text_hash: str | None = None
+    verdict: Verdict | None = None
+    assessment: Assessment | None = None
+    status_json: str | None = None
+    stored_status: tuple[Any, ...] | None = None
+    stored_pty: tuple[Any, ...] | None = None
+
+
+@dataclass
+class CycleReport:
+    panes: int = 0
+    captured: int = 0
+    transitions: list[Transition] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    server_running: bool = True
+
+
+class Watcher:
+    def __init__(
+        self,
+        tmux: Tmux,
+        store: StoreWriter,
+        packs: Mapping[str, Pack],
+        settings: WatchSettings | None = None,
+        on_transition: Callable[[Transition, Tracked], None] | None = None,
+    ) -> None:
+        self.tmux = tmux
+        self.store = store
+        self.packs = packs
+        self.settings = settings or WatchSettings()
+        self.on_transition = on_transition
+        self.tracked: dict[str, Tracked] = {}
+        self._restored = store.statuses()
+        self._cycles = 0
+        self._cleaned_at_start = False
+
+    @property
+    def workers_dir(self) -> Path:
+        return self.store.workers_dir
+
+    def tick(self, now: float | None = None) -> CycleReport:
+        """One poll cycle. Raises only for the server being unreachable (reported, not raised:
+        see ``CycleReport.server_running``); a bad pane is logged and skipped."""
+        now = time.time() if now is None else now
+        report = CycleReport()
+        try:
+            listing = self.tmux.list_panes()
+        except TmuxServerNotRunning:
+            report.server_running = False
+            return report
+        socket = self.tmux.label
+        current: dict[str, Pane] = {
+            worker_id(socket, listing.server_pid, p.pane_id): p for p in listing.panes
+        }
+        report.panes = len(current)
+
+        gone = [wid for wid in self.tracked if wid not in current]
+        if not self._cleaned_at_start:
+            stale = (self.store.known_ids() | self._folders()) - set(current)
+            gone = sorted(set(gone) | stale)
+            self._cleaned_at_start = True
+        for wid in current.keys() - self.tracked.keys():
+            self.tracked[wid] = self._track(wid, current[wid])
+
+        to_capture = []
+        for wid, pane in current.items():
+            tracked = self.tracked[wid]
+            tracked.pane = pane
+            if not tracked.named_by_user:
+                tracked.name = pane.default_name
+            if self._needs_capture(tracked, pane, now):
+                to_capture.append(wid)
+        screens: dict[str, str] = {}
+        if to_capture:
+            try:
+                by_pane = self.tmux.capture([current[w].pane_id for w in to_capture])
+            except TmuxServerNotRunning:
+                report.server_running = False
+                return report
+            screens = {w: by_pane[current[w].pane_id] for w in to_capture
+                       if current[w].pane_id in by_pane}
+        report.captured = len(screens)
+
+        status_rows, history_rows = [], []
+        for wid, pane in current.items():
+            tracked = self.tracked[wid]
+            try:
+                if wid in screens:
+                    tracked.captured_at, tracked.hint = now, pane.change_hint
+                    self._classify(tracked, screens[wid])
+                elif wid in to_capture:
+                    continue  # vanished mid-capture: it will be gone from the next listing
+                transition = self._assess(tracked, now)
+            except Exception:  # one bad pane must never stop the others
+                log.exception("pane %s (%s): skipped this cycle", pane.pane_id, tracked.name)
+                continue
+            if transition is not None:
+                report.transitions.append(transition)
+                history_rows.append(_history_row(transition))
+            row = self._status_row(tracked, now)
+            key = tuple(v for k, v in row.items() if k != "last_polled_ts")
+            if key != tracked.stored_status:
+                status_rows.append(row)
+                tracked.stored_status = key
+
+        self._cycles += 1
+        with self.store.transaction() as conn:
+            for wid in gone:
+                self.tracked.pop(wid, None)
+            self.store.remove(conn, gone)
+            for wid in current:
+                tracked = self.tracked[wid]
+                pty = self._pty_row(tracked, listing.server_pid)
+                pty_key = tuple(pty.values())
+                if pty_key != tracked.stored_pty:
+                    self.store.upsert_pty(conn, {**pty, "last_seen_ts": now})
+                    tracked.stored_pty = pty_key
+            self.store.upsert_status(conn, status_rows)
+            self.store.add_history(conn, history_rows)
+            self.store.heartbeat(conn, last_cycle_ts=now)
+            if self._cycles % _PRUNE_EVERY == 1:
+                self.store.prune_history(conn, self.settings.history_rows_per_pane,
+                                         now - self.settings.history_days * 86400)
+        report.removed = gone
+        for wid in gone:
+            self._remove_folder(wid)
+        for wid in current:
+            self._write_status_file(self.tracked[wid])
+        for transition in report.transitions:
+            self._notify(transition)
+        return report
+
+    # --- per pane ------------------------------------------------------------------------------
+
+    def _track(self, wid: str, pane: Pane) -> Tracked:
+        registered = self.store.pty(wid)
+        tracked = Tracked(
+            worker_id=wid,
+            pane=pane,
+            name=(registered or {}).get("name") or pane.default_name,
+            named_by_user=bool(registered and registered.get("created_by") == "create"),
+            cli_forced=(registered or {}).get("cli_forced") or None,
+        )
+        restored = self._restored.get(wid)
+        if restored and restored.get("state"):
+            tracked.assessment = Assessment(
+                state=State(restored["state"]),
+                state_entered=restored.get("state_entered_ts") or 0.0,
+                last_change=restored.get("last_change_ts") or 0.0,
+                screen_hash=restored.get("last_snapshot_hash"),
+                stable_count=restored.get("stable_count") or 0,
+                summary=restored.get("summary") or "",
+                actions_needed=restored.get("actions_needed") or "",
+                confidence=restored.get("confidence") or 0,
+            )
+        return tracked
+
+    def _needs_capture(self, tracked: Tracked, pane: Pane, now: float) -> bool:
+        if tracked.hint != pane.change_hint:
+            return True
+        if now - tracked.captured_at >= self.settings.force_capture_s:
+            return True
+        # window_activity has one-second resolution: output later in the same second as the last
+        # capture would not move it.
+        return pane.activity >= int(tracked.captured_at) - 1
+
+    def _classify(self, tracked: Tracked, raw: str) -> None:
+        text = normalise(raw)
+        text_hash = screen_hash(text)
+        pane = tracked.pane
+        if tracked.pack is None or tracked.pack_command != pane.current_command or (
+            tracked.pack.name in ("generic", "shell") and text_hash != tracked.text_hash
+        ):
+            tracked.pack = self._choose_pack(tracked, text)
+            tracked.pack_command = pane.current_command
+        if text_hash != tracked.text_hash or tracked.verdict is None:
+            tracked.verdict = tracked.pack.classify(text)
+        tracked.text, tracked.text_hash = text, text_hash
+
+    def _choose_pack(self, tracked: Tracked, text: str) -> Pack:
+        if tracked.cli_forced and tracked.cli_forced in self.packs:
+            return self.packs[tracked.cli_forced]
+        pane = tracked.pane
+        return detect_pack(self.packs, text, command=pane.current_command, title=pane.title)
+
+    def _assess(self, tracked: Tracked, now: float) -> Transition | None:
+        pane = tracked.pane
+        verdict = tracked.verdict
+        if pane.dead:
+            status = pane.dead_status
+            verdict = Verdict(
+                state=State.ERROR, confidence=100, reasons=("pane_dead",), rule_id="pane-dead",
+                summary=f"Process exited (status {status})" if status is not None
+                else "Process exited",
+                actions_needed="Restart or close the pane", classifier="tmux",
+            )
+        if verdict is None or tracked.text_hash is None:
+            return None
+        stable_polls = self.settings.stable_polls or (
+            tracked.pack.stable_polls if tracked.pack else 3)
+        previous = tracked.assessment
+        tracked.assessment = assess(previous, verdict, tracked.text_hash, now, stable_polls)
+        before = previous.state if previous is not None and previous.screen_hash else None
+        a = tracked.assessment
+        if a.state is before or (before is None and a.state is State.UNKNOWN):
+            return None
+        # What is reported, which may differ from the raw verdict (a READY screen still moving
+        # is reported BUSY).
+        reported = Verdict(
+            state=a.state, confidence=a.confidence, reasons=a.reasons, rule_id=verdict.rule_id,
+            summary=a.summary, actions_needed=a.actions_needed, classifier=verdict.classifier,
+            matched_lines=verdict.matched_lines,
+        )
+        return Transition(tracked.worker_id, now, before, a.state, reported)
+
+    # --- output --------------------------------------------------------------------------------
+
+    def _status_row(self, tracked: Tracked, now: float) -> dict[str, Any]:
+        a = tracked.assessment or Assessment(state_entered=now, last_change=now)
+        verdict = a.verdict
+        return {
+            "id": tracked.worker_id,
+            "state": a.state.value,
+            "summary": a.summary,
+            "actions_needed": a.actions_needed,
+            "confidence": a.confidence,
+            "reasons": list(a.reasons),
+            "rule_id": verdict.rule_id if verdict else None,
+            "classifier": verdict.classifier if verdict else None,
+            "last_snapshot_hash": a.screen_hash,
+            "state_entered_ts": a.state_entered,
+            "last_change_ts": a.last_change,
+            "last_polled_ts": now,
+            # Capped so a long-stable pane stops rewriting its row every poll.
+            "stable_count": min(a.stable_count, _STABLE_COUNT_CAP),
+        }
+
+    def _pty_row(self, tracked: Tracked, server_pid: int) -> dict[str, Any]:
+        pane = tracked.pane
+        return {
+            "id": tracked.worker_id,
+            "name": tracked.name,
+            "socket": self.tmux.label,
+            "server_pid": server_pid,
+            "pane_id": pane.pane_id,
+            "tmux_session": pane.session_name,
+            "tmux_window": pane.window_name,
+            "window_index": pane.window_index,
+            "pane_index": pane.pane_index,
+            "cwd": pane.cwd,
+            "cli_type": tracked.pack.name if tracked.pack else None,
+            "command": pane.current_command,
+        }
+
+    def _public(self, tracked: Tracked) -> dict[str, Any]:
+        pane, a = tracked.pane, tracked.assessment
+        verdict = a.verdict if a else None
+        return public_row({
+            "id": tracked.worker_id,
+            "name": tracked.name,
+            "tmux_session": pane.session_name,
+            "tmux_window": pane.window_name,
+            "window_index": pane.window_index,
+            "pane_id": pane.pane_id,
+            "cwd": pane.cwd,
+            "cli_type": tracked.pack.name if tracked.pack else None,
+            "state": a.state.value if a else None,
+            "summary": a.summary if a else "",
+            "actions_needed": a.actions_needed if a else "",
+            "confidence": a.confidence if a else 0,
+            "reasons": list(a.reasons) if a else [],
+            "rule_id": verdict.rule_id if verdict else None,
+            "classifier": verdict.classifier if verdict else None,
+            "state_entered_ts": a.state_entered if a else None,
+            "last_change_ts": a.last_change if a else None,
+        })
+
+    def _write_status_file(self, tracked: Tracked) -> None:
+        if tracked.assessment is None:
+            return
+        folder = self.workers_dir / tracked.worker_id
+        data = self._public(tracked)
+        # Confidence and reasons move every poll while a screen settles; the file changes only
+        # when something a reader acts on changes.
+        try:
+            tracked.status_json = statusfile.write_status(folder, data, tracked.status_json)
+        except OSError as exc:
+            log.error("cannot write %s: %s", folder / statusfile.STATUS_FILE, exc)
+
+    def _folders(self) -> set[str]:
+        try:
+            return {p.name for p in self.workers_dir.iterdir()
+                    if p.is_dir() and WORKER_ID_RE.match(p.name)}
+        except OSError:
+            return set()
+
+    def _remove_folder(self, wid: str) -> None:
+        if WORKER_ID_RE.match(wid):
+            shutil.rmtree(self.workers_dir / wid, ignore_errors=True)
+
+    def _notify(self, transition: Transition) -> None:
+        tracked = self.tracked.get(transition.pane_key)
+        log.info(
+            "%s (%s): %s -> %s [%s] %s", tracked.name if tracked else transition.pane_key,
+            transition.pane_key, transition.previous.value if transition.previous else "-",
+            transition.state.value, ", ".join(transition.verdict.reasons),
+            transition.verdict.summary,
+        )
+        if self.on_transition is not None and tracked is not None:
+            try:
+                self.on_transition(transition, tracked)
+            except ConductorError as exc:
+                log.error("transition handler failed: %s", exc)
+            except Exception:
+                log.exception("transition handler failed")
+
+
+def _history_row(transition: Transition) -> dict[str, Any]:
+    verdict = transition.verdict
+    return {
+        "id": transition.pane_key,
+        "ts": transition.ts,
+        "state": transition.state.value,
+        "previous_state": transition.previous.value if transition.previous else None,
+        "summary": verdict.summary,
+        "actions_needed": verdict.actions_needed,
+        "reasons": list(verdict.reasons),
+        "rule_id": verdict.rule_id,
+        "classifier": verdict.classifier,
+        "confidence": verdict.confidence,
+    }

@@ -1,0 +1,83 @@
+"""Shared fixtures: every test gets its own store folder and, where it needs one, its own tmux
+server on a random socket (libtmux's pytest plugin); nothing touches the user's tmux or state."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the store at a temp folder and strip variables that would leak the user's tmux."""
+    workers = tmp_path / "workers"
+    monkeypatch.setenv("CONDUCTOR_WORKERS_DIR", str(workers))
+    monkeypatch.setenv("SHELL", "/bin/sh")
+    for name in (
+        "TMUX",
+        "TMUX_PANE",
+        "CONDUCTOR_TMUX_SOCKET",
+        "OPENROUTER_API_KEY",
+        "CONDUCTOR_PACKS_DIR",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    return workers
+
+
+@pytest.fixture
+def session_params() -> dict[str, Any]:
+    return {"x": 200, "y": 50}
+
+
+def conductor(
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 30,
+    input_text: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run the real CLI in a subprocess, as a user or a script would."""
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        cwd=REPO,
+        input=input_text,
+        check=False,
+    )
+
+
+@pytest.fixture
+def watcher_process(server: Any) -> Iterator[Any]:
+    """Start `conductor pty watch` against the test server; stop it with SIGTERM afterwards."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*extra: str) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app", "-L", server.socket_name, "pty", "watch", *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

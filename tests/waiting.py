@@ -1,0 +1,52 @@
+"""Deadline-based waiting for tests: poll a condition instead of sleeping and hoping."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+class WaitTimeout(AssertionError):
+    """The condition did not hold before the deadline.
+
+    An ``AssertionError`` so pytest shows it as a failed expectation, not a crash.
+    """
+
+
+def retry_until(
+    fn: Callable[[], object],
+    seconds: float = 10.0,
+    *,
+    interval: float = 0.02,
+    message: str = "",
+) -> None:
+    """Call ``fn`` until it returns something truthy; raise :class:`WaitTimeout` after ``seconds``.
+
+    ``fn`` is called at least once, and once more right at the deadline, so a slow machine that
+    satisfies the condition while we slept still passes. ``interval`` is the pause between calls.
+    """
+    deadline = time.monotonic() + seconds
+    while True:
+        if fn():
+            return
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        time.sleep(min(interval, remaining))
+    if fn():
+        return
+    raise WaitTimeout(message or f"condition not met within {seconds} s: {fn!r}")
+
+
+def stays_false(fn: Callable[[], object], seconds: float, *, interval: float = 0.02) -> bool:
+    """True if ``fn`` stays falsy for the whole of ``seconds``.
+
+    For asserting that something does *not* happen (a second notification, say): the only honest
+    way is to watch for it for a bounded time.
+    """
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if fn():
+            return False
+        time.sleep(interval)
+    return not fn()
