@@ -77,18 +77,21 @@ def pty(obj: Context, socket_name: str | None) -> None:
 @click.option("--stable-polls", type=click.IntRange(min=1), default=None,
               help="Polls a screen must stay unchanged before READY (default: per CLI pack).")
 @click.option("--once", is_flag=True, help="Run one poll cycle and exit.")
+@click.option("--no-notify", is_flag=True, help="No tmux or desktop notifications.")
 @click.option("-v", "--verbose", count=True, help="More logging (-vv for debug).")
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
 @click.pass_obj
 @friendly_errors
-def watch(obj: Context, interval: float, stable_polls: int | None, once: bool, verbose: int,
-          quiet: bool) -> None:
+def watch(obj: Context, interval: float, stable_polls: int | None, once: bool, no_notify: bool,
+          verbose: int, quiet: bool) -> None:
     """Poll every pane and keep the status store up to date (runs until stopped)."""
     from app.daemon import Daemon, setup_logging
+    from app.notify import NotifySettings
 
     setup_logging(-1 if quiet else verbose)
     settings = config.WatchSettings(interval_s=interval, stable_polls=stable_polls)
-    code = Daemon(obj.tmux(), obj.workers_dir, settings, once=once).run()
+    notify = NotifySettings(kinds=frozenset()) if no_notify else NotifySettings()
+    code = Daemon(obj.tmux(), obj.workers_dir, settings, once=once, notify=notify).run()
     sys.exit(code)
 
 

@@ -10,9 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from app import paths
 from app.errors import ConfigError
 
-ENV_WORKERS_DIR = "CONDUCTOR_WORKERS_DIR"
+ENV_WORKERS_DIR = paths.ENV_WORKERS_DIR
 ENV_TMUX_SOCKET = "CONDUCTOR_TMUX_SOCKET"
 
 DEFAULT_INTERVAL_S = 5.0
@@ -25,19 +26,8 @@ DEFAULT_HISTORY_DAYS = 7.0
 DEFAULT_FORCE_CAPTURE_S = 30.0
 
 
-def default_workers_dir(env: Mapping[str, str]) -> Path:
-    """``$XDG_STATE_HOME/conductor-pty/workers`` (``~/.local/state/...`` when unset): the same from
-    every working directory, so the daemon, the CLI and tmux's status line find one store."""
-    state_home = env.get("XDG_STATE_HOME") or str(Path(env.get("HOME") or "~") / ".local/state")
-    return Path(state_home).expanduser() / "conductor-pty" / "workers"
-
-
 def workers_dir(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    configured = env.get(ENV_WORKERS_DIR)
-    if configured:
-        return Path(configured).expanduser().absolute()
-    return default_workers_dir(env)
+    return Path(paths.workers_dir(env))
 
 
 def tmux_socket(env: Mapping[str, str] | None = None) -> str | None:

@@ -22,9 +22,11 @@ from typing import IO
 from app.classify.packs import load_packs
 from app.config import WatchSettings
 from app.errors import AlreadyRunning, StoreError
+from app.model import Transition
+from app.notify import NotificationEvent, Notifier, NotifySettings
 from app.store import StoreWriter
 from app.tmux import Tmux
-from app.watch import Watcher
+from app.watch import Tracked, Watcher
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +77,27 @@ def setup_logging(verbosity: int) -> None:
     root.setLevel(level)
 
 
+def _notify_with(notifier: Notifier) -> Callable[[Transition, Tracked], None]:
+    def on_transition(transition: Transition, tracked: Tracked) -> None:
+        pane = tracked.pane
+        notifier.on_transition(NotificationEvent(
+            worker_id=tracked.worker_id, name=tracked.name, session=pane.session_name,
+            window=pane.window_name, pane_id=pane.pane_id,
+            cli=tracked.pack.name if tracked.pack else "", previous=transition.previous,
+            state=transition.state, summary=transition.verdict.summary,
+            actions_needed=transition.verdict.actions_needed, ts=transition.ts,
+        ))
+
+    return on_transition
+
+
 @dataclass
 class Daemon:
     tmux: Tmux
     workers_dir: Path
     settings: WatchSettings
     once: bool = False
+    notify: NotifySettings | None = None
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
@@ -105,7 +122,11 @@ class Daemon:
             if install_signals:
                 for signum in (signal.SIGTERM, signal.SIGINT):
                     previous[signum] = signal.signal(signum, self._on_signal)  # type: ignore[assignment]
-            watcher = Watcher(self.tmux, store, packs, self.settings)
+            notifier = Notifier(self.notify or NotifySettings(), self.tmux.display_message)
+            for line in notifier.startup_report():
+                log.info("%s", line)
+            watcher = Watcher(self.tmux, store, packs, self.settings,
+                              on_transition=_notify_with(notifier))
             with store.transaction() as conn:
                 store.heartbeat(conn, pid=os.getpid(), socket=self.tmux.label,
                                 interval=self.settings.interval_s, started_ts=time.time(),
@@ -113,7 +134,10 @@ class Daemon:
             log.info("watching tmux server %s every %.1f s; store %s (%d packs: %s)",
                      self.tmux.label, self.settings.interval_s, store.path, len(packs),
                      ", ".join(sorted(packs)))
-            self._loop(watcher, store)
+            try:
+                self._loop(watcher, store)
+            finally:
+                notifier.close(timeout=5.0)
         finally:
             if store is not None:
                 try:

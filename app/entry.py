@@ -12,13 +12,13 @@ _SHORT_FLAGS = {"--short", "--colour", "--color", "--tmux-colours"}
 
 
 def _short_status(argv: list[str]) -> int:
-    from app import config, render
+    from app import paths, render
     from app.errors import ConductorError
     from app.status import snapshot
 
     colour = bool({"--colour", "--color", "--tmux-colours"} & set(argv))
     try:
-        snap = snapshot(config.workers_dir())
+        snap = snapshot(paths.workers_dir())
     except ConductorError:
         print("[conductor: no store]")
         return 0

@@ -5,19 +5,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from app.errors import PaneNotFound
 from app.store import StoreReader
 
+TYPE_CHECKING = False  # typing costs ~5 ms; this is on the status-line path
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
-@dataclass(frozen=True)
+
 class Snapshot:
-    workers: list[dict[str, Any]]
-    watcher_pid: int | None  # None: no live watcher
-    watcher_problem: str | None
+    __slots__ = ("watcher_pid", "watcher_problem", "workers")
+
+    def __init__(self, workers: list[dict[str, Any]], watcher_pid: int | None,
+                 watcher_problem: str | None) -> None:
+        self.workers = workers
+        self.watcher_pid = watcher_pid  # None: no live watcher
+        self.watcher_problem = watcher_problem
 
 
 def _pid_alive(pid: int) -> bool:
@@ -37,7 +42,7 @@ def watcher_pid(daemon: Mapping[str, Any] | None) -> int | None:
     return pid if _pid_alive(pid) else None
 
 
-def snapshot(workers_dir: Path) -> Snapshot:
+def snapshot(workers_dir: str | Path) -> Snapshot:
     reader = StoreReader(workers_dir)
     try:
         daemon = reader.daemon()

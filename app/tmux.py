@@ -196,8 +196,10 @@ class Tmux:
         """Show a message on every client attached to the server (no client: nothing to do)."""
         clients = self.run("list-clients", "-F", "#{client_name}", check=False).stdout.split()
         for client in clients:
-            # -l: the text is literal, never expanded as a tmux format.
-            self.run("display-message", "-c", client, "-l", text, check=False)
+            # tmux expands formats in the text; doubled '#' prints literally. -d: tmux's default
+            # display-time (750 ms) is too short to notice.
+            self.run("display-message", "-c", client, "-d", "5000", text.replace("#", "##"),
+                     check=False)
 
     def _libtmux_server(self):  # type: ignore[no-untyped-def]
         import libtmux
@@ -210,6 +212,9 @@ class Tmux:
         recently used session, else a new ``conductor`` session."""
         import libtmux.exc
 
+        if not self.is_running():
+            raise TmuxServerNotRunning(f"no tmux server running on socket {self.label}; "
+                                       "start tmux first")
         server = self._libtmux_server()
         try:
             target = session_name or self._preferred_session()

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Install conductor pty into ./.venv, with tmux if the machine lacks it.
+#   scripts/install.sh          the tool
+#   scripts/install.sh --test   the tool, its test extras, and what the tests use (dbus, notify-send)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+with_tests=0
+[ "${1:-}" = "--test" ] && with_tests=1
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+need_apt=()
+command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
+if [ "$with_tests" = 1 ]; then
+  command -v dbus-daemon >/dev/null 2>&1 || need_apt+=(dbus)
+  command -v notify-send >/dev/null 2>&1 || need_apt+=(libnotify-bin)
+fi
+if [ "${#need_apt[@]}" -gt 0 ]; then
+  if command -v apt-get >/dev/null 2>&1; then
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  elif command -v brew >/dev/null 2>&1; then
+    brew install tmux
+  else
+    echo "install.sh: please install: ${need_apt[*]}" >&2
+    exit 1
+  fi
+fi
+
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+if [ "$with_tests" = 1 ]; then
+  .venv/bin/python -m pip install -q -e '.[test]'
+else
+  .venv/bin/python -m pip install -q .
+fi
+echo "installed: $(.venv/bin/conductor --version)"

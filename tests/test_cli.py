@@ -1,0 +1,233 @@
+"""The CLI as a user runs it: a real `conductor pty watch` process against a real tmux server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.store import StoreReader
+from tests.conftest import REPO, conductor
+from tests.waiting import retry_until
+
+QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 60\""
+PRINTER = "sh -c 'i=0; while :; do i=$((i+1)); echo line $i; sleep 0.1; done'"
+
+
+def status_json(socket: str) -> dict[str, dict[str, Any]]:
+    done = conductor("-L", socket, "pty", "status", "--json")
+    if done.returncode != 0:
+        return {}
+    return {w["name"]: w for w in json.loads(done.stdout)}
+
+
+def watcher_problem(workers_dir: Path) -> str | None:
+    reader = StoreReader(workers_dir)
+    try:
+        return (reader.daemon() or {}).get("problem")
+    finally:
+        reader.close()
+
+
+def state_of(socket: str, name: str) -> str | None:
+    worker = status_json(socket).get(name)
+    return worker["state"] if worker else None
+
+
+@pytest.mark.slow
+def test_watch_end_to_end(server: Any, session: Any, watcher_process: Any,
+                          isolated_env: Path) -> None:
+    server.cmd("set-option", "-g", "remain-on-exit", "on")
+    session.new_window(window_name="idle", attach=False)
+    session.new_window(window_name="printer", window_shell=PRINTER, attach=False)
+    session.new_window(window_name="question", window_shell=QUESTION, attach=False)
+    session.new_window(window_name="crashed", window_shell="sh -c 'exit 3'", attach=False)
+    proc = watcher_process("--interval", "1")
+    socket = server.socket_name
+
+    # Within 3 polls of --interval 1 (plus start-up and a poll of slack for a loaded machine).
+    expected = {"idle": "READY", "printer": "BUSY", "question": "NEEDS_CONFIRMATION",
+                "crashed": "ERROR"}
+    retry_until(lambda: all(state_of(socket, n) == s for n, s in expected.items()), 8,
+                interval=0.2, message=f"states: {status_json(socket)}")
+
+    workers = status_json(socket)
+    for name, state in expected.items():
+        on_disk = json.loads((isolated_env / workers[name]["id"] / "status.json").read_text())
+        assert on_disk["state"] == state
+    short = conductor("-L", socket, "pty", "status", "--short")
+    assert short.returncode == 0
+    assert "[question: NEEDS_CONF]" in short.stdout
+    assert "[idle: READY]" in short.stdout
+    # Needing a human comes first.
+    assert short.stdout.index("question") < short.stdout.index("idle")
+    table = conductor("-L", socket, "pty", "status").stdout.splitlines()
+    assert "question" in table[1]
+
+    # A killed window leaves the store and its folder within 2 cycles.
+    doomed = workers["printer"]["id"]
+    session.windows.get(window_name="printer").kill()
+    retry_until(lambda: "printer" not in status_json(socket), 2.5, interval=0.1)
+    assert not (isolated_env / doomed).exists()
+
+    # tail shows the history of a pane.
+    tail = conductor("pty", "tail", workers["question"]["id"])
+    assert tail.returncode == 0
+    assert "-> NEEDS_CONFIRMATION" in tail.stdout
+
+    # A second watcher on the same store refuses to start.
+    second = subprocess.run(
+        [sys.executable, "-m", "app", "-L", socket, "pty", "watch", "--interval", "1"],
+        capture_output=True, text=True, timeout=30, cwd=REPO, check=False,
+    )
+    assert second.returncode == 1
+    assert f"already running" in second.stderr and f"(pid {proc.pid})" in second.stderr
+
+    # SIGTERM: finish the cycle, exit 0, and the store says the watcher stopped.
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 0
+    assert conductor("pty", "status", "--short").stdout.strip() == "[conductor: watcher stopped]"
+
+
+@pytest.mark.slow
+def test_a_killed_watcher_leaves_no_lock_that_blocks_the_next(
+    server: Any, session: Any, watcher_process: Any
+) -> None:
+    first = watcher_process("--interval", "0.2")
+    retry_until(lambda: status_json(server.socket_name) != {}, 10, interval=0.1)
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=10)
+    second = watcher_process("--interval", "0.2")
+    retry_until(lambda: "[conductor: watcher stopped]" not in
+                conductor("pty", "status", "--short").stdout, 10, interval=0.1)
+    assert second.poll() is None
+
+
+@pytest.mark.slow
+def test_watcher_waits_for_a_server_that_dies_and_comes_back(
+    server: Any, session: Any, watcher_process: Any, isolated_env: Path
+) -> None:
+    proc = watcher_process("--interval", "0.2", "-v")
+    socket = server.socket_name
+    retry_until(lambda: status_json(socket) != {}, 10, interval=0.1)
+    server.kill()
+    retry_until(lambda: watcher_problem(isolated_env) == "tmux server not running", 5,
+                interval=0.05)
+    # A new server on the same socket: the watcher recovers and sees its panes.
+    subprocess.run(["tmux", "-L", socket, "new-session", "-d", "-s", "reborn", "-n", "phoenix"],
+                   check=True)
+    try:
+        retry_until(lambda: "phoenix" in status_json(socket), 10, interval=0.1)
+        assert watcher_problem(isolated_env) is None
+    finally:
+        subprocess.run(["tmux", "-L", socket, "kill-server"], check=False)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0
+    assert err.count("no tmux server on socket") == 1
+    assert err.count("is back") == 1
+
+
+def test_once_with_no_server_exits_cleanly_and_says_so(tmp_path: Path) -> None:
+    done = conductor("-L", f"absent-{os.getpid()}", "pty", "watch", "--once")
+    assert done.returncode == 0
+    assert "no tmux server on socket" in done.stderr
+
+
+def test_create_rejects_a_missing_directory_and_creates_nothing(server: Any, session: Any) -> None:
+    before = len(server.windows)
+    done = conductor("-L", server.socket_name, "pty", "create", "/nonexistent/dir")
+    assert done.returncode == 1
+    assert done.stderr.strip() == "Error: /nonexistent/dir does not exist; nothing created"
+    assert len(server.windows) == before
+
+
+def test_create_with_hostile_names_runs_nothing_and_registers_at_once(
+    server: Any, session: Any, tmp_path: Path
+) -> None:
+    sentinel = tmp_path / "pwned"
+    hostile = f"a b 'q' \"d\" $(touch {sentinel}); touch {sentinel}"
+    folder = tmp_path / hostile.replace("/", "_")
+    folder.mkdir()
+    done = conductor("-L", server.socket_name, "pty", "create", str(folder), "--name", hostile)
+    assert done.returncode == 0, done.stderr
+    worker_id = done.stdout.strip()
+    window = server.windows.get(window_name=hostile)
+    retry_until(lambda: window.active_pane.pane_current_path == str(folder), 5)
+    assert not sentinel.exists()
+    listed = json.loads(conductor("-L", server.socket_name, "pty", "status", "--json").stdout)
+    assert [w["name"] for w in listed if w["id"] == worker_id] == [hostile]
+
+
+def test_create_names_a_window_worker_something_by_default(server: Any, session: Any,
+                                                           tmp_path: Path) -> None:
+    done = conductor("-L", server.socket_name, "pty", "create", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    names = [w.window_name for w in server.windows]
+    assert any(n.startswith("worker-") for n in names)
+
+
+def test_create_without_a_server_says_so(tmp_path: Path) -> None:
+    done = conductor("-L", f"absent-{os.getpid()}", "pty", "create", str(tmp_path))
+    assert done.returncode == 1
+    assert "no tmux server running on socket" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["tail", "switch"])
+def test_unknown_ids_are_one_clear_line(server: Any, session: Any, command: str) -> None:
+    assert conductor("-L", server.socket_name, "pty", "watch", "--once").returncode == 0
+    done = conductor("-L", server.socket_name, "pty", command, "nope")
+    assert done.returncode == 1
+    assert done.stderr.strip() == ("Error: no pane with id or name 'nope'; see "
+                                   "`conductor pty status`")
+
+
+def test_switch_selects_the_window_when_no_client_is_attached(server: Any, session: Any) -> None:
+    session.new_window(window_name="target", attach=False)
+    assert conductor("-L", server.socket_name, "pty", "watch", "--once").returncode == 0
+    done = conductor("-L", server.socket_name, "pty", "switch", "target")
+    assert done.returncode == 0, done.stderr
+    assert "selected (no client attached)" in done.stdout
+    active = server.cmd("display-message", "-p", "-t", session.session_id, "#{window_name}")
+    assert active.stdout == ["target"]
+
+
+def test_status_without_a_store(isolated_env: Path) -> None:
+    short = conductor("pty", "status", "--short")
+    assert (short.returncode, short.stdout.strip()) == (0, "[conductor: no store]")
+    full = conductor("pty", "status")
+    assert full.returncode == 1
+    assert "no status store" in full.stderr
+
+
+def test_a_broken_pack_stops_the_watcher_before_it_starts(tmp_path: Path) -> None:
+    packs = tmp_path / "packs"
+    packs.mkdir()
+    (packs / "broken.yml").write_text("name: broken\nrules:\n  - id: x\n    state: READY\n"
+                                      "    match: '(unclosed'\n")
+    done = conductor("pty", "watch", "--once", env={"CONDUCTOR_PACKS_DIR": str(packs)})
+    assert done.returncode == 1
+    assert f"{packs / 'broken.yml'}:3: rule 'x' match: invalid regex" in done.stderr
+    assert not (Path(os.environ["CONDUCTOR_WORKERS_DIR"]) / "status.db").exists()
+
+
+def test_classify_reads_files_and_stdin(tmp_path: Path) -> None:
+    screen = tmp_path / "q.txt"
+    screen.write_text("user@host:~$ read -p 'Continue? (y/N) ' a\nContinue? (y/N) \n")
+    one = conductor("pty", "classify", str(screen))
+    assert one.returncode == 0
+    assert one.stdout.startswith("NEEDS_CONFIRMATION")
+    many = conductor("pty", "classify", "--cli", "shell", str(screen), "-",
+                     input_text="user@host:~$ \n")
+    rows = [json.loads(line) for line in many.stdout.splitlines()]
+    assert [(r["file"], r["state"]) for r in rows] == [(str(screen), "NEEDS_CONFIRMATION"),
+                                                       ("-", "READY")]
+    missing = conductor("pty", "classify", str(tmp_path / "absent.txt"))
+    assert missing.returncode != 0

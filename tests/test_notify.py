@@ -1,0 +1,705 @@
+"""Notifications: the decision rules, and delivery to real receivers (tmux, D-Bus, a command)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from libtmux.server import Server
+from libtmux.session import Session
+
+from app.errors import ConfigError, TmuxError
+from app.model import State
+from app.notify import (
+    COMMAND,
+    DESKTOP,
+    TMUX,
+    NotificationEvent,
+    Notifier,
+    NotifySettings,
+    Receiver,
+    command_receiver,
+    desktop_argv,
+    desktop_receiver,
+    format_message,
+    parse_command,
+)
+from tests.dbus_notifications import BusUnavailable, NotificationBus
+from tests.waiting import retry_until
+
+NEEDS = State.NEEDS_CONFIRMATION
+
+
+def make_event(
+    state: State,
+    previous: State | None = State.BUSY,
+    *,
+    worker_id: str = "w1",
+    name: str = "api",
+    summary: str = "Claude wants to run a command",
+    actions: str = "",
+    focused: bool = False,
+    ts: float | None = None,
+) -> NotificationEvent:
+    return NotificationEvent(
+        worker_id=worker_id,
+        name=name,
+        session="work",
+        window="@3",
+        pane_id="%7",
+        cli="claude",
+        previous=previous,
+        state=state,
+        summary=summary,
+        actions_needed=actions,
+        ts=time.time() if ts is None else ts,
+        focused=focused,
+    )
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Recorder:
+    """An in-process receiver that remembers what it was asked to send."""
+
+    def __init__(self, kind: str = TMUX) -> None:
+        self.kind = kind
+        self.events: list[NotificationEvent] = []
+
+    def send(self, event: NotificationEvent) -> None:
+        self.events.append(event)
+
+    @property
+    def receiver(self) -> Receiver:
+        return Receiver(self.kind, self.send)
+
+    def states(self) -> list[State]:
+        return [e.state for e in self.events]
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+def recording_notifier(recorder: Recorder, clock: FakeClock, **settings: Any) -> Notifier:
+    return Notifier(NotifySettings(**settings), None, clock, receivers=[recorder.receiver])
+
+
+# --- the words ----------------------------------------------------------------------------------
+
+
+def test_message_names_the_pane_state_and_action() -> None:
+    event = make_event(NEEDS, actions="Approve: rm -rf build")
+    assert format_message(event).line == "api: NEEDS_CONFIRMATION — Approve: rm -rf build"
+
+
+def test_message_falls_back_to_summary_and_stays_on_one_line() -> None:
+    event = make_event(State.ERROR, summary="rate limited\n  retry in 30 s")
+    msg = format_message(event)
+    assert (msg.title, msg.body) == ("api: ERROR", "rate limited retry in 30 s")
+    assert format_message(make_event(State.READY, summary="")).line == "api: READY"
+
+
+def test_desktop_argv_is_critical_for_questions_and_never_an_option() -> None:
+    argv = desktop_argv(make_event(NEEDS, summary="-rf everything"), "linux")
+    assert argv[:3] == ["notify-send", "--app-name=conductor", "--urgency=critical"]
+    # The title and body come after "--", so a leading dash is text, not an option.
+    assert argv[3:] == ["--", "api: NEEDS_CONFIRMATION", "-rf everything"]
+    assert "--urgency=normal" in desktop_argv(make_event(State.READY), "linux")
+
+
+def test_desktop_argv_on_macos_passes_text_as_arguments_not_script() -> None:
+    evil = 'done" & do shell script "touch /tmp/pwned'
+    argv = desktop_argv(make_event(State.READY, summary=evil), "darwin")
+    assert argv[0] == "osascript"
+    script = [argv[i + 1] for i, a in enumerate(argv) if a == "-e"]
+    # The user's text never appears inside the AppleScript source...
+    assert all(evil not in line for line in script)
+    # ...only as run-handler arguments.
+    assert argv[-2:] == ["api: READY", evil]
+
+
+# --- settings -----------------------------------------------------------------------------------
+
+
+def test_defaults() -> None:
+    s = NotifySettings()
+    assert s.kinds == {TMUX, DESKTOP, COMMAND}
+    assert s.states == {State.READY, NEEDS, State.ERROR}
+    assert (s.min_interval, s.timeout, s.skip_focused, s.notify_command) == (10.0, 5.0, False, ())
+
+
+def test_notify_command_string_is_split_not_shelled() -> None:
+    assert parse_command("notify 'my phone' $HOME; rm") == ("notify", "my phone", "$HOME;", "rm")
+    assert parse_command(["a b", "c"]) == ("a b", "c")
+    assert parse_command("") == ()
+    with pytest.raises(ConfigError, match="notify_command"):
+        parse_command("unclosed 'quote")
+
+
+def test_settings_from_config_values() -> None:
+    s = NotifySettings.from_mapping(
+        {
+            "kinds": ["tmux"],
+            "states": "needs_conf, error",
+            "notify_command": "say hi",
+            "min_interval": "30",
+        }
+    )
+    assert s.kinds == {TMUX}
+    assert s.states == {NEEDS, State.ERROR}
+    assert s.notify_command == ("say", "hi")
+    assert s.min_interval == 30.0
+    with pytest.raises(ConfigError, match="unknown notification kind"):
+        NotifySettings.from_mapping({"kinds": ["pager"]})
+    with pytest.raises(ConfigError, match="unknown state 'SLEEPY'"):
+        NotifySettings.from_mapping({"states": ["SLEEPY"]})
+    with pytest.raises(ConfigError, match="unknown notification setting"):
+        NotifySettings.from_mapping({"volume": 11})
+
+
+# --- deciding -----------------------------------------------------------------------------------
+
+
+def test_once_per_transition(recorder: Recorder, clock: FakeClock) -> None:
+    notifier = recording_notifier(recorder, clock)
+    event = make_event(State.READY)
+    notifier.on_transition(event)
+    notifier.on_transition(event)  # the same transition handed over twice
+    notifier.on_transition(make_event(State.READY, previous=State.READY))  # a poll, not a change
+    assert notifier.close()
+    assert recorder.states() == [State.READY]
+
+
+def test_only_configured_states_notify(recorder: Recorder, clock: FakeClock) -> None:
+    notifier = recording_notifier(recorder, clock, states=frozenset({State.ERROR}))
+    notifier.on_transition(make_event(State.BUSY, previous=State.READY))
+    notifier.on_transition(make_event(State.READY))
+    notifier.on_transition(make_event(NEEDS))
+    notifier.on_transition(make_event(State.ERROR))
+    assert notifier.close()
+    assert recorder.states() == [State.ERROR]
+
+
+def test_busy_and_unknown_never_notify_by_default(recorder: Recorder, clock: FakeClock) -> None:
+    notifier = recording_notifier(recorder, clock)
+    notifier.on_transition(make_event(State.BUSY, previous=State.READY))
+    notifier.on_transition(make_event(State.UNKNOWN, previous=State.BUSY))
+    assert notifier.close()
+    assert recorder.events == []
+
+
+def test_rate_limit_per_pane_and_state(recorder: Recorder, clock: FakeClock) -> None:
+    notifier = recording_notifier(recorder, clock)
+    notifier.on_transition(make_event(State.READY))
+    clock.now += 3
+    notifier.on_transition(make_event(State.BUSY, previous=State.READY))
+    clock.now += 3
+    notifier.on_transition(make_event(State.READY))  # 6 s after the last READY: swallowed
+    notifier.on_transition(make_event(State.READY, worker_id="w2"))  # another pane: its own limit
+    clock.now += 4.5
+    notifier.on_transition(make_event(State.BUSY, previous=State.READY))
+    notifier.on_transition(make_event(State.READY))  # 10.5 s after the last one sent
+    assert notifier.close()
+    assert [(e.worker_id, e.state) for e in recorder.events] == [
+        ("w1", State.READY),
+        ("w2", State.READY),
+        ("w1", State.READY),
+    ]
+
+
+def test_forgotten_pane_starts_afresh(recorder: Recorder, clock: FakeClock) -> None:
+    notifier = recording_notifier(recorder, clock)
+    notifier.on_transition(make_event(State.READY))
+    notifier.forget("w1")  # the pane closed; a new one may reuse the id
+    notifier.on_transition(make_event(State.READY))
+    assert notifier.close()
+    assert recorder.states() == [State.READY, State.READY]
+
+
+def test_a_question_is_never_swallowed_by_a_ready_just_before(
+    recorder: Recorder, clock: FakeClock
+) -> None:
+    notifier = recording_notifier(recorder, clock)
+    notifier.on_transition(make_event(State.READY))
+    clock.now += 1
+    notifier.on_transition(make_event(NEEDS, previous=State.READY))
+    clock.now += 1
+    notifier.on_transition(make_event(State.ERROR, previous=NEEDS))
+    assert notifier.close()
+    assert recorder.states() == [State.READY, NEEDS, State.ERROR]
+
+
+def test_focused_pane_skipped_only_when_asked(recorder: Recorder, clock: FakeClock) -> None:
+    notifier = recording_notifier(recorder, clock, skip_focused=True)
+    notifier.on_transition(make_event(NEEDS, focused=True))
+    notifier.on_transition(make_event(State.READY, focused=False))
+    assert notifier.close()
+    assert recorder.states() == [State.READY]
+
+    default = Recorder()
+    notifier = recording_notifier(default, clock)
+    notifier.on_transition(make_event(NEEDS, focused=True))
+    assert notifier.close()
+    assert default.states() == [NEEDS]
+
+
+def test_first_sight_of_an_idle_pane_is_not_news(recorder: Recorder, clock: FakeClock) -> None:
+    notifier = recording_notifier(recorder, clock)
+    notifier.on_transition(make_event(State.READY, previous=None, worker_id="idle"))
+    notifier.on_transition(make_event(NEEDS, previous=None, worker_id="asking"))
+    assert notifier.close()
+    assert [(e.worker_id, e.state) for e in recorder.events] == [("asking", NEEDS)]
+
+
+def test_disabled_kind_is_not_called(clock: FakeClock) -> None:
+    tmux, desktop = Recorder(TMUX), Recorder(DESKTOP)
+    notifier = Notifier(
+        NotifySettings(kinds=frozenset({DESKTOP})),
+        None,
+        clock,
+        receivers=[tmux.receiver, desktop.receiver],
+    )
+    assert notifier.active_kinds == [DESKTOP]
+    notifier.on_transition(make_event(State.READY))
+    assert notifier.close()
+    assert (tmux.events, desktop.states()) == ([], [State.READY])
+
+
+# --- startup report -----------------------------------------------------------------------------
+
+
+def test_startup_report_names_each_missing_receiver() -> None:
+    missing_command = command_receiver(["/nonexistent/conductor-hook"], 5.0)
+    assert missing_command is not None
+    assert command_receiver([], 5.0) is None  # no command set: off, and nothing to report
+    notifier = Notifier(
+        NotifySettings(),
+        None,
+        receivers=[desktop_receiver(5.0, platform="linux", which=lambda _: None), missing_command],
+    )
+    notifier.close()
+    assert notifier.startup_report() == [
+        "desktop notifications off: neither notify-send nor osascript found",
+        "notify_command off: '/nonexistent/conductor-hook' not found or not executable",
+    ]
+    defaults = Notifier(NotifySettings(), None)
+    assert defaults.startup_report()[0].startswith("tmux messages off")
+    assert COMMAND not in defaults.active_kinds
+    assert defaults.close()
+    # A kind the user turned off is not "unavailable": nothing to report.
+    quiet = Notifier(NotifySettings(kinds=frozenset()), None)
+    assert quiet.startup_report() == []
+    assert quiet.close()
+
+
+def test_desktop_off_without_a_session_bus(tmp_path: Path) -> None:
+    found = "/usr/bin/notify-send"
+    headless = desktop_receiver(5.0, "linux", which=lambda _: found, env={"HOME": "/root"})
+    assert headless.unavailable.startswith("desktop notifications off: no D-Bus session bus")
+    (tmp_path / "bus").touch()
+    for env in (
+        {"DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/1000/bus"},
+        {"DISPLAY": ":0"},
+        {"XDG_RUNTIME_DIR": str(tmp_path)},
+    ):
+        assert desktop_receiver(5.0, "linux", which=lambda _: found, env=env).unavailable == ""
+    # macOS has no D-Bus to look for.
+    assert (
+        desktop_receiver(5.0, "darwin", which=lambda _: "/usr/bin/osascript", env={}).unavailable
+        == ""
+    )
+
+
+# --- real receivers: D-Bus ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def notification_bus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[NotificationBus]:
+    """A private session bus with a recording notification server; the process env points at it."""
+    if sys.platform == "darwin":
+        pytest.skip("desktop notifications on macOS go through osascript, not D-Bus")
+    if shutil.which("notify-send") is None:
+        pytest.skip("notify-send not found (Debian package: libnotify-bin)")
+    bus = NotificationBus(tmp_path)
+    try:
+        bus.start()
+    except BusUnavailable as e:
+        pytest.skip(f"no private D-Bus session bus here: {e}")
+    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", bus.address)
+    yield bus
+    bus.stop()
+
+
+def test_desktop_notification_delivered_once_per_transition(
+    notification_bus: NotificationBus,
+) -> None:
+    notifier = Notifier(NotifySettings(kinds=frozenset({DESKTOP})), None)
+    assert notifier.startup_report() == []
+    question = make_event(NEEDS, actions="Approve: rm -rf build")
+    notifier.on_transition(question)
+    notifier.on_transition(question)
+    notifier.on_transition(make_event(State.BUSY, previous=NEEDS))
+    notifier.on_transition(make_event(State.READY, summary="Tests pass & branch pushed"))
+    # close() drains the queue, and notify-send returns only after the server answered Notify.
+    assert notifier.close()
+
+    got = [
+        (r["app_name"], r["summary"], r["body"], r["hints"].get("urgency"))
+        for r in notification_bus.records()
+    ]
+    assert got == [
+        ("conductor", "api: NEEDS_CONFIRMATION", "Approve: rm -rf build", 2),
+        ("conductor", "api: READY", "Tests pass & branch pushed", 1),
+    ]
+
+
+def test_desktop_failure_is_logged_and_later_events_still_go_out(
+    notification_bus: NotificationBus,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    clock: FakeClock,
+) -> None:
+    notifier = Notifier(NotifySettings(kinds=frozenset({DESKTOP})), None, clock)
+    # No bus at that address: notify-send exits non-zero.
+    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus")
+    notifier.on_transition(make_event(NEEDS))
+    retry_until(lambda: "exited" in caplog.text, 10, message="notify-send failure not logged")
+    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", notification_bus.address)
+    notifier.on_transition(make_event(State.ERROR, summary="crashed"))
+    assert notifier.close()
+    assert [r["summary"] for r in notification_bus.records()] == ["api: ERROR"]
+
+
+# --- real receivers: tmux -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def attached_client(server: Server, session: Session) -> Iterator[str]:
+    """A real terminal client attached to the test server; tmux shows messages only to clients."""
+    if shutil.which("script") is None:
+        pytest.skip("script (util-linux) not found: cannot attach a tmux client without a tty")
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    env["TERM"] = "xterm-256color"
+    attach = f"tmux -L {server.socket_name} attach-session -t {session.session_id}"
+    # stdin stays an open pipe: script ends its child when its input reaches EOF.
+    proc = subprocess.Popen(
+        ["script", "-qc", attach, "/dev/null"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+
+    def clients() -> list[str]:
+        return [c for c in server.cmd("list-clients", "-F", "#{client_name}").stdout if c]
+
+    retry_until(clients, 10, message="tmux client did not attach")
+    yield clients()[0]
+    proc.terminate()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    assert proc.stdin is not None
+    proc.stdin.close()
+
+
+def display_on_every_client(server: Server) -> Callable[[str], None]:
+    """What app/tmux.py should offer the daemon: show ``text`` literally on every client.
+
+    display-message expands formats, so a literal '#' must be sent as '##'. Without -c it would
+    pick one client (or none, from outside tmux), so we address each one.
+    """
+
+    def show(text: str) -> None:
+        literal = text.replace("#", "##")
+        names = server.cmd("list-clients", "-F", "#{client_name}").stdout
+        for name in filter(None, names):
+            server.cmd("display-message", "-c", name, "-d", "5000", literal)
+
+    return show
+
+
+def messages_shown(server: Server, client: str) -> list[str]:
+    """Messages tmux displayed to ``client``, from the server's message log, oldest first."""
+    out = server.cmd("show-messages", "-t", client).stdout
+    marker = f"{client} message: "
+    # show-messages lists the newest first.
+    return [line.split(marker, 1)[1] for line in reversed(out) if marker in line]
+
+
+def test_tmux_message_read_back_from_the_server(
+    server: Server, attached_client: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The em dash travels back through a tmux client, which must speak UTF-8 to keep it.
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    notifier = Notifier(NotifySettings(kinds=frozenset({TMUX})), display_on_every_client(server))
+    assert notifier.startup_report() == []
+    question = make_event(NEEDS, actions="Approve: rm -rf #{build} #S")
+    notifier.on_transition(question)
+    notifier.on_transition(question)
+    notifier.on_transition(make_event(State.BUSY, previous=NEEDS))
+    notifier.on_transition(make_event(State.READY, summary="done"))
+    assert notifier.close()
+    assert messages_shown(server, attached_client) == [
+        "api: NEEDS_CONFIRMATION — Approve: rm -rf #{build} #S",
+        "api: READY — done",
+    ]
+
+
+# --- real receivers: a user command -------------------------------------------------------------
+
+
+def write_script(path: Path, body: str) -> Path:
+    path.write_text(f"#!{sys.executable}\n{body}", encoding="utf-8")
+    path.chmod(0o755)
+    return path
+
+
+RECORD_ENV = """
+import json, os, sys
+with open(sys.argv[1], "a", encoding="utf-8") as out:
+    env = {k: v for k, v in os.environ.items() if k.startswith("CONDUCTOR_")}
+    out.write(json.dumps({"argv": sys.argv[1:], "env": env}) + "\\n")
+"""
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_command_gets_details_in_env_and_argv_untouched(tmp_path: Path) -> None:
+    folder = tmp_path / "with space"
+    folder.mkdir()
+    script = write_script(folder / "hook", RECORD_ENV)
+    out = tmp_path / "calls.jsonl"
+    # A string setting, split like words but never given to a shell: $HOME and ; stay literal.
+    settings = NotifySettings.from_mapping(
+        {"kinds": [COMMAND], "notify_command": f"'{script}' {out} '$HOME;' x"}
+    )
+    notifier = Notifier(settings, None)
+    assert notifier.startup_report() == []
+    notifier.on_transition(
+        make_event(NEEDS, summary='Run "rm -rf build"?', actions="Approve: rm -rf build")
+    )
+    notifier.on_transition(make_event(State.READY, previous=NEEDS, summary=""))
+    assert notifier.close()
+
+    calls = read_jsonl(out)
+    assert [c["argv"] for c in calls] == [[str(out), "$HOME;", "x"]] * 2
+    first = calls[0]["env"]
+    # Other CONDUCTOR_* variables from the test's own environment pass through untouched.
+    assert (
+        first.items()
+        >= {
+            "CONDUCTOR_ID": "w1",
+            "CONDUCTOR_NAME": "api",
+            "CONDUCTOR_STATE": "NEEDS_CONFIRMATION",
+            "CONDUCTOR_PREVIOUS_STATE": "BUSY",
+            "CONDUCTOR_SUMMARY": 'Run "rm -rf build"?',
+            "CONDUCTOR_ACTIONS": "Approve: rm -rf build",
+            "CONDUCTOR_SESSION": "work",
+            "CONDUCTOR_WINDOW": "@3",
+            "CONDUCTOR_PANE": "%7",
+            "CONDUCTOR_CLI": "claude",
+            "CONDUCTOR_TS": first["CONDUCTOR_TS"],
+            "CONDUCTOR_MESSAGE": "api: NEEDS_CONFIRMATION — Approve: rm -rf build",
+        }.items()
+    )
+    assert calls[1]["env"]["CONDUCTOR_STATE"] == "READY"
+    assert calls[1]["env"]["CONDUCTOR_PREVIOUS_STATE"] == "NEEDS_CONFIRMATION"
+
+
+# --- faults -------------------------------------------------------------------------------------
+
+
+def command_and_tmux(argv: list[str], tmux: Recorder, **settings: Any) -> Notifier:
+    """The real command receiver beside an in-process one, to show the other keeps going."""
+    config = NotifySettings(
+        kinds=frozenset({TMUX, COMMAND}), notify_command=tuple(argv), **settings
+    )
+    real = command_receiver(config.notify_command, config.timeout)
+    assert real is not None
+    return Notifier(config, None, receivers=[tmux.receiver, real])
+
+
+def test_missing_program_is_reported_at_start_and_the_rest_goes_on(recorder: Recorder) -> None:
+    notifier = command_and_tmux(["/nonexistent/conductor-hook"], recorder)
+    assert notifier.startup_report() == [
+        "notify_command off: '/nonexistent/conductor-hook' not found or not executable"
+    ]
+    notifier.on_transition(make_event(State.READY))
+    assert notifier.close()
+    assert recorder.states() == [State.READY]
+
+
+def test_program_vanishing_later_is_logged_and_survived(
+    tmp_path: Path, recorder: Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    out = tmp_path / "calls.jsonl"
+    script = write_script(tmp_path / "hook", RECORD_ENV)
+    notifier = command_and_tmux([str(script), str(out)], recorder)
+    script.unlink()
+    notifier.on_transition(make_event(NEEDS))
+    retry_until(lambda: "could not start" in caplog.text, 10, message="missing program not logged")
+    write_script(script, RECORD_ENV)
+    notifier.on_transition(make_event(State.ERROR))
+    assert notifier.close()
+    assert [c["env"]["CONDUCTOR_STATE"] for c in read_jsonl(out)] == ["ERROR"]
+    assert recorder.states() == [NEEDS, State.ERROR]
+
+
+def test_non_zero_exit_is_logged_with_its_stderr(
+    tmp_path: Path, recorder: Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    script = write_script(
+        tmp_path / "hook", "import sys\nprint('webhook said 503', file=sys.stderr)\nsys.exit(3)\n"
+    )
+    notifier = command_and_tmux([str(script)], recorder)
+    notifier.on_transition(make_event(NEEDS))
+    assert notifier.close()
+    failures = [
+        r for r in caplog.records if r.name == "app.notify" and r.levelno == logging.WARNING
+    ]
+    assert len(failures) == 1
+    assert "exited 3: webhook said 503" in failures[0].getMessage()
+    assert recorder.states() == [NEEDS]
+
+
+HANG_ON_QUESTIONS = """#!/bin/sh
+# Hangs (with a grandchild, like a real script would) for a question; records anything else.
+if [ "$CONDUCTOR_STATE" = NEEDS_CONFIRMATION ]; then
+    sleep 60 &
+    echo $! > "$1.sleep-pid"
+    wait
+fi
+echo "$CONDUCTOR_STATE" >> "$1"
+"""
+
+
+def test_hanging_command_is_killed_and_blocks_nothing(
+    tmp_path: Path, recorder: Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    out = tmp_path / "states.txt"
+    script = tmp_path / "hook.sh"
+    script.write_text(HANG_ON_QUESTIONS, encoding="utf-8")
+    script.chmod(0o755)
+    notifier = command_and_tmux([str(script), str(out)], recorder, timeout=3.0)
+
+    started = time.monotonic()
+    notifier.on_transition(make_event(NEEDS))
+    notifier.on_transition(make_event(State.ERROR))
+    assert time.monotonic() - started < 0.5, "on_transition waited for a receiver"
+
+    # The tmux receiver has its own worker: it is not held up by the hanging command.
+    retry_until(lambda: recorder.states() == [NEEDS, State.ERROR], 2.5)
+    pid_file = Path(f"{out}.sleep-pid")
+    retry_until(pid_file.exists, 5)
+    sleep_pid = int(pid_file.read_text())
+    retry_until(lambda: "killed after 3.0 s timeout" in caplog.text, 10)
+
+    def gone(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        # A zombie not yet reaped by init still answers kill(0); its state says it is dead.
+        stat = Path(f"/proc/{pid}/stat")
+        return stat.exists() and stat.read_text().split(") ", 1)[1].startswith("Z")
+
+    retry_until(lambda: gone(sleep_pid), 5, message="the hung command's child survived")
+    # The next event for the same receiver still runs.
+    retry_until(lambda: out.exists() and out.read_text() == "ERROR\n", 10)
+    assert notifier.close()
+
+
+def test_receiver_exception_is_logged_and_the_worker_survives(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    sent: list[State] = []
+
+    def flaky(event: NotificationEvent) -> None:
+        if event.state is NEEDS:
+            raise RuntimeError("receiver bug")
+        if event.state is State.ERROR:
+            raise TmuxError("tmux display-message did not answer within 5 s")
+        sent.append(event.state)
+
+    notifier = Notifier(NotifySettings(), None, clock, receivers=[Receiver(TMUX, flaky)])
+    notifier.on_transition(make_event(NEEDS))
+    notifier.on_transition(make_event(State.ERROR, previous=NEEDS))
+    notifier.on_transition(make_event(State.READY, previous=State.ERROR))
+    assert notifier.close()
+    assert sent == [State.READY]
+    bug, tmux = (r for r in caplog.records if r.name == "app.notify")
+    assert bug.exc_info is not None and "receiver bug" in caplog.text
+    # Our own errors are one readable line, without a traceback.
+    assert tmux.exc_info is None
+    assert tmux.getMessage() == (
+        "tmux notification for w1 failed: tmux display-message did not answer within 5 s"
+    )
+
+
+def test_backed_up_receiver_drops_with_a_warning_and_never_blocks(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    release = threading.Event()
+    sent: list[str] = []
+
+    def stuck(event: NotificationEvent) -> None:
+        release.wait(10)
+        sent.append(event.worker_id)
+
+    notifier = Notifier(
+        NotifySettings(queue_size=1), None, clock, receivers=[Receiver(DESKTOP, stuck)]
+    )
+    started = time.monotonic()
+    for n in range(5):
+        notifier.on_transition(make_event(NEEDS, worker_id=f"w{n}"))
+    assert time.monotonic() - started < 0.5
+    assert "desktop notifications backed up" in caplog.text
+    release.set()
+    assert notifier.close()
+    # The first was being sent and perhaps one more waited in the queue; the rest were dropped.
+    assert sent[:1] == ["w0"]
+    assert len(sent) <= 2
+
+
+def test_close_gives_up_on_a_stuck_receiver(clock: FakeClock) -> None:
+    release = threading.Event()
+
+    def hang(event: NotificationEvent) -> None:
+        release.wait(30)
+
+    notifier = Notifier(NotifySettings(), None, clock, receivers=[Receiver(TMUX, hang)])
+    notifier.on_transition(make_event(NEEDS))
+    started = time.monotonic()
+    assert notifier.close(timeout=0.3) is False
+    assert time.monotonic() - started < 2
+    release.set()
