@@ -6,7 +6,7 @@ tests feeds it one recorded frame per poll, so both exercise the same logic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from app.model import State, Verdict
 

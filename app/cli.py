@@ -9,12 +9,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from app import config, render
 from app.errors import ConductorError
+
+if TYPE_CHECKING:
+    from app.classify.llm import LLMClassifier
+    from app.tmux import Tmux
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -24,7 +28,7 @@ class Context:
     socket_name: str | None
     workers_dir: Path
 
-    def tmux(self):  # type: ignore[no-untyped-def]
+    def tmux(self) -> Tmux:
         from app.tmux import Tmux
 
         return Tmux(socket_name=self.socket_name)
@@ -188,8 +192,7 @@ def _history(row: Any) -> str:
 @friendly_errors
 def switch(obj: Context, ident: str) -> None:
     """Bring a pane to the front (switch-client, or select-window with no client attached)."""
-    from app.status import snapshot
-    from app.status import find_worker
+    from app.status import find_worker, snapshot
 
     worker = find_worker(snapshot(obj.workers_dir).workers, ident)
     done = obj.tmux().switch_to(worker["pane_id"])
@@ -201,20 +204,28 @@ def switch(obj: Context, ident: str) -> None:
 @click.option("--cli", "cli_name", default=None, help="Pack to use (default: detect).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per file.")
 @click.option("--explain", is_flag=True, help="Show the deciding rule and every rule tried.")
+@click.option("--llm", "use_llm", is_flag=True,
+              help="Also ask the LLM (needs OPENROUTER_API_KEY) and show the merged verdict.")
 @friendly_errors
-def classify(files: Sequence[str], cli_name: str | None, as_json: bool, explain: bool) -> None:
+def classify(files: Sequence[str], cli_name: str | None, as_json: bool, explain: bool,
+             use_llm: bool) -> None:
     """Classify captured screen text (FILE or - for stdin) with the daemon's packs."""
     from app.classify.packs import detect_pack, load_packs
 
     packs = load_packs()
     if cli_name is not None and cli_name not in packs:
         raise ConductorError(f"unknown --cli {cli_name!r}; known: {', '.join(sorted(packs))}")
+    llm = _llm_for_cli() if use_llm else None
     sources = list(files) or ["-"]
     json_lines = as_json or len(sources) > 1
     for source in sources:
         text = _read_screen(source)
         pack = packs[cli_name] if cli_name else detect_pack(packs, text)
         verdict, traces = pack.explain(text)
+        if llm is not None:
+            from app.classify.llm import merge
+
+            verdict = merge(verdict, llm.classify(text, pack.name, pack))
         if json_lines:
             click.echo(json.dumps({
                 "file": source, "state": verdict.state.value, "cli": pack.name,
@@ -236,6 +247,17 @@ def classify(files: Sequence[str], cli_name: str | None, as_json: bool, explain:
             for trace in traces:
                 mark = "✓" if trace.matched else "·"
                 click.echo(f"  {mark} {trace.state.value:<18} {trace.rule_id:<28} {trace.detail}")
+
+
+def _llm_for_cli() -> LLMClassifier:
+    import os
+
+    from app.classify.llm import LLMClassifier, LLMSettings
+
+    settings = LLMSettings.from_env(os.environ)
+    if not settings.api_key:
+        raise ConductorError("--llm needs OPENROUTER_API_KEY (environment or .env)")
+    return LLMClassifier(settings)
 
 
 def _read_screen(source: str) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
+from app.classify.llm import AsyncLLM, LLMClassifier, LLMSettings
 from app.classify.packs import load_packs
 from app.config import WatchSettings
 from app.errors import AlreadyRunning, StoreError
@@ -77,6 +78,15 @@ def setup_logging(verbosity: int) -> None:
     root.setLevel(level)
 
 
+def _start_llm() -> AsyncLLM | None:
+    """The LLM classifier when OPENROUTER_API_KEY is set (and not switched off); else None."""
+    settings = LLMSettings.from_env(os.environ)
+    log.info("%s", settings.status)
+    if not settings.enabled:
+        return None
+    return AsyncLLM(LLMClassifier(settings), workers=2)
+
+
 def _notify_with(notifier: Notifier) -> Callable[[Transition, Tracked], None]:
     def on_transition(transition: Transition, tracked: Tracked) -> None:
         pane = tracked.pane
@@ -116,17 +126,18 @@ class Daemon:
         lock = InstanceLock(self.workers_dir / LOCK_NAME)
         lock.acquire()
         store: StoreWriter | None = None
-        previous: dict[int, Callable[..., object] | int | None] = {}
+        previous: dict[signal.Signals, object] = {}
         try:
             store = StoreWriter(self.workers_dir)
             if install_signals:
                 for signum in (signal.SIGTERM, signal.SIGINT):
-                    previous[signum] = signal.signal(signum, self._on_signal)  # type: ignore[assignment]
+                    previous[signum] = signal.signal(signum, self._on_signal)
+            llm = _start_llm()
             notifier = Notifier(self.notify or NotifySettings(), self.tmux.display_message)
             for line in notifier.startup_report():
                 log.info("%s", line)
             watcher = Watcher(self.tmux, store, packs, self.settings,
-                              on_transition=_notify_with(notifier))
+                              on_transition=_notify_with(notifier), llm=llm)
             with store.transaction() as conn:
                 store.heartbeat(conn, pid=os.getpid(), socket=self.tmux.label,
                                 interval=self.settings.interval_s, started_ts=time.time(),
@@ -138,6 +149,8 @@ class Daemon:
                 self._loop(watcher, store)
             finally:
                 notifier.close(timeout=5.0)
+                if llm is not None:
+                    llm.close()
         finally:
             if store is not None:
                 try:
@@ -147,7 +160,7 @@ class Daemon:
                     log.warning("could not record the stop: %s", exc)
                 store.close()
             for signum, handler in previous.items():
-                signal.signal(signum, handler)  # type: ignore[arg-type]
+                signal.signal(signum, handler)  # type: ignore[arg-type]  # what signal() returned
             lock.release()
         log.info("stopped")
         return 0

@@ -8,21 +8,21 @@ seconds; ``sqlite_utils`` costs ~150 ms to import), the writer uses sqlite-utils
 
 from __future__ import annotations
 
-import sqlite3
 import os
+import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
-# typing costs ~5 ms to import; the status line imports this module on every refresh.
-TYPE_CHECKING = False
-
 from app.errors import StoreError
 
+# typing costs ~5 ms to import; the status line imports this module on every refresh.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
     from sqlite_utils import Database
+    from sqlite_utils.db import Table
     from sqlite_utils.migrations import Migrations
 
 DB_NAME = "status.db"
@@ -41,27 +41,30 @@ def _migrations() -> Migrations:
 
     migrations = Migrations("conductor_pty")
 
+    def table(db: Database, name: str) -> Table:
+        return db.table(name)
+
     @migrations()
     def m001_initial(db: Database) -> None:
-        db["ptys"].create({
+        table(db, "ptys").create({
             "id": str, "name": str, "socket": str, "server_pid": int, "pane_id": str,
             "tmux_session": str, "tmux_window": str, "window_index": int, "pane_index": int,
             "cwd": str, "cli_type": str, "cli_forced": str, "command": str, "created_by": str,
             "first_seen_ts": float, "last_seen_ts": float,
         }, pk="id")
-        db["status"].create({
+        table(db, "status").create({
             "id": str, "state": str, "summary": str, "actions_needed": str, "confidence": int,
             "reasons": str, "rule_id": str, "classifier": str, "last_snapshot_hash": str,
             "state_entered_ts": float, "last_change_ts": float, "last_polled_ts": float,
             "stable_count": int,
         }, pk="id")
-        db["status_history"].create({
+        table(db, "status_history").create({
             "seq": int, "id": str, "ts": float, "state": str, "previous_state": str,
             "summary": str, "actions_needed": str, "reasons": str, "rule_id": str,
             "classifier": str, "confidence": int,
         }, pk="seq")
-        db["status_history"].create_index(["id", "ts"])
-        db["daemon"].create({
+        table(db, "status_history").create_index(["id", "ts"])
+        table(db, "daemon").create({
             "name": str, "pid": int, "socket": str, "interval": float, "started_ts": float,
             "last_cycle_ts": float, "stopped_ts": float, "problem": str,
         }, pk="name")
@@ -198,12 +201,12 @@ class StoreWriter:
         row = cursor.fetchone()
         if row is None:
             return None
-        return dict(zip([d[0] for d in cursor.description], row))
+        return dict(zip([d[0] for d in cursor.description], row, strict=True))
 
     def statuses(self) -> dict[str, dict[str, Any]]:
         cursor = self.conn.execute("SELECT * FROM status")
         names = [d[0] for d in cursor.description]
-        return {row[0]: dict(zip(names, row)) for row in cursor}
+        return {row[0]: dict(zip(names, row, strict=True)) for row in cursor}
 
 
 def _cell(value: Any) -> Any:

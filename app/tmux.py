@@ -15,9 +15,13 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from app.errors import PaneNotFound, TmuxError, TmuxServerNotRunning
 from app.model import Pane
+
+if TYPE_CHECKING:
+    import libtmux
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +111,7 @@ class Tmux:
             if len(parts) != len(_PANE_FIELDS):
                 log.debug("skipping unparsable list-panes row %r", row)
                 continue
-            f = dict(zip(_PANE_FIELDS, parts))
+            f = dict(zip(_PANE_FIELDS, parts, strict=True))
             server_pid = _to_int(f["pid"])
             dead = f["pane_dead"] == "1"
             panes.append(Pane(
@@ -201,7 +205,7 @@ class Tmux:
             self.run("display-message", "-c", client, "-d", "5000", text.replace("#", "##"),
                      check=False)
 
-    def _libtmux_server(self):  # type: ignore[no-untyped-def]
+    def _libtmux_server(self) -> libtmux.Server:
         import libtmux
 
         return libtmux.Server(socket_name=self.socket_name, socket_path=self.socket_path)
@@ -225,11 +229,11 @@ class Tmux:
                 )
                 window = session.active_window
             else:
-                session = server.sessions.get(session_id=target, default=None) or \
+                found = server.sessions.get(session_id=target, default=None) or \
                     server.sessions.get(session_name=target, default=None)
-                if session is None:
+                if found is None:
                     raise TmuxError(f"no tmux session {target!r}")
-                window = session.new_window(
+                window = found.new_window(
                     window_name=name, start_directory=directory, window_shell=command,
                     attach=False,
                 )

@@ -20,6 +20,7 @@ from typing import Any
 
 from app import statusfile
 from app.assess import Assessment, assess
+from app.classify.llm import AsyncLLM, merge, worth_asking
 from app.classify.packs import Pack, detect_pack
 from app.config import WatchSettings
 from app.errors import ConductorError, TmuxServerNotRunning
@@ -81,12 +82,14 @@ class Watcher:
         packs: Mapping[str, Pack],
         settings: WatchSettings | None = None,
         on_transition: Callable[[Transition, Tracked], None] | None = None,
+        llm: AsyncLLM | None = None,
     ) -> None:
         self.tmux = tmux
         self.store = store
         self.packs = packs
         self.settings = settings or WatchSettings()
         self.on_transition = on_transition
+        self.llm = llm
         self.tracked: dict[str, Tracked] = {}
         self._restored = store.statuses()
         self._cycles = 0
@@ -165,6 +168,8 @@ class Watcher:
         with self.store.transaction() as conn:
             for wid in gone:
                 self.tracked.pop(wid, None)
+                if self.llm is not None:
+                    self.llm.forget(wid)
             self.store.remove(conn, gone)
             for wid in current:
                 tracked = self.tracked[wid]
@@ -254,10 +259,21 @@ class Watcher:
             )
         if verdict is None or tracked.text_hash is None:
             return None
+        pack_verdict = verdict
+        if self.llm is not None and not pane.dead:
+            verdict = merge(pack_verdict, self.llm.result(tracked.worker_id, tracked.text_hash))
         stable_polls = self.settings.stable_polls or (
             tracked.pack.stable_polls if tracked.pack else 3)
         previous = tracked.assessment
         tracked.assessment = assess(previous, verdict, tracked.text_hash, now, stable_polls)
+        if (self.llm is not None and tracked.pack is not None and not pane.dead
+                and tracked.assessment.stable_count >= stable_polls
+                and worth_asking(pack_verdict)):
+            # Only a settled screen the packs cannot call for sure, once per screen hash.
+            self.llm.request(tracked.worker_id, tracked.text_hash, tracked.text,
+                             tracked.pack.name, tracked.pack,
+                             names=(tracked.name, tracked.worker_id, pane.pane_id,
+                                    f"{pane.session_name}:{pane.window_name}"))
         before = previous.state if previous is not None and previous.screen_hash else None
         a = tracked.assessment
         if a.state is before or (before is None and a.state is State.UNKNOWN):

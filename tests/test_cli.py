@@ -87,7 +87,7 @@ def test_watch_end_to_end(server: Any, session: Any, watcher_process: Any,
         capture_output=True, text=True, timeout=30, cwd=REPO, check=False,
     )
     assert second.returncode == 1
-    assert f"already running" in second.stderr and f"(pid {proc.pid})" in second.stderr
+    assert "already running" in second.stderr and f"(pid {proc.pid})" in second.stderr
 
     # SIGTERM: finish the cycle, exit 0, and the store says the watcher stopped.
     proc.send_signal(signal.SIGTERM)
