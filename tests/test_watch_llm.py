@@ -47,12 +47,14 @@ def test_llm_fills_an_unknown_screen_and_the_key_stays_secret(
     worker = deploy()
     assert worker["classifier"].startswith("llm:")
     assert worker["summary"] == "Asks to ship to prod"
-    # One call for the settled screen, not one per poll.
-    calls = llm_server.count
-    retry_until(lambda: deploy().get("state") == "NEEDS_CONFIRMATION", 1)
-    assert llm_server.count == calls
+    # One call for the settled screen, not one per poll (other panes are asked about their own).
+    def deploy_calls() -> list[Any]:
+        return [r for r in llm_server.requests if "Ship it to production now?" in r.text]
 
-    sent = llm_server.requests[0]
+    retry_until(lambda: deploy().get("state") == "NEEDS_CONFIRMATION", 1)
+    assert len(deploy_calls()) == 1
+
+    sent = deploy_calls()[0]
     assert sent.headers["authorization"] == f"Bearer {KEY}"
     assert TOKEN not in sent.text
     assert "Ship it to production now?" in sent.text
