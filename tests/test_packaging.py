@@ -1,0 +1,44 @@
+"""A non-editable install (what `scripts/install.sh` does) ships the packs and the command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_the_packs_and_finds_them_when_installed(tmp_path: Path) -> None:
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"),
+         str(REPO)], capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    wheel = next((tmp_path / "dist").glob("conductor_pty-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    shipped = {Path(n).name for n in names if n.startswith("app/classifier_packs/")}
+    source = {p.name for p in (REPO / "design" / "classifier_packs").glob("*.yml")}
+    assert shipped >= source
+    assert any(n.endswith(".data/scripts/conductor") for n in names)
+
+    target = tmp_path / "site"
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
+         str(wheel)], capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert installed.returncode == 0, installed.stderr
+    probe = ("from app.classify.packs import load_packs, packs_dirs; "
+             "print(packs_dirs()[0]); print(' '.join(sorted(load_packs())))")
+    # From an unrelated folder, so the checkout's own app/ and design/ cannot be picked up.
+    found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                           cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": "/usr/bin"},
+                           timeout=60, check=False)
+    assert found.returncode == 0, found.stderr
+    folder, packs = found.stdout.splitlines()
+    assert Path(folder) == target / "app" / "classifier_packs"
+    assert set(packs.split()) == {name.removesuffix(".yml") for name in source}
