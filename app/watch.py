@@ -58,6 +58,9 @@ class Tracked:
     captured_at: float = 0.0
     text: str = ""
     text_hash: str | None = None
+    # What stability is judged on: the screen with the pack's volatile parts (fading hints,
+    # clocks) blanked, so they do not hold READY back.
+    stability_hash: str | None = None
     verdict: Verdict | None = None
     assessment: Assessment | None = None
     status_json: str | None = None
@@ -238,6 +241,8 @@ class Watcher:
             tracked.pack_command = pane.current_command
         if text_hash != tracked.text_hash or tracked.verdict is None:
             tracked.verdict = tracked.pack.classify(text)
+        tracked.stability_hash = (tracked.pack.fingerprint(text) if tracked.pack.volatile
+                                  else text_hash)
         tracked.text, tracked.text_hash = text, text_hash
 
     def _choose_pack(self, tracked: Tracked, text: str) -> Pack:
@@ -257,7 +262,7 @@ class Watcher:
                 else "Process exited",
                 actions_needed="Restart or close the pane", classifier="tmux",
             )
-        if verdict is None or tracked.text_hash is None:
+        if verdict is None or tracked.text_hash is None or tracked.stability_hash is None:
             return None
         pack_verdict = verdict
         if self.llm is not None and not pane.dead:
@@ -265,7 +270,8 @@ class Watcher:
         stable_polls = self.settings.stable_polls or (
             tracked.pack.stable_polls if tracked.pack else 3)
         previous = tracked.assessment
-        tracked.assessment = assess(previous, verdict, tracked.text_hash, now, stable_polls)
+        tracked.assessment = assess(previous, verdict, tracked.stability_hash, now,
+                                    stable_polls)
         if (self.llm is not None and tracked.pack is not None and not pane.dead
                 and tracked.assessment.stable_count >= stable_polls
                 and worth_asking(pack_verdict)):

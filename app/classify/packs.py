@@ -19,7 +19,7 @@ import yaml
 
 from app.errors import PackError
 from app.model import State, Verdict
-from app.screen import first_lines, last_lines, normalise
+from app.screen import first_lines, last_lines, normalise, screen_hash
 
 # Neutral screens first (they stop evaluation with UNKNOWN), then what must never be missed.
 EVALUATION_ORDER: tuple[State, ...] = (
@@ -42,8 +42,8 @@ DEFAULT_STABLE_POLLS = 3
 GENERIC_PACK = "generic"
 _LINE_KEY = "__line__"
 
-_PACK_KEYS = {"name", "description", "detect", "stable_polls", "rules", "examples"}
-_DETECT_KEYS = {"commands", "titles", "screen"}
+_PACK_KEYS = {"name", "description", "detect", "stable_polls", "volatile", "rules", "examples"}
+_DETECT_KEYS = {"commands", "command_patterns", "titles", "screen", "weak"}
 _RULE_KEYS = {"id", "state", "region", "match", "unless", "reason", "summary", "actions_needed",
               "confidence", "description"}
 _CONDITION_KEYS = {"pattern", "region"}
@@ -111,9 +111,33 @@ class Example:
 
 @dataclass(frozen=True)
 class Detect:
+    """How a pane is recognised as running this pack's CLI.
+
+    ``weak`` marks packs whose process names say little about what is on screen (a shell may be
+    the parent of a wrapper script that runs an agent): their command match yields to another
+    pack's screen marks found nearer the bottom of the screen.
+    """
+
     commands: frozenset[str] = frozenset()
+    command_patterns: tuple[re.Pattern[str], ...] = ()
     titles: tuple[re.Pattern[str], ...] = ()
     screen: tuple[re.Pattern[str], ...] = ()
+    weak: bool = False
+
+    def matches_command(self, name: str) -> bool:
+        base = Path(name.strip()).name
+        if not base:
+            return False
+        return base in self.commands or any(p.fullmatch(base) for p in self.command_patterns)
+
+    def screen_position(self, text: str) -> int:
+        """Where this pack's marks end lowest on the screen (-1: none). Live marks sit at the
+        bottom; scrollback from an agent that has since exited sits above the shell prompt."""
+        best = -1
+        for pattern in self.screen:
+            for found in pattern.finditer(text):
+                best = max(best, found.end())
+        return best
 
 
 @dataclass(frozen=True)
@@ -135,6 +159,20 @@ class Pack:
     stable_polls: int
     rules: tuple[Rule, ...]
     examples: tuple[Example, ...] = field(default=(), compare=False)
+    # Parts of an idle screen that change by themselves (a hint that fades after a turn, a clock):
+    # blanked before hashing so they do not hold READY back.
+    volatile: tuple[re.Pattern[str], ...] = ()
+
+    def fingerprint(self, screen: str) -> str:
+        """Hash of the screen for the stability check, with this pack's volatile parts blanked.
+
+        The watcher compares fingerprints of consecutive polls; use this instead of hashing the
+        raw screen so READY is not delayed by text that changes on its own.
+        """
+        text = normalise(screen)
+        for pattern in self.volatile:
+            text = pattern.sub("", text)
+        return screen_hash(text)
 
     def classify(self, screen: str) -> Verdict:
         """Classify a screen (raw or normalised) with this pack's rules."""
@@ -254,7 +292,7 @@ def load_pack(path: Path) -> Pack:
 
 def parse_pack(text: str, where: str) -> Pack:
     try:
-        data = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
+        data = yaml.load(text, Loader=_LineLoader)  # a SafeLoader subclass: no object tags
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -290,6 +328,7 @@ def parse_pack(text: str, where: str) -> Pack:
         detect=_parse_detect(data.get("detect", {}), where, top),
         stable_polls=stable_polls,
         rules=ordered,
+        volatile=_parse_volatile(data.get("volatile"), where, top),
         examples=tuple(_parse_example(raw, where, top) for raw in data.get("examples") or []),
     )
     _check_examples(pack)
@@ -316,7 +355,8 @@ def _parse_state(value: Any, where: str, line: int | None, what: str) -> State:
         return State(str(value))
     except ValueError:
         names = ", ".join(s.value for s in State)
-        raise PackError(where, line, f"{what}: unknown state {value!r}; use one of {names}") from None
+        raise PackError(where, line,
+                        f"{what}: unknown state {value!r}; use one of {names}") from None
 
 
 def _parse_region(value: Any, where: str, line: int | None, what: str) -> Region:
@@ -407,11 +447,31 @@ def _parse_detect(raw: Any, where: str, top: int | None) -> Detect:
     commands = raw.get("commands") or []
     if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands):
         raise PackError(where, line, "detect.commands must be a list of process names")
+    weak = raw.get("weak", False)
+    if not isinstance(weak, bool):
+        raise PackError(where, line, "detect.weak must be true or false")
+
+    def patterns(key: str) -> tuple[re.Pattern[str], ...]:
+        items = raw.get(key) or []
+        if not isinstance(items, list):
+            raise PackError(where, line, f"detect.{key} must be a list of regexes")
+        return tuple(_compile(p, where, line, f"detect.{key}") for p in items)
+
     return Detect(
         commands=frozenset(commands),
-        titles=tuple(_compile(p, where, line, "detect.titles") for p in raw.get("titles") or []),
-        screen=tuple(_compile(p, where, line, "detect.screen") for p in raw.get("screen") or []),
+        command_patterns=patterns("command_patterns"),
+        titles=patterns("titles"),
+        screen=patterns("screen"),
+        weak=weak,
     )
+
+
+def _parse_volatile(raw: Any, where: str, top: int | None) -> tuple[re.Pattern[str], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise PackError(where, top, "'volatile' must be a list of regexes")
+    return tuple(_compile(p, where, top, "volatile") for p in raw)
 
 
 def _parse_example(raw: Any, where: str, top: int | None) -> Example:
@@ -462,20 +522,27 @@ def detect_pack(
     title: str = "",
     child_commands: Iterable[str] = (),
 ) -> Pack:
-    """Pick the pack for a pane: process name first, then the CLI's own marks on screen, then the
-    pane title, then the generic pack."""
+    """Pick the pack for a pane.
+
+    1. The foreground process name (``#{pane_current_command}``), then its children, matched
+       against each pack's ``detect.commands`` / ``detect.command_patterns``. A match on a
+       ``weak`` pack (a shell) only stands if no other pack's marks sit lower on the screen.
+    2. The screen: the pack whose ``detect.screen`` marks end nearest the bottom wins, so an agent
+       that exited back to the shell leaves the shell in charge.
+    3. The pane title, then the generic pack.
+    """
     candidates = [p for p in packs.values() if p.name != GENERIC_PACK]
-    names = [command, *child_commands] if command else list(child_commands)
-    for name in names:
-        base = os.path.basename(name)
-        for pack in candidates:
-            if base in pack.detect.commands:
-                return pack
     text = normalise(screen) if screen else ""
-    if text:
+    names = [n for n in (command, *child_commands) if n]
+    for name in names:
         for pack in candidates:
-            if any(p.search(text) for p in pack.detect.screen):
-                return pack
+            if pack.detect.matches_command(name):
+                if not pack.detect.weak:
+                    return pack
+                return _by_screen(candidates, text, prefer=pack) or pack
+    found = _by_screen(candidates, text, prefer=None)
+    if found is not None:
+        return found
     if title:
         for pack in candidates:
             if any(p.search(title) for p in pack.detect.titles):
@@ -483,3 +550,19 @@ def detect_pack(
     if GENERIC_PACK in packs:
         return packs[GENERIC_PACK]
     raise PackError("(packs)", None, f"no pack matches and no '{GENERIC_PACK}' pack is installed")
+
+
+def _by_screen(candidates: Sequence[Pack], text: str, prefer: Pack | None) -> Pack | None:
+    """The pack whose screen marks end lowest; ties go to ``prefer``, then to non-weak packs."""
+    if not text:
+        return None
+    best: tuple[int, bool, bool] | None = None
+    chosen: Pack | None = None
+    for pack in candidates:
+        position = pack.detect.screen_position(text)
+        if position < 0:
+            continue
+        rank = (position, pack is prefer, not pack.detect.weak)
+        if best is None or rank > best:
+            best, chosen = rank, pack
+    return chosen

@@ -1,0 +1,1 @@
+"""Developer scripts; a package so the tests can import their functions."""

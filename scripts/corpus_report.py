@@ -1,0 +1,351 @@
+"""Measure the classifier packs on the labelled screen corpus and replay its timelines.
+
+    python scripts/corpus_report.py            # all figures
+    python scripts/corpus_report.py --errors   # also list every wrong screen
+
+The corpus lives in ``tests/corpus/<set>/``: each set has a ``labels.tsv`` (path, cli, state, size,
+note) and ``<cli>/timeline-N/frames.tsv`` (t_seconds, file, state). ``tests/corpus/heldout.txt``
+names the screens that were not looked at while the rules were written; every screen of a set
+whose name starts with ``heldout`` (fresh lab captures) is held out as well. The tests import these
+functions, so the figures printed here are the ones the suite asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(ROOT))
+
+from app.assess import Assessment, assess  # noqa: E402
+from app.classify.packs import Pack, detect_pack, load_packs  # noqa: E402
+from app.model import State  # noqa: E402
+from app.screen import normalise  # noqa: E402
+
+CORPUS = ROOT / "tests" / "corpus"
+HELDOUT_LIST = CORPUS / "heldout.txt"
+
+# The corpus names CLIs by product; packs are named by command. "plain" screens (shells, REPLs,
+# installers) have no fixed pack: they go through detection from the screen, as a pane would.
+CLI_PACK: dict[str, str] = {
+    "claude-code": "claude",
+    "codex": "codex",
+    "gemini-cli": "gemini",
+    "aider": "aider",
+    "opencode": "opencode",
+}
+PLAIN_PACKS = frozenset({"shell", "generic"})
+EXITED_NOTE = "shell prompt below"  # labels.tsv note of screens where the CLI has exited
+STATES: tuple[State, ...] = (
+    State.READY, State.BUSY, State.NEEDS_CONFIRMATION, State.ERROR, State.UNKNOWN,
+)
+DANGEROUS = frozenset({State.BUSY, State.NEEDS_CONFIRMATION})
+
+
+class ScreenCase(NamedTuple):
+    set_name: str
+    path: str  # relative to the set folder, e.g. "codex/ready-startup-200x50.txt"
+    cli: str
+    state: State
+    size: str
+    note: str
+    held_out: bool
+
+    @property
+    def id(self) -> str:
+        return f"{self.set_name}/{self.path}"
+
+    def text(self) -> str:
+        return (CORPUS / self.set_name / self.path).read_text(encoding="utf-8", errors="replace")
+
+
+class Frame(NamedTuple):
+    t: float
+    path: Path
+    state: State
+
+
+class Timeline(NamedTuple):
+    set_name: str
+    cli: str
+    name: str
+    frames: tuple[Frame, ...]
+
+    @property
+    def id(self) -> str:
+        return f"{self.set_name}/{self.cli}/{self.name}"
+
+
+@dataclass(frozen=True)
+class ScreenResult:
+    case: ScreenCase
+    pack: str
+    predicted: State
+    rule: str | None
+    detected: str  # the pack chosen from the screen text alone
+
+    @property
+    def right(self) -> bool:
+        return self.predicted is self.case.state
+
+    @property
+    def detected_right(self) -> bool:
+        expected = CLI_PACK.get(self.case.cli)
+        if EXITED_NOTE in self.case.note:
+            expected = None  # the CLI exited: the pane now runs the shell, as it should detect
+        return self.detected in PLAIN_PACKS if expected is None else self.detected == expected
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    timeline: Timeline
+    stable_polls: int
+    reported: tuple[State, ...]
+    ready_while_busy: tuple[int, ...]  # frame indexes reported READY while truly BUSY/NEEDS_CONF
+    lags: tuple[int, ...]  # frames from each true end of turn to the first READY report
+    missed_ready: tuple[int, ...]  # turn ends never reported READY before the truth changed
+    unseen: tuple[int, ...]  # BUSY-labelled frames still identical to the idle screen before
+
+
+# --- loading -------------------------------------------------------------------------------------
+
+
+def held_out_paths(listing: Path = HELDOUT_LIST) -> frozenset[str]:
+    if not listing.is_file():
+        return frozenset()
+    lines = (line.strip() for line in listing.read_text(encoding="utf-8").splitlines())
+    return frozenset(line for line in lines if line and not line.startswith("#"))
+
+
+def corpus_sets(corpus: Path = CORPUS) -> list[Path]:
+    return sorted(p for p in corpus.iterdir() if (p / "labels.tsv").is_file())
+
+
+def load_cases(corpus: Path = CORPUS) -> list[ScreenCase]:
+    held = held_out_paths(corpus / "heldout.txt")
+    cases: list[ScreenCase] = []
+    for folder in corpus_sets(corpus):
+        lines = (folder / "labels.tsv").read_text(encoding="utf-8").splitlines()
+        seen: set[str] = set()
+        for line in lines[1:]:
+            cols = line.split("\t")
+            if len(cols) < 4 or cols[0] in seen or not (folder / cols[0]).is_file():
+                continue  # a re-run lab appends duplicate rows; a failed step leaves no file
+            seen.add(cols[0])
+            cases.append(ScreenCase(
+                set_name=folder.name,
+                path=cols[0],
+                cli=cols[1],
+                state=State(cols[2]),
+                size=cols[3],
+                note=cols[4] if len(cols) > 4 else "",
+                held_out=folder.name.startswith("heldout") or cols[0] in held,
+            ))
+    return cases
+
+
+def load_timelines(corpus: Path = CORPUS) -> list[Timeline]:
+    timelines: list[Timeline] = []
+    for folder in corpus_sets(corpus):
+        for frames_tsv in sorted(folder.glob("*/timeline-*/frames.tsv")):
+            frames: list[Frame] = []
+            for line in frames_tsv.read_text(encoding="utf-8").splitlines()[1:]:
+                cols = line.split("\t")
+                if len(cols) >= 3 and (frames_tsv.parent / cols[1]).is_file():
+                    frames.append(Frame(float(cols[0]), frames_tsv.parent / cols[1],
+                                        State(cols[2])))
+            if frames:
+                timelines.append(Timeline(folder.name, frames_tsv.parent.parent.name,
+                                          frames_tsv.parent.name, tuple(frames)))
+    return timelines
+
+
+# --- measuring -----------------------------------------------------------------------------------
+
+
+def pack_for(cli: str, packs: Mapping[str, Pack], text: str) -> Pack:
+    name = CLI_PACK.get(cli)
+    return packs[name] if name is not None else detect_pack(packs, text)
+
+
+def classify_cases(packs: Mapping[str, Pack], cases: Iterable[ScreenCase]) -> list[ScreenResult]:
+    results: list[ScreenResult] = []
+    for case in cases:
+        text = case.text()
+        pack = pack_for(case.cli, packs, text)
+        verdict = pack.classify(text)
+        results.append(ScreenResult(case, pack.name, verdict.state, verdict.rule_id,
+                                    detect_pack(packs, text).name))
+    return results
+
+
+def replay(pack: Pack, timeline: Timeline) -> ReplayResult:
+    """Feed the frames through the watcher's own stability logic, one frame per poll."""
+    previous: Assessment | None = None
+    reported: list[State] = []
+    texts: list[str] = []
+    for frame in timeline.frames:
+        text = normalise(frame.path.read_text(encoding="utf-8", errors="replace"))
+        texts.append(text)
+        previous = assess(previous, pack.classify(text), pack.fingerprint(text), frame.t,
+                          pack.stable_polls)
+        reported.append(previous.state)
+    truth = [f.state for f in timeline.frames]
+    # The driver labels a frame BUSY from the moment it presses Enter; the TUI may not have
+    # redrawn yet. A frame identical to the last truly idle one cannot be told apart by anyone.
+    last_idle: str | None = None
+    unseen: list[int] = []
+    for i, (state, text) in enumerate(zip(truth, texts, strict=True)):
+        if state is State.READY:
+            last_idle = text
+        elif state in DANGEROUS and text == last_idle:
+            unseen.append(i)
+        else:
+            last_idle = None
+    bad = tuple(i for i, (t, r) in enumerate(zip(truth, reported, strict=True))
+                if t in DANGEROUS and r is State.READY and i not in unseen)
+    lags: list[int] = []
+    missed: list[int] = []
+    for start in range(1, len(truth)):
+        if truth[start] is not State.READY or truth[start - 1] is State.READY:
+            continue  # only true ends of turns, not the idle screen the capture started on
+        end = start
+        while end < len(truth) and truth[end] is State.READY:
+            end += 1
+        first = next((i for i in range(start, end) if reported[i] is State.READY), None)
+        if first is None:
+            missed.append(start)
+        else:
+            lags.append(first - start)
+    return ReplayResult(timeline, pack.stable_polls, tuple(reported), bad, tuple(lags),
+                        tuple(missed), tuple(unseen))
+
+
+def replay_all(packs: Mapping[str, Pack], timelines: Iterable[Timeline]) -> list[ReplayResult]:
+    results: list[ReplayResult] = []
+    for timeline in timelines:
+        first = timeline.frames[0].path.read_text(encoding="utf-8", errors="replace")
+        results.append(replay(pack_for(timeline.cli, packs, first), timeline))
+    return results
+
+
+@dataclass(frozen=True)
+class Figures:
+    total: int
+    right: int
+    ready_on_busy: int
+    ready_on_confirm: int
+    confirm_total: int
+    confirm_found: int
+
+    @property
+    def accuracy(self) -> float:
+        return self.right / self.total if self.total else 1.0
+
+    @property
+    def confirm_recall(self) -> float:
+        return self.confirm_found / self.confirm_total if self.confirm_total else 1.0
+
+
+def figures(results: Sequence[ScreenResult]) -> Figures:
+    confirm = [r for r in results if r.case.state is State.NEEDS_CONFIRMATION]
+    return Figures(
+        total=len(results),
+        right=sum(r.right for r in results),
+        ready_on_busy=sum(r.case.state is State.BUSY and r.predicted is State.READY
+                          for r in results),
+        ready_on_confirm=sum(r.predicted is State.READY for r in confirm),
+        confirm_total=len(confirm),
+        confirm_found=sum(r.predicted is State.NEEDS_CONFIRMATION for r in confirm),
+    )
+
+
+def by_cli(results: Iterable[ScreenResult]) -> dict[str, list[ScreenResult]]:
+    grouped: dict[str, list[ScreenResult]] = defaultdict(list)
+    for result in results:
+        grouped[result.case.cli].append(result)
+    return dict(sorted(grouped.items()))
+
+
+# --- printing ------------------------------------------------------------------------------------
+
+
+def confusion_table(results: Sequence[ScreenResult]) -> str:
+    counts = Counter((r.case.state, r.predicted) for r in results)
+    head = "truth \\ said".ljust(14) + "".join(s.short.rjust(11) for s in STATES)
+    rows = [head]
+    for truth in STATES:
+        if not any(r.case.state is truth for r in results):
+            continue
+        rows.append(truth.short.ljust(14)
+                    + "".join(str(counts[(truth, said)] or ".").rjust(11) for said in STATES))
+    return "\n".join(rows)
+
+
+def figures_line(label: str, fig: Figures) -> str:
+    return (f"{label:<14} {fig.right:>3}/{fig.total:<3} {100 * fig.accuracy:6.1f} %   "
+            f"READY on BUSY {fig.ready_on_busy}   READY on NEEDS_CONF {fig.ready_on_confirm}   "
+            f"NEEDS_CONF found {fig.confirm_found}/{fig.confirm_total}")
+
+
+def report(packs: Mapping[str, Pack], show_errors: bool = False,
+           show_held_out: bool = False) -> str:
+    cases = load_cases()
+    results = classify_cases(packs, cases)
+    out: list[str] = []
+    for cli, group in by_cli(results).items():
+        out.append(f"== {cli} (pack: {', '.join(sorted({r.pack for r in group}))})")
+        out.append(confusion_table(group))
+        out.append("")
+    for title, subset in (("ALL SCREENS", results),
+                          ("HELD-OUT SCREENS", [r for r in results if r.case.held_out]),
+                          ("SEEN SCREENS", [r for r in results if not r.case.held_out])):
+        out.append(f"== {title}")
+        for cli, group in by_cli(subset).items():
+            out.append(figures_line(cli, figures(group)))
+        out.append(figures_line("total", figures(subset)))
+        out.append("")
+    detected = sum(r.detected_right for r in results)
+    out.append(f"== PACK DETECTION from the screen alone: {detected}/{len(results)} right")
+    out.extend(f"   {r.case.id}: expected {CLI_PACK.get(r.case.cli, 'shell/generic')}, "
+               f"got {r.detected}" for r in results if not r.detected_right)
+    out.append("")
+    out.append("== TIMELINES (one frame per poll through app.assess.assess)")
+    worst = 0
+    for rep in replay_all(packs, load_timelines()):
+        worst = max([worst, *rep.lags])
+        out.append(f"{rep.timeline.id:<36} frames {len(rep.timeline.frames):>3}  "
+                   f"stable_polls {rep.stable_polls}  READY while BUSY/NEEDS_CONF "
+                   f"{len(rep.ready_while_busy)}  turn-end lags {list(rep.lags)}  "
+                   f"missed {len(rep.missed_ready)}  not yet redrawn {len(rep.unseen)}")
+    out.append(f"worst READY lag: {worst} frame(s)")
+    if show_errors:
+        out.append("")
+        out.append("== WRONG SCREENS")
+        out.extend(f"{r.case.id}: truth {r.case.state.short}, said {r.predicted.short} "
+                   f"(pack {r.pack}, rule {r.rule or '-'})"
+                   f"{'  [held out]' if r.case.held_out else ''}"
+                   for r in results if not r.right and (show_held_out or not r.case.held_out))
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--errors", action="store_true",
+                        help="list every wrongly classified screen")
+    parser.add_argument("--held-out", action="store_true",
+                        help="with --errors, also list wrong held-out screens (spoils them)")
+    args = parser.parse_args(argv)
+    print(report(load_packs(), show_errors=args.errors, show_held_out=args.held_out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
