@@ -200,6 +200,56 @@ def switch(obj: Context, ident: str) -> None:
 
 
 @pty.command()
+@click.argument("ident", metavar="ID|NAME")
+@click.option("-n", "lines", type=click.IntRange(min=0), default=5, show_default=True,
+              help="How many recent transitions to show.")
+@click.pass_obj
+@friendly_errors
+def explain(obj: Context, ident: str, lines: int) -> None:
+    """Why a pane has its state: the stored assessment, the live screen's verdict, the rule that
+    decided and the lines it matched, every rule tried, and the last transitions."""
+    from app.classify.packs import detect_pack, load_packs
+    from app.status import find_worker
+    from app.store import StoreReader
+
+    reader = StoreReader(obj.workers_dir)
+    try:
+        worker = find_worker(reader.workers(), ident)
+        history = reader.history(worker["id"], limit=lines) if lines else []
+    finally:
+        reader.close()
+    entered = worker.get("state_entered_ts")
+    since = f" for {render.duration(time.time() - entered)}" if entered else ""
+    click.echo(f"{worker['name']} ({worker['id']}, pane {worker['pane_id']}): "
+               f"{worker['state']}{since}")
+    click.echo(f"  reasons: {', '.join(worker['reasons']) or '-'}; confidence "
+               f"{worker.get('confidence') or 0}; decided by {worker.get('classifier') or '-'} "
+               f"rule {worker.get('rule_id') or '-'}")
+    if worker.get("summary"):
+        click.echo(f"  summary: {worker['summary']}")
+    if worker.get("actions_needed"):
+        click.echo(f"  actions: {worker['actions_needed']}")
+    packs = load_packs()
+    screen = obj.tmux().capture([worker["pane_id"]]).get(worker["pane_id"])
+    if screen is None:
+        click.echo("live screen: the pane is gone")
+    else:
+        pack = packs.get(worker.get("cli_type") or "") or detect_pack(packs, screen)
+        verdict, traces = pack.explain(screen)
+        click.echo(f"live screen, pack {pack.name}: {verdict.state.value} "
+                   f"(rule {verdict.rule_id or 'none'})")
+        for line in verdict.matched_lines:
+            click.echo(f"  matched: {line}")
+        for trace in traces:
+            mark = "✓" if trace.matched else "·"
+            click.echo(f"  {mark} {trace.state.value:<18} {trace.rule_id:<28} {trace.detail}")
+    if history:
+        click.echo("last transitions:")
+        for row in history:
+            click.echo(f"  {_history(row)}")
+
+
+@pty.command()
 @click.argument("files", nargs=-1, type=click.Path(allow_dash=True, dir_okay=False))
 @click.option("--cli", "cli_name", default=None, help="Pack to use (default: detect).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per file.")

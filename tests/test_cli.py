@@ -231,3 +231,18 @@ def test_classify_reads_files_and_stdin(tmp_path: Path) -> None:
                                                        ("-", "READY")]
     missing = conductor("pty", "classify", str(tmp_path / "absent.txt"))
     assert missing.returncode != 0
+
+
+def test_explain_shows_the_deciding_rule_and_the_rules_tried(server: Any, session: Any) -> None:
+    session.new_window(window_name="asks", window_shell=QUESTION, attach=False)
+    retry_until(lambda: "Overwrite?" in "\n".join(
+        session.windows.get(window_name="asks").active_pane.capture_pane()), 10)
+    assert conductor("-L", server.socket_name, "pty", "watch", "--once").returncode == 0
+    done = conductor("-L", server.socket_name, "pty", "explain", "asks")
+    assert done.returncode == 0, done.stderr
+    assert "asks (" in done.stdout and "NEEDS_CONFIRMATION" in done.stdout
+    assert "rule yes-no-question" in done.stdout
+    assert "matched: Overwrite? (y/N)" in done.stdout
+    assert "-> NEEDS_CONFIRMATION" in done.stdout  # the transition history
+    missing = conductor("-L", server.socket_name, "pty", "explain", "nope")
+    assert missing.returncode == 1
