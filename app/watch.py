@@ -281,6 +281,11 @@ class Watcher:
                              names=(tracked.name, tracked.worker_id, pane.pane_id,
                                     f"{pane.session_name}:{pane.window_name}"))
         before = previous.state if previous is not None and previous.screen_hash else None
+        if previous is not None and previous.state is State.UNKNOWN and \
+                previous.reasons[-1:] == ("settling",):
+            # Only settling after first sight: nothing was known before, so a start-up is not
+            # reported (or notified) as a pane "finishing".
+            before = None
         a = tracked.assessment
         if a.state is before or (before is None and a.state is State.UNKNOWN):
             return None

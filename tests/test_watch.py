@@ -162,3 +162,12 @@ def test_a_stopped_server_is_reported_not_raised(server: Any, watcher: Watcher) 
     server.kill()
     report = watcher.tick(time.time())
     assert report.server_running is False
+
+
+def test_a_pane_first_seen_idle_has_no_previous_state(session: Any, watcher: Watcher) -> None:
+    session.new_window(window_name="fresh", attach=False)
+    transitions = []
+    for _ in range(3):
+        transitions += watcher.tick(time.time()).transitions
+    fresh = [t for t in transitions if watcher.tracked[t.pane_key].name == "fresh"]
+    assert [(t.previous, t.state) for t in fresh] == [(None, State.READY)]
