@@ -16,6 +16,7 @@ Figures:
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import resource
 import shutil
@@ -44,9 +45,12 @@ def tmux(socket: str, *args: str) -> str:
                           check=True).stdout
 
 
+_servers = itertools.count()
+
+
 @contextmanager
 def tmux_server(panes: int) -> Iterator[str]:
-    socket = f"bench-{os.getpid()}-{panes}"
+    socket = f"bench-{os.getpid()}-{panes}-{next(_servers)}"
     env_shell = ["env", "PS1=$ ", "sh"]
     tmux(socket, "-f", "/dev/null", "new-session", "-d", "-s", "bench", "-x", "200", "-y", "50",
          *env_shell)
