@@ -137,31 +137,15 @@ class StoreWriter:
             raise _locked(exc, self.path) from exc
 
     def upsert_pty(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
-        columns = list(row)
-        updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != "id")
-        conn.execute(
-            f"INSERT INTO ptys ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)}) "
-            f"ON CONFLICT(id) DO UPDATE SET {updates}",
-            [row[c] for c in columns],
-        )
+        _insert(conn, "ptys", row, conflict_key="id")
 
     def upsert_status(self, conn: sqlite3.Connection, rows: Iterable[Mapping[str, Any]]) -> None:
         for row in rows:
-            columns = list(row)
-            conn.execute(
-                f"INSERT OR REPLACE INTO status ({', '.join(columns)}) "
-                f"VALUES ({', '.join('?' for _ in columns)})",
-                [_cell(row[c]) for c in columns],
-            )
+            _insert(conn, "status", row, conflict_key="id")
 
     def add_history(self, conn: sqlite3.Connection, rows: Iterable[Mapping[str, Any]]) -> None:
         for row in rows:
-            columns = list(row)
-            conn.execute(
-                f"INSERT INTO status_history ({', '.join(columns)}) "
-                f"VALUES ({', '.join('?' for _ in columns)})",
-                [_cell(row[c]) for c in columns],
-            )
+            _insert(conn, "status_history", row)
 
     def remove(self, conn: sqlite3.Connection, ids: Iterable[str]) -> None:
         for worker_id in ids:
@@ -169,14 +153,7 @@ class StoreWriter:
                 conn.execute(f"DELETE FROM {table} WHERE id = ?", (worker_id,))
 
     def heartbeat(self, conn: sqlite3.Connection, **fields: Any) -> None:
-        row = {"name": "watch", **fields}
-        columns = list(row)
-        updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != "name")
-        conn.execute(
-            f"INSERT INTO daemon ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
-            f" ON CONFLICT(name) DO UPDATE SET {updates}",
-            [row[c] for c in columns],
-        )
+        _insert(conn, "daemon", {"name": "watch", **fields}, conflict_key="name")
 
     def prune_history(self, conn: sqlite3.Connection, keep_per_pane: int,
                       older_than_ts: float) -> None:
@@ -207,6 +184,19 @@ class StoreWriter:
         cursor = self.conn.execute("SELECT * FROM status")
         names = [d[0] for d in cursor.description]
         return {row[0]: dict(zip(names, row, strict=True)) for row in cursor}
+
+
+def _insert(conn: sqlite3.Connection, table: str, row: Mapping[str, Any],
+            conflict_key: str | None = None) -> None:
+    """One row; with ``conflict_key``, an upsert that updates only the columns given (so a caller
+    never blanks a column it did not mention). Table and column names are ours, never input."""
+    columns = list(row)
+    sql = (f"INSERT INTO {table} ({', '.join(columns)}) "
+           f"VALUES ({', '.join('?' for _ in columns)})")
+    if conflict_key is not None:
+        updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != conflict_key)
+        sql += f" ON CONFLICT({conflict_key}) DO UPDATE SET {updates}"
+    conn.execute(sql, [_cell(row[c]) for c in columns])
 
 
 def _cell(value: Any) -> Any:
