@@ -35,7 +35,8 @@ _PANE_FIELDS = (
 _LIST_FORMAT = _SEP.join(f"#{{{name}}}" for name in _PANE_FIELDS)
 _CAPTURE_BATCH = 100
 _TIMEOUT_S = 10.0
-_NO_SERVER_MARKERS = ("no server running", "error connecting to", "failed to connect to server")
+_NO_SERVER_MARKERS = ("no server running", "error connecting to", "failed to connect to server",
+                      "server exited", "lost server")
 
 
 @dataclass(frozen=True)
