@@ -124,18 +124,10 @@ def create(obj: Context, directory: Path, name: str | None, cli_name: str | None
 @friendly_errors
 def status(obj: Context, short: bool, as_json: bool, colour: bool) -> None:
     """Every watched pane, the ones needing a human first."""
-    from app.status import snapshot
+    from app.status import short_line, snapshot
 
     if short:
-        try:
-            snap = snapshot(obj.workers_dir)
-        except ConductorError:
-            click.echo("[conductor: no store]")
-            return
-        if snap.watcher_pid is None:
-            click.echo("[conductor: watcher stopped]")
-        else:
-            click.echo(render.short_line(snap.workers, colour) or "[conductor: no panes]")
+        click.echo(short_line(obj.workers_dir, colour))
         return
     snap = snapshot(obj.workers_dir)
     if snap.watcher_pid is None:

@@ -12,20 +12,11 @@ _SHORT_FLAGS = {"--short", "--colour", "--color", "--tmux-colours"}
 
 
 def _short_status(argv: list[str]) -> int:
-    from app import paths, render
-    from app.errors import ConductorError
-    from app.status import snapshot
+    from app import paths
+    from app.status import short_line
 
     colour = bool({"--colour", "--color", "--tmux-colours"} & set(argv))
-    try:
-        snap = snapshot(paths.workers_dir())
-    except ConductorError:
-        print("[conductor: no store]")
-        return 0
-    if snap.watcher_pid is None:
-        print("[conductor: watcher stopped]")
-        return 0
-    print(render.short_line(snap.workers, colour=colour) or "[conductor: no panes]")
+    print(short_line(paths.workers_dir(), colour))
     return 0
 
 

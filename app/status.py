@@ -65,3 +65,17 @@ def find_worker(workers: list[dict[str, Any]], ident: str) -> dict[str, Any]:
     if len(prefixed) == 1:
         return prefixed[0]
     raise PaneNotFound(f"no pane with id or name {ident!r}; see `conductor pty status`")
+
+
+def short_line(workers_dir: str | Path, colour: bool = False) -> str:
+    """The tmux status-right line; never raises, so the status line stays clean."""
+    from app import render
+    from app.errors import ConductorError
+
+    try:
+        snap = snapshot(workers_dir)
+    except ConductorError:
+        return "[conductor: no store]"
+    if snap.watcher_pid is None:
+        return "[conductor: watcher stopped]"
+    return render.short_line(snap.workers, colour=colour) or "[conductor: no panes]"
