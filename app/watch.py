@@ -64,8 +64,9 @@ class Tracked:
     verdict: Verdict | None = None
     assessment: Assessment | None = None
     status_json: str | None = None
-    stored_status: tuple[Any, ...] | None = None
-    stored_pty: tuple[Any, ...] | None = None
+    # The rows last written to the store; a row is written again only when it differs.
+    status_row: dict[str, Any] | None = None
+    pty_row: dict[str, Any] | None = None
 
 
 @dataclass
@@ -103,8 +104,8 @@ class Watcher:
         return self.store.workers_dir
 
     def tick(self, now: float | None = None) -> CycleReport:
-        """One poll cycle. Raises only for the server being unreachable (reported, not raised:
-        see ``CycleReport.server_running``); a bad pane is logged and skipped."""
+        """One poll cycle. An unreachable server is reported in ``CycleReport.server_running``;
+        a bad pane is logged and skipped; only a store failure raises (StoreError)."""
         now = time.time() if now is None else now
         report = CycleReport()
         try:
@@ -145,7 +146,7 @@ class Watcher:
                        if current[w].pane_id in by_pane}
         report.captured = len(screens)
 
-        status_rows, history_rows = [], []
+        status_rows, history_rows, pty_rows = [], [], []
         for wid, pane in current.items():
             tracked = self.tracked[wid]
             try:
@@ -161,11 +162,15 @@ class Watcher:
             if transition is not None:
                 report.transitions.append(transition)
                 history_rows.append(_history_row(transition))
-            row = self._status_row(tracked, now)
-            key = tuple(v for k, v in row.items() if k != "last_polled_ts")
-            if key != tracked.stored_status:
+            a = tracked.assessment
+            row = _status_row(wid, a) if a is not None else None
+            if row is not None and row != tracked.status_row:
                 status_rows.append(row)
-                tracked.stored_status = key
+                tracked.status_row = row
+            pty = self._pty_row(tracked, listing.server_pid)
+            if pty != tracked.pty_row:
+                pty_rows.append({**pty, "last_seen_ts": now})
+                tracked.pty_row = pty
 
         self._cycles += 1
         with self.store.transaction() as conn:
@@ -174,13 +179,8 @@ class Watcher:
                 if self.llm is not None:
                     self.llm.forget(wid)
             self.store.remove(conn, gone)
-            for wid in current:
-                tracked = self.tracked[wid]
-                pty = self._pty_row(tracked, listing.server_pid)
-                pty_key = tuple(pty.values())
-                if pty_key != tracked.stored_pty:
-                    self.store.upsert_pty(conn, {**pty, "last_seen_ts": now})
-                    tracked.stored_pty = pty_key
+            for pty in pty_rows:
+                self.store.upsert_pty(conn, pty)
             self.store.upsert_status(conn, status_rows)
             self.store.add_history(conn, history_rows)
             self.store.heartbeat(conn, last_cycle_ts=now)
@@ -190,7 +190,8 @@ class Watcher:
         report.removed = gone
         for wid in gone:
             self._remove_folder(wid)
-        for wid in current:
+        # status.json holds a subset of the two rows: only a changed row can change it.
+        for wid in {r["id"] for r in status_rows} | {r["id"] for r in pty_rows}:
             self._write_status_file(self.tracked[wid])
         for transition in report.transitions:
             self._notify(transition)
@@ -300,26 +301,6 @@ class Watcher:
 
     # --- output --------------------------------------------------------------------------------
 
-    def _status_row(self, tracked: Tracked, now: float) -> dict[str, Any]:
-        a = tracked.assessment or Assessment(state_entered=now, last_change=now)
-        verdict = a.verdict
-        return {
-            "id": tracked.worker_id,
-            "state": a.state.value,
-            "summary": a.summary,
-            "actions_needed": a.actions_needed,
-            "confidence": a.confidence,
-            "reasons": list(a.reasons),
-            "rule_id": verdict.rule_id if verdict else None,
-            "classifier": verdict.classifier if verdict else None,
-            "last_snapshot_hash": a.screen_hash,
-            "state_entered_ts": a.state_entered,
-            "last_change_ts": a.last_change,
-            "last_polled_ts": now,
-            # Capped so a long-stable pane stops rewriting its row every poll.
-            "stable_count": min(a.stable_count, _STABLE_COUNT_CAP),
-        }
-
     def _pty_row(self, tracked: Tracked, server_pid: int) -> dict[str, Any]:
         pane = tracked.pane
         return {
@@ -337,36 +318,11 @@ class Watcher:
             "command": pane.current_command,
         }
 
-    def _public(self, tracked: Tracked) -> dict[str, Any]:
-        pane, a = tracked.pane, tracked.assessment
-        verdict = a.verdict if a else None
-        return public_row({
-            "id": tracked.worker_id,
-            "name": tracked.name,
-            "tmux_session": pane.session_name,
-            "tmux_window": pane.window_name,
-            "window_index": pane.window_index,
-            "pane_id": pane.pane_id,
-            "cwd": pane.cwd,
-            "cli_type": tracked.pack.name if tracked.pack else None,
-            "state": a.state.value if a else None,
-            "summary": a.summary if a else "",
-            "actions_needed": a.actions_needed if a else "",
-            "confidence": a.confidence if a else 0,
-            "reasons": list(a.reasons) if a else [],
-            "rule_id": verdict.rule_id if verdict else None,
-            "classifier": verdict.classifier if verdict else None,
-            "state_entered_ts": a.state_entered if a else None,
-            "last_change_ts": a.last_change if a else None,
-        })
-
     def _write_status_file(self, tracked: Tracked) -> None:
-        if tracked.assessment is None:
+        if tracked.assessment is None or tracked.status_row is None or tracked.pty_row is None:
             return
         folder = self.workers_dir / tracked.worker_id
-        data = self._public(tracked)
-        # Confidence and reasons move every poll while a screen settles; the file changes only
-        # when something a reader acts on changes.
+        data = public_row({**tracked.pty_row, **tracked.status_row})
         try:
             tracked.status_json = statusfile.write_status(folder, data, tracked.status_json)
         except OSError as exc:
@@ -413,4 +369,23 @@ def _history_row(transition: Transition) -> dict[str, Any]:
         "rule_id": verdict.rule_id,
         "classifier": verdict.classifier,
         "confidence": verdict.confidence,
+    }
+
+
+def _status_row(worker: str, a: Assessment) -> dict[str, Any]:
+    verdict = a.verdict
+    return {
+        "id": worker,
+        "state": a.state.value,
+        "summary": a.summary,
+        "actions_needed": a.actions_needed,
+        "confidence": a.confidence,
+        "reasons": list(a.reasons),
+        "rule_id": verdict.rule_id if verdict else None,
+        "classifier": verdict.classifier if verdict else None,
+        "last_snapshot_hash": a.screen_hash,
+        "state_entered_ts": a.state_entered,
+        "last_change_ts": a.last_change,
+        # Capped so a long-stable pane stops rewriting its row every poll.
+        "stable_count": min(a.stable_count, _STABLE_COUNT_CAP),
     }
