@@ -199,8 +199,7 @@ class Tmux:
 
     def display_message(self, text: str) -> None:
         """Show a message on every client attached to the server (no client: nothing to do)."""
-        clients = self.run("list-clients", "-F", "#{client_name}", check=False).stdout.split()
-        for client in clients:
+        for client in self._clients():
             # tmux expands formats in the text; doubled '#' prints literally. -d: tmux's default
             # display-time (750 ms) is too short to notice.
             self.run("display-message", "-c", client, "-d", "5000", text.replace("#", "##"),
@@ -261,19 +260,22 @@ class Tmux:
         return rows[0][1]
 
     def switch_to(self, pane_id: str) -> str:
-        """Bring a pane to the front: switch the attached client to it, else just select it so the
-        next attach lands there. Returns what was done."""
-        done = self.run("display-message", "-p", "-t", pane_id, "#{session_id} #{window_id}",
-                        check=False)
-        if done.returncode != 0:
+        """Bring a pane to the front: switch the most recently active client to it, else just
+        select it so the next attach lands there. Returns what was done."""
+        if self.run("display-message", "-p", "-t", pane_id, "#{pane_id}",
+                    check=False).returncode != 0:
             raise PaneNotFound(f"pane {pane_id} no longer exists on tmux server {self.label}")
-        clients = self.run("list-clients", "-F", "#{client_name}", check=False).stdout.split()
         self.run("select-window", "-t", pane_id)
         self.run("select-pane", "-t", pane_id)
+        clients = self._clients()
         if not clients:
             return "selected (no client attached)"
-        own_client = os.environ.get("TMUX") and self.run(
-            "display-message", "-p", "#{client_name}", check=False).stdout.strip()
-        client = own_client if own_client in clients else clients[0]
-        self.run("switch-client", "-c", client, "-t", pane_id)
-        return f"switched client {client}"
+        self.run("switch-client", "-c", clients[0], "-t", pane_id)
+        return f"switched client {clients[0]}"
+
+    def _clients(self) -> list[str]:
+        """Attached clients, most recently active first."""
+        out = self.run("list-clients", "-F", "#{client_activity} #{client_name}",
+                       check=False).stdout
+        rows = [line.split(" ", 1) for line in out.splitlines() if " " in line]
+        return [name for _, name in sorted(rows, key=lambda r: _to_int(r[0]), reverse=True)]

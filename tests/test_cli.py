@@ -246,3 +246,35 @@ def test_explain_shows_the_deciding_rule_and_the_rules_tried(server: Any, sessio
     assert "-> NEEDS_CONFIRMATION" in done.stdout  # the transition history
     missing = conductor("-L", server.socket_name, "pty", "explain", "nope")
     assert missing.returncode == 1
+
+
+@pytest.mark.slow
+def test_switch_moves_an_attached_client_and_messages_reach_it(server: Any, session: Any) -> None:
+    other = server.new_session(session_name="elsewhere", window_name="target", attach=False)
+    client = subprocess.Popen(
+        ["script", "-qfc", f"tmux -L {server.socket_name} attach -t {session.session_id}",
+         "/dev/null"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+        env={**os.environ, "TERM": "xterm", "LC_ALL": "C.UTF-8"},
+    )
+    try:
+        retry_until(lambda: server.cmd("list-clients").stdout != [], 10)
+        assert conductor("-L", server.socket_name, "pty", "watch", "--once").returncode == 0
+        done = conductor("-L", server.socket_name, "pty", "switch", "target")
+        assert done.returncode == 0, done.stderr
+        assert "switched client" in done.stdout
+
+        def client_session() -> list[str]:
+            return list(server.cmd("list-clients", "-F", "#{session_name}:#{window_name}").stdout)
+
+        retry_until(lambda: client_session() == ["elsewhere:target"], 5)
+
+        from app.tmux import Tmux
+
+        Tmux(socket_name=server.socket_name).display_message("api: READY #1")
+        name = server.cmd("list-clients", "-F", "#{client_name}").stdout[0]
+        retry_until(lambda: any("api: READY #1" in line for line in
+                                server.cmd("show-messages", "-t", name).stdout), 5)
+    finally:
+        client.kill()
+        client.wait(timeout=10)
+        other.kill()
