@@ -20,16 +20,6 @@ class State(str, enum.Enum):
         return "NEEDS_CONF" if self is State.NEEDS_CONFIRMATION else self.value
 
 
-# Panes needing a human sort first in every listing.
-ATTENTION_ORDER: dict[State, int] = {
-    State.NEEDS_CONFIRMATION: 0,
-    State.ERROR: 1,
-    State.READY: 2,
-    State.BUSY: 3,
-    State.UNKNOWN: 4,
-}
-
-
 @dataclass(frozen=True)
 class Pane:
     """One tmux pane as listed by the server in one poll."""

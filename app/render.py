@@ -9,6 +9,8 @@ TYPE_CHECKING = False  # typing costs ~5 ms; this is on the status-line path
 if TYPE_CHECKING:
     from typing import Any
 
+# Plain strings rather than app.model.State: importing the model (enum, dataclasses) would cost
+# the status line several ms per refresh.
 _ATTENTION = {"NEEDS_CONFIRMATION": 0, "ERROR": 1, "READY": 2, "BUSY": 3, "UNKNOWN": 4}
 _SHORT = {"NEEDS_CONFIRMATION": "NEEDS_CONF"}
 _TMUX_COLOUR = {

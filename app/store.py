@@ -55,7 +55,7 @@ def _migrations() -> Migrations:
         table(db, "status").create({
             "id": str, "state": str, "summary": str, "actions_needed": str, "confidence": int,
             "reasons": str, "rule_id": str, "classifier": str, "last_snapshot_hash": str,
-            "state_entered_ts": float, "last_change_ts": float, "last_polled_ts": float,
+            "state_entered_ts": float, "last_change_ts": float,
             "stable_count": int,
         }, pk="id")
         table(db, "status_history").create({

@@ -1,0 +1,76 @@
+"""The store: the schema migrations produce, WAL, read-only readers, and a locked database."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from app.errors import StoreError
+from app.store import StoreReader, StoreWriter
+
+EXPECTED = {
+    "ptys": ["id", "name", "socket", "server_pid", "pane_id", "tmux_session", "tmux_window",
+             "window_index", "pane_index", "cwd", "cli_type", "cli_forced", "command",
+             "created_by", "first_seen_ts", "last_seen_ts"],
+    "status": ["id", "state", "summary", "actions_needed", "confidence", "reasons", "rule_id",
+               "classifier", "last_snapshot_hash", "state_entered_ts", "last_change_ts",
+               "stable_count"],
+    "status_history": ["seq", "id", "ts", "state", "previous_state", "summary",
+                       "actions_needed", "reasons", "rule_id", "classifier", "confidence"],
+    "daemon": ["name", "pid", "socket", "interval", "started_ts", "last_cycle_ts", "stopped_ts",
+               "problem"],
+}
+
+
+def test_a_blank_store_migrates_to_exactly_the_schema_in_wal_mode(tmp_path: Path) -> None:
+    StoreWriter(tmp_path).close()
+    StoreWriter(tmp_path).close()  # applying again is a no-op
+    conn = sqlite3.connect(tmp_path / "status.db")
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert tables - {"_sqlite_migrations", "sqlite_sequence"} == set(EXPECTED)
+    for table, columns in EXPECTED.items():
+        assert [r[1] for r in conn.execute(f"PRAGMA table_info({table})")] == columns
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    applied = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations")]
+    assert applied == ["m001_initial"]
+
+
+def test_readers_cannot_write(tmp_path: Path) -> None:
+    StoreWriter(tmp_path).close()
+    reader = StoreReader(tmp_path)
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        reader.conn.execute("DELETE FROM ptys")
+    reader.close()
+
+
+def test_history_is_bounded_per_pane_and_by_age(tmp_path: Path) -> None:
+    store = StoreWriter(tmp_path)
+    with store.transaction() as conn:
+        store.add_history(conn, [{"id": "a", "ts": float(ts), "state": "BUSY"}
+                                 for ts in range(10)])
+        store.add_history(conn, [{"id": "b", "ts": 1.0, "state": "READY"}])
+        store.prune_history(conn, keep_per_pane=3, older_than_ts=5.0)
+    rows = store.conn.execute("SELECT id, ts FROM status_history ORDER BY seq").fetchall()
+    assert rows == [("a", 7.0), ("a", 8.0), ("a", 9.0), ("b", 1.0)]  # b's newest row stays
+    store.close()
+
+
+def test_a_store_locked_by_another_writer_is_one_clear_error(tmp_path: Path) -> None:
+    store = StoreWriter(tmp_path)
+    blocker = sqlite3.connect(tmp_path / "status.db", isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    store.conn.execute("PRAGMA busy_timeout = 100")
+    try:
+        with pytest.raises(StoreError, match="is locked by another process"), \
+                store.transaction() as conn:
+            store.heartbeat(conn, pid=1)
+        # Readers are not blocked by the writer's lock (WAL).
+        reader = StoreReader(tmp_path)
+        assert reader.workers() == []
+        reader.close()
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        store.close()
