@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.waiting import stop_process
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -74,10 +76,4 @@ def watcher_process(server: Any) -> Iterator[Any]:
 
     yield start
     for proc in started:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc, seconds=10)

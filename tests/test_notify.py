@@ -35,7 +35,7 @@ from app.notify import (
     parse_command,
 )
 from tests.dbus_notifications import BusUnavailable, NotificationBus
-from tests.waiting import retry_until
+from tests.waiting import retry_until, stop_process
 
 NEEDS = State.NEEDS_CONFIRMATION
 
@@ -418,12 +418,7 @@ def attached_client(server: Server, session: Session) -> Iterator[str]:
 
     retry_until(clients, 10, message="tmux client did not attach")
     yield clients()[0]
-    proc.terminate()
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    stop_process(proc)
     assert proc.stdin is not None
     proc.stdin.close()
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable
+from typing import Any
 
 
 class WaitTimeout(AssertionError):
@@ -50,3 +52,14 @@ def stays_false(fn: Callable[[], object], seconds: float, *, interval: float = 0
             return False
         time.sleep(interval)
     return not fn()
+
+
+def stop_process(proc: subprocess.Popen[Any], seconds: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ``seconds``; always reaped."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
