@@ -78,9 +78,8 @@ def setup_logging(verbosity: int) -> None:
     root.setLevel(level)
 
 
-def _start_llm() -> AsyncLLM | None:
+def _start_llm(settings: LLMSettings) -> AsyncLLM | None:
     """The LLM classifier when OPENROUTER_API_KEY is set (and not switched off); else None."""
-    settings = LLMSettings.from_env(os.environ)
     log.info("%s", settings.status)
     if not settings.enabled:
         return None
@@ -123,6 +122,7 @@ class Daemon:
         # Validate everything before taking the lock or touching the store: a half-configured
         # watcher is worse than none.
         packs = load_packs()
+        llm_settings = LLMSettings.from_env(os.environ)
         lock = InstanceLock(self.workers_dir / LOCK_NAME)
         lock.acquire()
         store: StoreWriter | None = None
@@ -132,7 +132,7 @@ class Daemon:
             if install_signals:
                 for signum in (signal.SIGTERM, signal.SIGINT):
                     previous[signum] = signal.signal(signum, self._on_signal)
-            llm = _start_llm()
+            llm = _start_llm(llm_settings)
             notifier = Notifier(self.notify or NotifySettings(), self.tmux.display_message)
             for line in notifier.startup_report():
                 log.info("%s", line)

@@ -278,3 +278,13 @@ def test_switch_moves_an_attached_client_and_messages_reach_it(server: Any, sess
         client.kill()
         client.wait(timeout=10)
         other.kill()
+
+
+def test_a_bad_llm_setting_stops_the_watcher_before_it_starts(tmp_path: Path) -> None:
+    done = conductor("pty", "watch", "--once",
+                     env={"OPENROUTER_API_KEY": "sk-or-v1-secret", "CONDUCTOR_LLM_TIMEOUT": "soon"})
+    assert done.returncode == 1
+    assert "CONDUCTOR_LLM_TIMEOUT" in done.stderr
+    assert "sk-or-v1-secret" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (Path(os.environ["CONDUCTOR_WORKERS_DIR"]) / "status.db").exists()
