@@ -24,6 +24,19 @@ DEFAULT_HISTORY_DAYS = 7.0
 # A pane whose change hint has not moved is still recaptured this often, as a safety net for
 # output that tmux's one-second activity clock could hide.
 DEFAULT_FORCE_CAPTURE_S = 30.0
+# Anti-flap: polls a new verdict must hold before it becomes the reported state. READY has its
+# own, stricter rule (the same screen for ``stable_polls`` polls and ``ready_min_s`` seconds);
+# leaving READY is always immediate, whatever these say.
+DEFAULT_BUSY_POLLS = 1
+DEFAULT_CONFIRMATION_POLLS = 1
+DEFAULT_ERROR_POLLS = 2
+# With fast polling (``wait`` polls every 0.5 s) a poll count alone would call a pause READY.
+DEFAULT_READY_MIN_S = 1.5
+# READY or NEEDS_CONFIRMATION for longer than this is "waiting long".
+DEFAULT_WAITING_GRACE_S = 120.0
+# After ``send``, READY is not believed until the pane visibly left READY or this passed: the
+# screen of a CLI still looks idle for about half a second after Enter.
+DEFAULT_SEND_GRACE_S = 3.0
 
 
 def workers_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -42,12 +55,26 @@ class WatchSettings:
     history_rows_per_pane: int = DEFAULT_HISTORY_ROWS_PER_PANE
     history_days: float = DEFAULT_HISTORY_DAYS
     force_capture_s: float = DEFAULT_FORCE_CAPTURE_S
+    busy_polls: int = DEFAULT_BUSY_POLLS
+    confirmation_polls: int = DEFAULT_CONFIRMATION_POLLS
+    error_polls: int = DEFAULT_ERROR_POLLS
+    ready_min_s: float = DEFAULT_READY_MIN_S
+    waiting_grace_s: float = DEFAULT_WAITING_GRACE_S
+    send_grace_s: float = DEFAULT_SEND_GRACE_S
 
     def __post_init__(self) -> None:
         if self.interval_s <= 0:
             raise ConfigError(f"interval must be positive, got {self.interval_s}")
         if self.stable_polls is not None and self.stable_polls < 1:
             raise ConfigError(f"stable polls must be at least 1, got {self.stable_polls}")
+        for name in ("busy_polls", "confirmation_polls", "error_polls"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("ready_min_s", "waiting_grace_s", "send_grace_s", "history_days"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must not be negative, got {getattr(self, name)}")
+        if self.force_capture_s <= 0 or self.history_rows_per_pane < 1:
+            raise ConfigError("force_capture must be positive and history_rows at least 1")
 
 
 def load_dotenv_file() -> None:

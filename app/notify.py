@@ -38,6 +38,10 @@ KINDS: tuple[str, ...] = (TMUX, DESKTOP, COMMAND)
 
 APP_NAME = "conductor"
 
+DEFAULT_STATES: frozenset[State] = frozenset({State.READY, State.NEEDS_CONFIRMATION, State.ERROR})
+DEFAULT_MIN_INTERVAL = 10.0
+DEFAULT_TIMEOUT = 5.0
+
 
 @dataclass(frozen=True)
 class NotifySettings:
@@ -48,18 +52,23 @@ class NotifySettings:
     out, because it asks for something the earlier message did not. Repeats of the same state
     inside the interval mean the user is already at the pane (they answered, or sent a prompt)
     or the screen flapped, and neither is worth another ping.
+
+    ``states`` is what every kind notifies about unless ``states_by_kind`` gives that kind its
+    own set (say, desktop pop-ups only for questions while tmux shows every READY too).
     """
 
     kinds: frozenset[str] = frozenset(KINDS)
-    states: frozenset[State] = frozenset({State.READY, State.NEEDS_CONFIRMATION, State.ERROR})
-    min_interval: float = 10.0  # seconds, per pane and state
+    states: frozenset[State] = DEFAULT_STATES
+    min_interval: float = DEFAULT_MIN_INTERVAL  # seconds, per pane and state
     notify_command: tuple[str, ...] = ()  # argv; empty = no command receiver
     skip_focused: bool = False
-    timeout: float = 5.0  # seconds a receiver may take before it is killed
+    timeout: float = DEFAULT_TIMEOUT  # seconds a receiver may take before it is killed
     queue_size: int = 100  # events waiting per receiver before new ones are dropped
+    # hash=False keeps the settings hashable although a mapping is not.
+    states_by_kind: Mapping[str, frozenset[State]] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
-        unknown = set(self.kinds) - set(KINDS)
+        unknown = (set(self.kinds) | set(self.states_by_kind)) - set(KINDS)
         if unknown:
             raise ConfigError(
                 f"unknown notification kind(s): {', '.join(sorted(unknown))} "
@@ -88,6 +97,14 @@ class NotifySettings:
             kwargs["states"] = frozenset(parse_states(_str_list(values["states"], "states")))
         if "notify_command" in values:
             kwargs["notify_command"] = parse_command(values["notify_command"])
+        if "states_by_kind" in values:
+            by_kind = values["states_by_kind"]
+            if not isinstance(by_kind, Mapping):
+                raise ConfigError("notification setting states_by_kind must map kinds to states")
+            kwargs["states_by_kind"] = {
+                str(kind): frozenset(parse_states(_str_list(names, f"states_by_kind.{kind}")))
+                for kind, names in by_kind.items()
+            }
         for key in ("min_interval", "timeout"):
             if key in values:
                 kwargs[key] = _number(values[key], key)
@@ -96,6 +113,10 @@ class NotifySettings:
         if "skip_focused" in values and not isinstance(values["skip_focused"], bool):
             raise ConfigError("notification setting skip_focused must be true or false")
         return cls(**kwargs)  # type: ignore[arg-type]  # each value was checked above
+
+    def states_for(self, kind: str) -> frozenset[State]:
+        """The states that ``kind`` notifies about."""
+        return self.states_by_kind.get(kind, self.states)
 
 
 def _str_list(value: object, key: str) -> list[str]:
@@ -449,6 +470,10 @@ class Notifier:
         self._channels = [
             _Channel(r, settings.queue_size) for r in self._receivers if not r.unavailable
         ]
+        # Decided once per event, not per kind, so the rate limit stays per pane and state.
+        self._wanted: frozenset[State] = frozenset().union(
+            *(settings.states_for(r.kind) for r in self._receivers)
+        )
         self._lock = threading.Lock()
         self._last_transition: dict[str, tuple[State | None, State, float]] = {}
         self._last_sent: dict[tuple[str, State], float] = {}
@@ -475,7 +500,7 @@ class Notifier:
             if self._last_transition.get(event.worker_id) == seen:
                 return False, "duplicate"
             self._last_transition[event.worker_id] = seen
-            if event.state not in self.settings.states:
+            if event.state not in self._wanted:
                 return False, "state_not_notified"
             if event.previous is None and event.state is State.READY:
                 # First sight of a pane (daemon start): every idle pane would ping at once.
@@ -514,7 +539,8 @@ class Notifier:
                 )
                 return
             for channel in self._channels:
-                channel.offer(event)
+                if event.state in self.settings.states_for(channel.receiver.kind):
+                    channel.offer(event)
         except Exception:
             logger.exception("notification for %s failed", event.worker_id)
 

@@ -22,6 +22,7 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point the store at a temp folder and strip variables that would leak the user's tmux."""
     workers = tmp_path / "workers"
     monkeypatch.setenv("CONDUCTOR_WORKERS_DIR", str(workers))
+    monkeypatch.setenv("CONDUCTOR_CONFIG", str(tmp_path / "config.toml"))
     monkeypatch.setenv("SHELL", "/bin/sh")
     for name in (
         "TMUX",

@@ -137,6 +137,28 @@ def test_settings_read_every_variable() -> None:
     assert not s.excluded("%4", "work:editor")
 
 
+def test_settings_defaults_yield_to_every_variable() -> None:
+    # The config file's values: anything the environment leaves unset or empty.
+    file = LLMSettings(model="file/model", base_url="http://127.0.0.1:9/v1", timeout=4.0,
+                       calls_per_minute=3, exclude=("%1",), max_screen_chars=500)
+    s = LLMSettings.from_env({"CONDUCTOR_LLM_MODEL": "  "}, defaults=file)
+    assert (s.model, s.base_url, s.timeout, s.calls_per_minute, s.exclude, s.max_screen_chars) == (
+        "file/model", "http://127.0.0.1:9/v1", 4.0, 3, ("%1",), 500)
+    assert s.api_key == ""  # only ever from the environment
+    env = LLMSettings.from_env({
+        "OPENROUTER_API_KEY": KEY,
+        "CONDUCTOR_LLM_MODEL": "env/model",
+        "OPENROUTER_BASE_URL": "https://example.test/api",
+        "CONDUCTOR_LLM_TIMEOUT": "7",
+        "CONDUCTOR_LLM_CALLS_PER_MINUTE": "9",
+        "CONDUCTOR_LLM_EXCLUDE": "%2",
+        "CONDUCTOR_LLM_MAX_SCREEN_CHARS": "800",
+    }, defaults=file)
+    assert (env.model, env.base_url, env.timeout, env.calls_per_minute, env.exclude,
+            env.max_screen_chars, env.api_key) == (
+        "env/model", "https://example.test/api", 7.0, 9, ("%2",), 800, KEY)
+
+
 def test_settings_never_show_the_key() -> None:
     s = LLMSettings.from_env({"OPENROUTER_API_KEY": KEY})
     assert KEY not in repr(s)

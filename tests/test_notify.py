@@ -288,6 +288,50 @@ def test_disabled_kind_is_not_called(clock: FakeClock) -> None:
     assert (tmux.events, desktop.states()) == ([], [State.READY])
 
 
+def test_each_kind_notifies_its_own_states(clock: FakeClock) -> None:
+    tmux, desktop, command = Recorder(TMUX), Recorder(DESKTOP), Recorder(COMMAND)
+    settings = NotifySettings(
+        states=frozenset({State.READY, State.ERROR}),
+        states_by_kind={DESKTOP: frozenset({NEEDS}), COMMAND: frozenset({NEEDS, State.ERROR})},
+    )
+    notifier = Notifier(
+        settings, None, clock, receivers=[tmux.receiver, desktop.receiver, command.receiver]
+    )
+    notifier.on_transition(make_event(State.READY))
+    notifier.on_transition(make_event(NEEDS, previous=State.READY))
+    notifier.on_transition(make_event(State.ERROR, previous=NEEDS))
+    notifier.on_transition(make_event(State.UNKNOWN, previous=State.ERROR))
+    assert notifier.close()
+    # tmux has no list of its own, so it follows ``states``.
+    assert tmux.states() == [State.READY, State.ERROR]
+    assert desktop.states() == [NEEDS]
+    assert command.states() == [NEEDS, State.ERROR]
+
+
+def test_a_state_only_a_disabled_kind_wants_is_not_notified(clock: FakeClock) -> None:
+    tmux = Recorder(TMUX)
+    settings = NotifySettings(
+        kinds=frozenset({TMUX}),
+        states=frozenset({State.ERROR}),
+        states_by_kind={DESKTOP: frozenset({State.READY})},
+    )
+    desktop = Recorder(DESKTOP)
+    notifier = Notifier(settings, None, clock, receivers=[tmux.receiver, desktop.receiver])
+    assert notifier.should_notify(make_event(State.READY)) == (False, "state_not_notified")
+    assert notifier.should_notify(make_event(State.ERROR)) == (True, "notify")
+    assert notifier.close()
+
+
+def test_states_by_kind_from_config_values() -> None:
+    s = NotifySettings.from_mapping({"states": ["ready"], "states_by_kind": {"desktop": "error"}})
+    assert s.states_for(DESKTOP) == {State.ERROR}
+    assert s.states_for(TMUX) == s.states_for(COMMAND) == {State.READY}
+    with pytest.raises(ConfigError, match="unknown notification kind"):
+        NotifySettings(states_by_kind={"pager": frozenset({State.READY})})
+    with pytest.raises(ConfigError, match="unknown state 'SLEEPY'"):
+        NotifySettings.from_mapping({"states_by_kind": {"tmux": ["SLEEPY"]}})
+
+
 # --- startup report -----------------------------------------------------------------------------
 
 
@@ -529,6 +573,25 @@ def test_command_gets_details_in_env_and_argv_untouched(tmp_path: Path) -> None:
     )
     assert calls[1]["env"]["CONDUCTOR_STATE"] == "READY"
     assert calls[1]["env"]["CONDUCTOR_PREVIOUS_STATE"] == "NEEDS_CONFIRMATION"
+
+
+def test_command_runs_only_for_its_own_states(tmp_path: Path, recorder: Recorder) -> None:
+    out = tmp_path / "calls.jsonl"
+    script = write_script(tmp_path / "hook", RECORD_ENV)
+    config = NotifySettings(
+        kinds=frozenset({TMUX, COMMAND}),
+        notify_command=(str(script), str(out)),
+        states_by_kind={COMMAND: frozenset({NEEDS})},
+    )
+    real = command_receiver(config.notify_command, config.timeout)
+    assert real is not None
+    notifier = Notifier(config, None, receivers=[recorder.receiver, real])
+    notifier.on_transition(make_event(State.READY))
+    notifier.on_transition(make_event(NEEDS, previous=State.READY))
+    notifier.on_transition(make_event(State.ERROR, previous=NEEDS))
+    assert notifier.close()
+    assert [c["env"]["CONDUCTOR_STATE"] for c in read_jsonl(out)] == ["NEEDS_CONFIRMATION"]
+    assert recorder.states() == [State.READY, NEEDS, State.ERROR]
 
 
 # --- faults -------------------------------------------------------------------------------------

@@ -64,6 +64,10 @@ DEFAULT_TIMEOUT = 10.0  # seconds for one classify call, retries included
 DEFAULT_CALLS_PER_MINUTE = 20
 DEFAULT_MAX_SCREEN_CHARS = 4000
 DEFAULT_MAX_RETRIES = 2
+# Accepted ranges, shared by the environment variables and the config file.
+TIMEOUT_RANGE = (0.1, 600.0)
+CALLS_PER_MINUTE_RANGE = (1, 10_000)
+MAX_SCREEN_CHARS_RANGE = (200, 200_000)
 # Longest we sleep inside one call for a 429's Retry-After; longer waits end the call instead.
 RETRY_AFTER_CAP = 10.0
 # After 401/402 the key or the account is broken: calling again soon only burns the budget.
@@ -138,30 +142,38 @@ class LLMSettings:
     max_retries: int = DEFAULT_MAX_RETRIES
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> LLMSettings:
-        """Read the settings; a malformed value raises :class:`ConfigError` naming the variable."""
+    def from_env(cls, env: Mapping[str, str], defaults: LLMSettings | None = None) -> LLMSettings:
+        """Read the settings; a malformed value raises :class:`ConfigError` naming the variable.
+
+        ``defaults`` (the config file's values) stand wherever a variable is unset or empty, so
+        the environment always wins. The key and ``CONDUCTOR_LLM`` come from ``env`` alone.
+        """
+        base = cls() if defaults is None else defaults
         switch_raw = env.get("CONDUCTOR_LLM", "").strip().lower()
         if switch_raw and switch_raw not in _ON | _OFF:
             raise ConfigError(f"CONDUCTOR_LLM must be on or off, got {switch_raw!r}")
         exclude = tuple(
             p.strip() for p in env.get("CONDUCTOR_LLM_EXCLUDE", "").replace(";", ",").split(",")
             if p.strip()
-        )
-        base_url = (env.get("OPENROUTER_BASE_URL", "").strip() or DEFAULT_BASE_URL).rstrip("/")
+        ) or base.exclude
+        base_url = (env.get("OPENROUTER_BASE_URL", "").strip() or base.base_url).rstrip("/")
         if not base_url.startswith(("http://", "https://")):
             raise ConfigError(f"OPENROUTER_BASE_URL must start with http:// or https://, "
                               f"got {base_url!r}")
         return cls(
             api_key=env.get("OPENROUTER_API_KEY", "").strip(),
             base_url=base_url,
-            model=env.get("CONDUCTOR_LLM_MODEL", "").strip() or DEFAULT_MODEL,
-            timeout=_number(env, "CONDUCTOR_LLM_TIMEOUT", DEFAULT_TIMEOUT, 0.1, 600.0),
+            model=env.get("CONDUCTOR_LLM_MODEL", "").strip() or base.model,
+            timeout=_number(env, "CONDUCTOR_LLM_TIMEOUT", base.timeout, *TIMEOUT_RANGE),
             calls_per_minute=int(_number(env, "CONDUCTOR_LLM_CALLS_PER_MINUTE",
-                                         DEFAULT_CALLS_PER_MINUTE, 1, 10_000, whole=True)),
+                                         base.calls_per_minute, *CALLS_PER_MINUTE_RANGE,
+                                         whole=True)),
             switch=None if not switch_raw else switch_raw in _ON,
             exclude=exclude,
             max_screen_chars=int(_number(env, "CONDUCTOR_LLM_MAX_SCREEN_CHARS",
-                                         DEFAULT_MAX_SCREEN_CHARS, 200, 200_000, whole=True)),
+                                         base.max_screen_chars, *MAX_SCREEN_CHARS_RANGE,
+                                         whole=True)),
+            max_retries=base.max_retries,
         )
 
     @property
