@@ -6,7 +6,10 @@
 The corpus lives in ``tests/corpus/<set>/``: each set has a ``labels.tsv`` (path, cli, state, size,
 note) and ``<cli>/timeline-N/frames.tsv`` (t_seconds, file, state). ``tests/corpus/heldout.txt``
 names the screens that were not looked at while the rules were written; every screen of a set
-whose name starts with ``heldout`` (fresh lab captures) is held out as well. The tests import these
+whose name starts with ``heldout`` (fresh lab captures) is held out as well.
+``tests/corpus/drafts.tsv`` gives the text typed but not sent in a screen's input box (path, cli,
+state, draft, note): the labelled screens that have some, and every screen of ``drafts/`` (captures
+made for the packs' ``input`` rules, outside the classification figures). The tests import these
 functions, so the figures printed here are the ones the suite asserts.
 """
 
@@ -31,6 +34,7 @@ from app.screen import normalise  # noqa: E402
 
 CORPUS = ROOT / "tests" / "corpus"
 HELDOUT_LIST = CORPUS / "heldout.txt"
+DRAFTS_LIST = CORPUS / "drafts.tsv"
 
 # The corpus names CLIs by product; packs are named by command. "plain" screens (shells, REPLs,
 # installers) have no fixed pack: they go through detection from the screen, as a pane would.
@@ -40,6 +44,7 @@ CLI_PACK: dict[str, str] = {
     "gemini-cli": "gemini",
     "aider": "aider",
     "opencode": "opencode",
+    "bash": "shell",  # drafts/ screens of a pane whose foreground process is bash
 }
 PLAIN_PACKS = frozenset({"shell", "generic"})
 EXITED_NOTE = "shell prompt below"  # labels.tsv note of screens where the CLI has exited
@@ -101,6 +106,40 @@ class ScreenResult:
         if EXITED_NOTE in self.case.note:
             expected = None  # the CLI exited: the pane now runs the shell, as it should detect
         return self.detected in PLAIN_PACKS if expected is None else self.detected == expected
+
+
+class DraftCase(NamedTuple):
+    path: str  # relative to tests/corpus, e.g. "drafts/codex/ready-draft-wrapped-100x30.txt"
+    cli: str
+    state: State
+    expected: str | None  # the typed text; None: the box is empty, shows a hint, or is not there
+    note: str
+
+    @property
+    def id(self) -> str:
+        return self.path
+
+    def text(self) -> str:
+        return (CORPUS / self.path).read_text(encoding="utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
+class DraftResult:
+    case: DraftCase
+    pack: str
+    has_rule: bool  # the pack has an ``input`` rule; without one it can only say None
+    got: str | None
+
+    @property
+    def right(self) -> bool:
+        return self.got == self.case.expected
+
+
+class FrameDraft(NamedTuple):
+    timeline: Timeline
+    frame: int  # position in the timeline
+    draft: str
+    sent_later: bool  # a later frame shows the text outside the box: it was the prompt being sent
 
 
 @dataclass(frozen=True)
@@ -167,6 +206,26 @@ def load_timelines(corpus: Path = CORPUS) -> list[Timeline]:
     return timelines
 
 
+def load_draft_cases(corpus: Path = CORPUS) -> list[DraftCase]:
+    """Every labelled screen, with its draft from ``drafts.tsv`` (none when not listed), then the
+    listed screens outside the labelled sets."""
+    listed: dict[str, DraftCase] = {}
+    listing = corpus / DRAFTS_LIST.name
+    if listing.is_file():
+        for line in listing.read_text(encoding="utf-8").splitlines():
+            cols = line.split("\t")
+            if len(cols) < 4 or line.startswith(("#", "path\t")):
+                continue
+            listed[cols[0]] = DraftCase(cols[0], cols[1], State(cols[2]), cols[3] or None,
+                                        cols[4] if len(cols) > 4 else "")
+    cases: list[DraftCase] = []
+    for case in load_cases(corpus):
+        known = listed.pop(case.id, None)
+        cases.append(DraftCase(case.id, case.cli, case.state,
+                               known.expected if known is not None else None, case.note))
+    return cases + list(listed.values())
+
+
 # --- measuring -----------------------------------------------------------------------------------
 
 
@@ -184,6 +243,32 @@ def classify_cases(packs: Mapping[str, Pack], cases: Iterable[ScreenCase]) -> li
         results.append(ScreenResult(case, pack.name, verdict.state, verdict.rule_id,
                                     detect_pack(packs, text).name))
     return results
+
+
+def read_drafts(packs: Mapping[str, Pack], cases: Iterable[DraftCase]) -> list[DraftResult]:
+    results: list[DraftResult] = []
+    for case in cases:
+        text = case.text()
+        pack = pack_for(case.cli, packs, text)
+        results.append(DraftResult(case, pack.name, pack.input is not None, pack.draft(text)))
+    return results
+
+
+def frame_drafts(packs: Mapping[str, Pack], timelines: Iterable[Timeline]) -> list[FrameDraft]:
+    """Drafts read on timeline frames. The lab types each prompt and presses Enter; a frame caught
+    in between shows the prompt in the box, and later frames show it sent (out of the box)."""
+    found: list[FrameDraft] = []
+    for timeline in timelines:
+        texts = [f.path.read_text(encoding="utf-8", errors="replace") for f in timeline.frames]
+        pack = pack_for(timeline.cli, packs, texts[0])
+        drafts = [pack.draft(text) for text in texts]
+        for i, draft in enumerate(drafts):
+            if draft is None:
+                continue
+            sent = any(draft in " ".join(later.split()) and drafts[j] != draft
+                       for j, later in enumerate(texts[i + 1:], start=i + 1))
+            found.append(FrameDraft(timeline, i, draft, sent))
+    return found
 
 
 def replay(pack: Pack, timeline: Timeline) -> ReplayResult:
@@ -267,6 +352,34 @@ def figures(results: Sequence[ScreenResult]) -> Figures:
     )
 
 
+@dataclass(frozen=True)
+class DraftFigures:
+    screens: int
+    typed: int  # screens with text typed in the box
+    read_right: int  # of those, read exactly
+    missed: int  # typed text read as no draft
+    wrong_text: int  # typed text read as some other text
+    false_drafts: int  # no typed text, yet a draft read: `send` would refuse for nothing
+    no_rule: int  # screens whose pack has no input rule
+
+    @property
+    def right(self) -> int:
+        return self.screens - self.missed - self.wrong_text - self.false_drafts
+
+
+def draft_figures(results: Sequence[DraftResult]) -> DraftFigures:
+    typed = [r for r in results if r.case.expected is not None]
+    return DraftFigures(
+        screens=len(results),
+        typed=len(typed),
+        read_right=sum(r.right for r in typed),
+        missed=sum(r.got is None for r in typed),
+        wrong_text=sum(r.got is not None and not r.right for r in typed),
+        false_drafts=sum(r.case.expected is None and r.got is not None for r in results),
+        no_rule=sum(not r.has_rule for r in results),
+    )
+
+
 def by_cli(results: Iterable[ScreenResult]) -> dict[str, list[ScreenResult]]:
     grouped: dict[str, list[ScreenResult]] = defaultdict(list)
     for result in results:
@@ -293,6 +406,29 @@ def figures_line(label: str, fig: Figures) -> str:
     return (f"{label:<14} {fig.right:>3}/{fig.total:<3} {100 * fig.accuracy:6.1f} %   "
             f"READY on BUSY {fig.ready_on_busy}   READY on NEEDS_CONF {fig.ready_on_confirm}   "
             f"NEEDS_CONF found {fig.confirm_found}/{fig.confirm_total}")
+
+
+def draft_line(label: str, fig: DraftFigures) -> str:
+    return (f"{label:<14} screens {fig.screens:>3}   typed {fig.typed:>2}   read right "
+            f"{fig.read_right:>2}   missed {fig.missed}   wrong text {fig.wrong_text}   "
+            f"false drafts {fig.false_drafts}   no input rule {fig.no_rule}")
+
+
+def draft_report(packs: Mapping[str, Pack]) -> list[str]:
+    results = read_drafts(packs, load_draft_cases())
+    grouped: dict[str, list[DraftResult]] = defaultdict(list)
+    for result in results:
+        grouped[result.case.cli].append(result)
+    out = ["== DRAFTS (Pack.draft: text typed in the input box and not sent)"]
+    out.extend(draft_line(cli, draft_figures(group)) for cli, group in sorted(grouped.items()))
+    out.append(draft_line("total", draft_figures(results)))
+    frames = frame_drafts(packs, load_timelines())
+    total = sum(len(t.frames) for t in load_timelines())
+    out.append(f"timeline frames: {total} read, {len(frames)} with a draft, "
+               f"{sum(f.sent_later for f in frames)} of them the prompt the lab was sending")
+    out.extend(f"   {r.case.id}: expected {r.case.expected!r}, read {r.got!r} (pack {r.pack})"
+               for r in results if not r.right)
+    return out
 
 
 def report(packs: Mapping[str, Pack], show_errors: bool = False,
@@ -326,6 +462,8 @@ def report(packs: Mapping[str, Pack], show_errors: bool = False,
                    f"{len(rep.ready_while_busy)}  turn-end lags {list(rep.lags)}  "
                    f"missed {len(rep.missed_ready)}  not yet redrawn {len(rep.unseen)}")
     out.append(f"worst READY lag: {worst} frame(s)")
+    out.append("")
+    out.extend(draft_report(packs))
     if show_errors:
         out.append("")
         out.append("== WRONG SCREENS")

@@ -1,7 +1,8 @@
 """Classifier packs: per-CLI YAML files of regex rules, loaded, validated and evaluated here.
 
 A pack is data (see ``design/classifier_packs/README.md`` for the format). Evaluation is pure: it
-takes the normalised screen text and returns a :class:`~app.model.Verdict`; it never touches tmux or
+takes the normalised screen text and returns a :class:`~app.model.Verdict` (or, with
+:meth:`Pack.draft`, the text typed but not sent in the CLI's input box); it never touches tmux or
 the store. Rules are evaluated by state in :data:`EVALUATION_ORDER`, then in file order.
 """
 
@@ -42,12 +43,15 @@ DEFAULT_STABLE_POLLS = 3
 GENERIC_PACK = "generic"
 _LINE_KEY = "__line__"
 
-_PACK_KEYS = {"name", "description", "detect", "stable_polls", "volatile", "rules", "examples"}
+_PACK_KEYS = {"name", "description", "detect", "stable_polls", "volatile", "input", "rules",
+              "examples"}
 _DETECT_KEYS = {"commands", "command_patterns", "titles", "screen", "weak"}
 _RULE_KEYS = {"id", "state", "region", "match", "unless", "reason", "summary", "actions_needed",
               "confidence", "description"}
 _CONDITION_KEYS = {"pattern", "region"}
-_EXAMPLE_KEYS = {"name", "state", "screen", "rule"}
+_EXAMPLE_KEYS = {"name", "state", "screen", "rule", "draft"}
+_INPUT_KEYS = {"region", "match", "trim", "placeholder"}
+_DRAFT_GROUP = "draft"
 
 
 class _LineLoader(yaml.SafeLoader):
@@ -73,6 +77,19 @@ class Region:
         if self.kind == "first":
             return first_lines(text, self.count)
         return text
+
+    def select_keeping_blanks(self, text: str) -> str:
+        """Like :meth:`select`, but blank lines inside the region stay: an input box is often
+        closed by a blank line (Codex puts one between the draft and its status line)."""
+        if self.kind == "all":
+            return text
+        lines = text.split("\n")
+        filled = [i for i, line in enumerate(lines) if line.strip()]
+        if not filled:
+            return ""
+        if self.kind == "last":
+            return "\n".join(lines[filled[max(0, len(filled) - self.count)]:])
+        return "\n".join(lines[: filled[min(len(filled), self.count) - 1] + 1])
 
     def __str__(self) -> str:
         return "all" if self.kind == "all" else f"{self.kind} {self.count}"
@@ -107,6 +124,51 @@ class Example:
     screen: str
     rule: str | None
     line: int
+    # ``draft`` is what Pack.draft must return; ``checks_draft`` tells "expects no draft" (null)
+    # apart from "says nothing about the draft".
+    draft: str | None = None
+    checks_draft: bool = False
+
+
+@dataclass(frozen=True)
+class InputBox:
+    """Where a CLI's input box is and how to read the text typed into it but not sent.
+
+    ``match`` patterns are tried in order on the region; the first that matches decides, and its
+    ``draft`` group is the box's content (``None`` or blank: the box is empty). ``trim`` patterns
+    are deleted from every line of that content (box borders, a sidebar drawn beside the box);
+    the lines left are stripped and joined with one space, since a terminal wraps a long draft
+    over several lines. A result that ``placeholder`` matches in full is the CLI's hint text in an
+    empty box, not something a person typed.
+    """
+
+    region: Region
+    match: tuple[re.Pattern[str], ...]
+    trim: tuple[re.Pattern[str], ...] = ()
+    placeholder: tuple[re.Pattern[str], ...] = ()
+    line: int = 0
+
+    def read(self, text: str) -> str | None:
+        """The unsent text in the box of a normalised screen, or None (empty box, hint, no box)."""
+        area = self.region.select_keeping_blanks(text)
+        for pattern in self.match:
+            found = pattern.search(area)
+            if found is None:
+                continue
+            content = found.group(_DRAFT_GROUP)
+            if content is None:
+                return None
+            typed = " ".join(part for part in (self._trimmed(line) for line in content.split("\n"))
+                             if part)
+            if not typed or any(p.fullmatch(typed) for p in self.placeholder):
+                return None
+            return typed
+        return None
+
+    def _trimmed(self, line: str) -> str:
+        for pattern in self.trim:
+            line = pattern.sub("", line)
+        return line.strip()
 
 
 @dataclass(frozen=True)
@@ -162,6 +224,18 @@ class Pack:
     # Parts of an idle screen that change by themselves (a hint that fades after a turn, a clock):
     # blanked before hashing so they do not hold READY back.
     volatile: tuple[re.Pattern[str], ...] = ()
+    input: InputBox | None = None
+
+    def draft(self, screen: str) -> str | None:
+        """Text typed into the CLI's input box but not sent yet (stripped, wrapped lines joined).
+
+        None when the box is empty or shows only the CLI's hint text, when no box is on screen (a
+        dialog has replaced it), and when the pack has no ``input`` rule: then nobody can tell,
+        and callers that must not type over a person's draft have to say so.
+        """
+        if self.input is None:
+            return None
+        return self.input.read(normalise(screen))
 
     def fingerprint(self, screen: str) -> str:
         """Hash of the screen for the stability check, with this pack's volatile parts blanked.
@@ -329,6 +403,7 @@ def parse_pack(text: str, where: str) -> Pack:
         stable_polls=stable_polls,
         rules=ordered,
         volatile=_parse_volatile(data.get("volatile"), where, top),
+        input=_parse_input(data.get("input"), where, top),
         examples=tuple(_parse_example(raw, where, top) for raw in data.get("examples") or []),
     )
     _check_examples(pack)
@@ -474,6 +549,37 @@ def _parse_volatile(raw: Any, where: str, top: int | None) -> tuple[re.Pattern[s
     return tuple(_compile(p, where, top, "volatile") for p in raw)
 
 
+def _parse_input(raw: Any, where: str, top: int | None) -> InputBox | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise PackError(where, top, "'input' must be a mapping with 'match'")
+    _check_keys(raw, _INPUT_KEYS, where, "input")
+    line = _line(raw, top)
+
+    def patterns(key: str) -> tuple[re.Pattern[str], ...]:
+        items = raw.get(key)
+        if items is None:
+            return ()
+        return tuple(_compile(p, where, line, f"input.{key}")
+                     for p in (items if isinstance(items, list) else [items]))
+
+    match = patterns("match")
+    if not match:
+        raise PackError(where, line, "input: 'match' is required")
+    for pattern in match:
+        if _DRAFT_GROUP not in pattern.groupindex:
+            raise PackError(where, line, f"input.match: /{pattern.pattern}/ has no "
+                            f"(?P<{_DRAFT_GROUP}>…) group for the typed text")
+    return InputBox(
+        region=_parse_region(raw.get("region"), where, line, "input"),
+        match=match,
+        trim=patterns("trim"),
+        placeholder=patterns("placeholder"),
+        line=line or 0,
+    )
+
+
 def _parse_example(raw: Any, where: str, top: int | None) -> Example:
     if not isinstance(raw, dict):
         raise PackError(where, top, "each example must be a mapping with 'state' and 'screen'")
@@ -484,12 +590,17 @@ def _parse_example(raw: Any, where: str, top: int | None) -> Example:
     if not isinstance(screen, str) or not screen.strip():
         raise PackError(where, line, f"example '{name}': 'screen' must be non-empty text")
     rule = raw.get("rule")
+    draft = raw.get("draft")
+    if draft is not None and not isinstance(draft, str):
+        raise PackError(where, line, f"example '{name}': 'draft' must be text or null")
     return Example(
         name=name,
         state=_parse_state(raw.get("state"), where, line, f"example '{name}'"),
         screen=screen,
         rule=str(rule) if rule is not None else None,
         line=line,
+        draft=draft,
+        checks_draft="draft" in raw,
     )
 
 
@@ -510,6 +621,15 @@ def _check_examples(pack: Pack) -> None:
                 f"{f' by rule {example.rule}' if example.rule else ''}, but the pack says "
                 f"{verdict.state.value} (rule {verdict.rule_id or 'none'})",
             )
+        if example.checks_draft:
+            if pack.input is None:
+                raise PackError(pack.path, example.line, f"example '{example.name}' states a "
+                                "draft, but the pack has no 'input' rule to read one")
+            got = pack.draft(example.screen)
+            if got != example.draft:
+                raise PackError(pack.path, example.line,
+                                f"example '{example.name}' expects draft {example.draft!r}, "
+                                f"but the pack reads {got!r}")
 
 
 # --- choosing a pack for a pane ------------------------------------------------------------------
