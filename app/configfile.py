@@ -18,14 +18,12 @@ Environment variables that name a setting win over the file. For the LLM that ha
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
 import re
 import stat
 import sys
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +37,7 @@ from tomlkit.items import Comment, InlineTable, Item, Table, Whitespace
 from app import config
 from app.classify import llm
 from app.errors import ConfigError
+from app.files import write_atomic
 from app.model import State
 from app.notify import (
     COMMAND,
@@ -309,7 +308,7 @@ def _upgrade(path: Path, old: str, doc: tomlkit.TOMLDocument, merged: dict[str, 
         if not mode & 0o222 or not os.access(real, os.W_OK):
             # A file made read-only on purpose is honoured even by root, who could write it.
             raise PermissionError(13, "the file is read-only")
-        _write_atomic(real, new, mode=mode)
+        write_atomic(real, new, mode=mode)
     except OSError as e:
         logger.warning("could not add %s to config file %s (%s); defaults used for them",
                        keys, path, e.strerror or e)
@@ -404,37 +403,12 @@ def _keeps_lines(old: str, new: str) -> bool:
 def _create(path: Path) -> bool:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(path, DEFAULT_DOCUMENT, mode=0o644)
+        write_atomic(path, DEFAULT_DOCUMENT, mode=0o644)
     except OSError as e:
         logger.warning("could not create config file %s (%s); using the defaults", path,
                        e.strerror or e)
         return False
     return True
-
-
-def _write_atomic(path: Path, text: str, *, mode: int) -> None:
-    """Replace ``path`` with ``text`` so no reader ever sees half a file.
-
-    Two processes upgrading the same file at once write the same text, so the later rename
-    loses nothing.
-    """
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    tmp = Path(name)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fchmod(f.fileno(), mode)
-            with contextlib.suppress(OSError):
-                # Keep the owner when root edits a user's file; anyone else owns it already.
-                st = path.stat()
-                os.fchown(f.fileno(), st.st_uid, st.st_gid)
-            os.fsync(f.fileno())
-        tmp.replace(path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
 
 
 # --- checking ------------------------------------------------------------------------------------
