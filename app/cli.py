@@ -18,6 +18,7 @@ from app.errors import ConductorError
 
 if TYPE_CHECKING:
     from app.classify.llm import LLMClassifier
+    from app.configfile import Config
     from app.tmux import Tmux
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -76,8 +77,9 @@ def pty(obj: Context, socket_name: str | None) -> None:
 
 
 @pty.command()
-@click.option("--interval", type=click.FloatRange(min=0.05), default=config.DEFAULT_INTERVAL_S,
-              show_default=True, help="Seconds between polls.")
+@click.option("--interval", type=click.FloatRange(min=0.05), default=None,
+              help=f"Seconds between polls (default {config.DEFAULT_INTERVAL_S:g}, or the "
+                   "config file's).")
 @click.option("--stable-polls", type=click.IntRange(min=1), default=None,
               help="Polls a screen must stay unchanged before READY (default: per CLI pack).")
 @click.option("--once", is_flag=True, help="Run one poll cycle and exit.")
@@ -86,16 +88,27 @@ def pty(obj: Context, socket_name: str | None) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
 @click.pass_obj
 @friendly_errors
-def watch(obj: Context, interval: float, stable_polls: int | None, once: bool, no_notify: bool,
-          verbose: int, quiet: bool) -> None:
-    """Poll every pane and keep the status store up to date (runs until stopped)."""
+def watch(obj: Context, interval: float | None, stable_polls: int | None, once: bool,
+          no_notify: bool, verbose: int, quiet: bool) -> None:
+    """Poll every pane and keep the status store up to date (runs until stopped).
+
+    Settings come from the config file (created with every default on first start, and given
+    any keys a newer version added), then the environment, then these options.
+    """
+    from dataclasses import replace
+
+    from app.configfile import load_config
     from app.daemon import Daemon, setup_logging
-    from app.notify import NotifySettings
 
     setup_logging(-1 if quiet else verbose)
-    settings = config.WatchSettings(interval_s=interval, stable_polls=stable_polls)
-    notify = NotifySettings(kinds=frozenset()) if no_notify else NotifySettings()
-    code = Daemon(obj.tmux(), obj.workers_dir, settings, once=once, notify=notify).run()
+    cfg = load_config()
+    notes = [f"wrote the default config to {cfg.path}"] if cfg.created else \
+        [f"config {cfg.path}: added new settings {', '.join(cfg.added)}"] if cfg.added else []
+    settings = replace(cfg.watch, interval_s=interval or cfg.watch.interval_s,
+                       stable_polls=stable_polls or cfg.watch.stable_polls)
+    notify = replace(cfg.notify, kinds=frozenset()) if no_notify else cfg.notify
+    code = Daemon(obj.tmux(), obj.workers_dir, settings, once=once, notify=notify,
+                  llm_defaults=cfg.llm_defaults, notes=tuple(notes)).run()
     sys.exit(code)
 
 
@@ -120,27 +133,55 @@ def create(obj: Context, directory: Path, name: str | None, cli_name: str | None
 @click.option("--json", "as_json", is_flag=True, help="A JSON list of status objects.")
 @click.option("--colour", "--color", "--tmux-colours", "colour", is_flag=True,
               help="With --short: tmux colour markup.")
+@click.option("--watch", "keep_watching", is_flag=True,
+              help="Redraw in place every --interval seconds until Ctrl-C.")
+@click.option("--interval", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
+              help="With --watch: seconds between redraws.")
 @click.pass_obj
 @friendly_errors
-def status(obj: Context, short: bool, as_json: bool, colour: bool) -> None:
-    """Every watched pane, the ones needing a human first."""
+def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching: bool,
+           interval: float) -> None:
+    """Every watched pane, the ones needing a human first, with how long each has waited."""
     from app.status import short_line, snapshot
 
     if short:
         click.echo(short_line(obj.workers_dir, colour))
         return
-    snap = snapshot(obj.workers_dir)
+    grace = _read_config().watch.waiting_grace_s
+    if not keep_watching:
+        snap = snapshot(obj.workers_dir)
+        for line in _watcher_warnings(snap):
+            click.echo(line, err=True)
+        if as_json:
+            click.echo(render.as_json(snap.workers, time.time(), grace))
+        else:
+            click.echo(render.table(snap.workers, time.time(), grace) if snap.workers
+                       else "no panes watched yet")
+        return
+    try:
+        while True:
+            now = time.time()
+            snap = snapshot(obj.workers_dir)
+            body = render.table(snap.workers, now, grace) if snap.workers else \
+                "no panes watched yet"
+            header = [time.strftime("%H:%M:%S", time.localtime(now)) + "  conductor pty status"
+                      f"  (every {interval:g}s, Ctrl-C to stop)", *_watcher_warnings(snap), ""]
+            # Home, draw, clear the rest: redrawn in place without a blank flash.
+            sys.stdout.write("\x1b[H" + "\x1b[K\n".join([*header, *body.splitlines()])
+                             + "\x1b[K\n\x1b[J")
+            sys.stdout.flush()
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        click.echo("")
+
+
+def _watcher_warnings(snap: Any) -> list[str]:
     if snap.watcher_pid is None:
-        click.echo("conductor pty: the watcher is not running; states may be stale "
-                   "(start `conductor pty watch`)", err=True)
-    elif snap.watcher_problem:
-        click.echo(f"conductor pty: {snap.watcher_problem}", err=True)
-    if as_json:
-        click.echo(render.as_json(snap.workers))
-    elif snap.workers:
-        click.echo(render.table(snap.workers, time.time()))
-    else:
-        click.echo("no panes watched yet")
+        return ["conductor pty: the watcher is not running; states may be stale "
+                "(start `conductor pty watch`)"]
+    if snap.watcher_problem:
+        return [f"conductor pty: {snap.watcher_problem}"]
+    return []
 
 
 @pty.command()
@@ -192,6 +233,145 @@ def switch(obj: Context, ident: str) -> None:
 
 
 @pty.command()
+@click.argument("ident", metavar="ID|NAME|%PANE")
+@click.argument("words", nargs=-1, metavar="TEXT...")
+@click.option("--no-enter", is_flag=True, help="Type the text but do not press Enter.")
+@click.option("--force", is_flag=True,
+              help="Send even if the pane asks for confirmation or holds unsent input.")
+@click.pass_obj
+@friendly_errors
+def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force: bool) -> None:
+    """Type TEXT into a pane literally, then Enter; TEXT from stdin when not given.
+
+    Refuses (exit 1) when the pane is waiting for confirmation or has half-typed input in its
+    prompt, unless --force. Put `--` before text that starts with a dash.
+    """
+    from app import handoff
+    from app.classify.packs import load_packs
+
+    text = " ".join(words) if words else sys.stdin.read()
+    if not words and text.endswith("\n"):
+        text = text[:-1]  # `echo task | conductor pty send w` means one line, not two Enters
+    tmux = obj.tmux()
+    target = handoff.resolve(tmux, obj.workers_dir, ident)
+    handoff.send(tmux, target, text, load_packs(), _read_config().watch, obj.workers_dir,
+                 enter=not no_enter, force=force)
+
+
+@pty.command()
+@click.argument("ident", metavar="ID|NAME|%PANE")
+@click.option("--until", "until_text", default="READY", show_default=True,
+              help="State to wait for; several separated by commas, e.g. READY,NEEDS_CONF.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=None,
+              help="Give up after this many seconds (exit 124). Default: wait for ever.")
+@click.option("--poll", type=click.FloatRange(min=0.05), default=None,
+              help="Seconds between looks at the pane (default 0.5, config [wait]).")
+@click.option("-v", "--verbose", is_flag=True, help="Say on stderr why it keeps waiting.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
+@click.pass_obj
+@friendly_errors
+def wait(obj: Context, ident: str, until_text: str, timeout: float | None, poll: float | None,
+         verbose: bool, quiet: bool) -> None:
+    """Block until a pane is READY (or --until STATE); exit 0, or 124 on timeout.
+
+    Looks at the pane itself every --poll seconds with the watcher's rules and the agent's hook
+    events, so it works with or without `conductor pty watch`. After a `send` it does not take
+    READY until the pane has visibly started the new turn (or a short grace passed).
+    """
+    from app import handoff
+    from app.classify.packs import load_packs
+    from app.notify import parse_states
+
+    until = frozenset(parse_states(until_text.replace(",", " ").split()))
+    if not until:
+        raise ConductorError("--until needs a state: READY, BUSY, NEEDS_CONFIRMATION or ERROR")
+    tmux = obj.tmux()
+    target = handoff.resolve(tmux, obj.workers_dir, ident)
+    cfg = _read_config()
+    watch = handoff.PaneWatch(tmux, target, load_packs(), cfg.watch, obj.workers_dir)
+
+    def report(assessment: Any) -> None:
+        if verbose:
+            why = ", ".join(assessment.reasons) or "-"
+            note = f": {assessment.summary}" if assessment.summary else ""
+            click.echo(f"{target.label}: {assessment.state.value} [{why}]{note}"
+                       f"{'' if assessment.state in until else '; still waiting'}", err=True)
+
+    result = handoff.wait(watch, until, timeout, poll or cfg.wait_poll_s, on_change=report)
+    a = result.assessment
+    if not result.reached:
+        click.echo(f"timed out after {render.duration(result.waited_s)}: {target.label} is "
+                   f"{a.state.value} for {render.duration(a.seconds_in_state(time.time()))}"
+                   f"{': ' + a.summary if a.summary else ''}", err=True)
+        sys.exit(handoff.TIMEOUT_EXIT)
+    if not quiet:
+        click.echo(f"{target.label}: {a.state.value} after {result.waited_s:.1f}s")
+
+
+@pty.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                               "help_option_names": []})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_obj
+def hook(obj: Context, args: tuple[str, ...]) -> None:
+    """Record an agent CLI's hook event (stdin JSON) for its pane; silent, always exit 0."""
+    import os
+
+    from app.hook import main
+
+    sys.exit(main(list(args), env={**os.environ, config.ENV_WORKERS_DIR: str(obj.workers_dir)}))
+
+
+@pty.group()
+def hooks() -> None:
+    """Agent CLI hooks that tell conductor pty when a turn starts, asks or ends."""
+
+
+@hooks.command("install")
+@click.option("--cli", "cli_name", type=click.Choice(["claude", "codex", "gemini"]),
+              required=True, help="Which agent CLI to configure.")
+@click.option("--path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Settings file to change (default: the CLI's user settings).")
+@click.option("--print", "show_only", is_flag=True,
+              help="Only show the snippet and the file it belongs in; change nothing.")
+@click.option("--force", is_flag=True, help="Codex: replace another program's `notify`.")
+@click.pass_obj
+@friendly_errors
+def hooks_install(obj: Context, cli_name: str, path: Path | None, show_only: bool,
+                  force: bool) -> None:
+    """Merge our hook into an agent CLI's settings, keeping everything else (with a backup)."""
+    from app.hookconfig import install
+
+    result = install(cli_name, _hook_command(obj), path, dry_run=show_only, force=force)
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if show_only:
+        click.echo(f"# {result.path}")
+        click.echo(result.snippet)
+    elif result.changed:
+        backup = f" (backup: {result.backup})" if result.backup else ""
+        click.echo(f"installed conductor pty hooks for {cli_name} in {result.path}{backup}")
+    else:
+        click.echo(f"conductor pty hooks for {cli_name} already in {result.path}")
+
+
+def _hook_command(obj: Context) -> list[str]:
+    """An absolute command, so the hook works whatever PATH the agent runs with, naming the
+    store explicitly, so it reaches the same store as this command whatever the agent's env."""
+    import shutil
+
+    script = shutil.which("conductor", path=str(Path(sys.executable).parent))
+    program = [script] if script else [sys.executable, "-m", "app"]
+    return [*program, "--workers-dir", str(obj.workers_dir), "pty", "hook"]
+
+
+def _read_config() -> Config:
+    """The config file as it is: commands other than `watch` never create or rewrite it."""
+    from app.configfile import load_config
+
+    return load_config(upgrade=False)
+
+
+@pty.command()
 @click.argument("ident", metavar="ID|NAME")
 @click.option("-n", "lines", type=click.IntRange(min=0), default=5, show_default=True,
               help="How many recent transitions to show.")
@@ -217,6 +397,7 @@ def explain(obj: Context, ident: str, lines: int) -> None:
     click.echo(f"  reasons: {', '.join(worker['reasons']) or '-'}; confidence "
                f"{worker.get('confidence') or 0}; decided by {worker.get('classifier') or '-'} "
                f"rule {worker.get('rule_id') or '-'}")
+    click.echo(f"  signals: {', '.join(worker.get('signals') or []) or 'screen only'}")
     if worker.get("summary"):
         click.echo(f"  summary: {worker['summary']}")
     if worker.get("actions_needed"):

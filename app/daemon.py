@@ -95,6 +95,7 @@ def _notify_with(notifier: Notifier) -> Callable[[Transition, Tracked], None]:
             cli=tracked.pack.name if tracked.pack else "", previous=transition.previous,
             state=transition.state, summary=transition.verdict.summary,
             actions_needed=transition.verdict.actions_needed, ts=transition.ts,
+            focused=pane.focused,
         ))
 
     return on_transition
@@ -107,6 +108,8 @@ class Daemon:
     settings: WatchSettings
     once: bool = False
     notify: NotifySettings | None = None
+    llm_defaults: LLMSettings | None = None  # the config file's [llm]; the environment wins
+    notes: tuple[str, ...] = ()  # logged once the watcher has started (e.g. config upgraded)
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
@@ -122,7 +125,7 @@ class Daemon:
         # Validate everything before taking the lock or touching the store: a half-configured
         # watcher is worse than none.
         packs = load_packs()
-        llm_settings = LLMSettings.from_env(os.environ)
+        llm_settings = LLMSettings.from_env(os.environ, defaults=self.llm_defaults)
         lock = InstanceLock(self.workers_dir / LOCK_NAME)
         lock.acquire()
         store: StoreWriter | None = None
@@ -145,6 +148,8 @@ class Daemon:
             log.info("watching tmux server %s every %.1f s; store %s (%d packs: %s)",
                      self.tmux.label, self.settings.interval_s, store.path, len(packs),
                      ", ".join(sorted(packs)))
+            for note in self.notes:
+                log.info("%s", note)
             try:
                 self._loop(watcher, store)
             finally:

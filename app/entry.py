@@ -1,7 +1,8 @@
 """Console entry point ``conductor``.
 
-``conductor pty status --short`` runs in tmux's status line every few seconds per client, so it is
-answered here with the stdlib alone; everything else goes through click (``app.cli``).
+``conductor pty status --short`` runs in tmux's status line every few seconds per client, and
+``conductor pty hook`` inside every agent hook, so both are answered here with the stdlib alone;
+everything else goes through click (``app.cli``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,17 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:2] == ["pty", "status"] and "--short" in args[2:] and set(args[2:]) <= _SHORT_FLAGS:
         return _short_status(args[2:])
+    store_args = args[:2] if args[:1] == ["--workers-dir"] else []
+    if args[len(store_args):len(store_args) + 2] == ["pty", "hook"]:
+        # Agents wait for their hooks: no click, no third-party imports.
+        import os
+
+        from app.hook import main as hook_main
+
+        env = dict(os.environ)
+        if len(store_args) == 2:
+            env["CONDUCTOR_WORKERS_DIR"] = store_args[1]
+        return hook_main(args[len(store_args) + 2:], env=env)
     from app.cli import run
 
     return run(args)

@@ -45,6 +45,7 @@ class Pane:
     cursor_y: int
     history_size: int
     in_mode: bool = False
+    focused: bool = False  # what an attached client shows right now
 
     @property
     def change_hint(self) -> tuple[int, int, int, int, int, int, bool, bool]:

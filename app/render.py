@@ -3,6 +3,7 @@ imports this on every refresh."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 
 TYPE_CHECKING = False  # typing costs ~5 ms; this is on the status-line path
@@ -52,16 +53,31 @@ def short_line(workers: Sequence[Mapping[str, Any]], colour: bool = False) -> st
     return " ".join(parts)
 
 
-def table(workers: Sequence[Mapping[str, Any]], now: float) -> str:
-    rows = [("ID", "NAME", "CLI", "STATE", "SINCE", "SUMMARY")]
+WAITING_STATES = ("READY", "NEEDS_CONFIRMATION")
+
+
+def waiting(worker: Mapping[str, Any], now: float, grace_s: float) -> tuple[float | None, bool]:
+    """How long a pane has waited for a person (READY or NEEDS_CONFIRMATION), and whether that
+    is past the grace ("waiting long"); (None, False) for a pane that is not waiting."""
+    entered = worker.get("state_entered_ts")
+    if worker.get("state") not in WAITING_STATES or not entered:
+        return None, False
+    seconds = max(0.0, now - entered)
+    return seconds, seconds >= grace_s
+
+
+def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120.0) -> str:
+    rows = [("ID", "NAME", "CLI", "STATE", "SINCE", "WAITING", "SUMMARY")]
     for w in by_attention(workers):
         entered = w.get("state_entered_ts")
+        waited, long_wait = waiting(w, now, grace_s)
         rows.append((
             str(w.get("id") or ""),
             str(w.get("name") or ""),
             str(w.get("cli_type") or "-"),
             str(w.get("state") or "UNKNOWN"),
-            duration(now - entered) if entered else "-",
+            _clock(entered, now) if entered else "-",
+            "-" if waited is None else duration(waited) + (" long" if long_wait else ""),
             _one_line(str(w.get("summary") or "")),
         ))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
@@ -72,15 +88,26 @@ def table(workers: Sequence[Mapping[str, Any]], now: float) -> str:
     return "\n".join(lines)
 
 
+def _clock(ts: float, now: float) -> str:
+    """Time of day for today, with the date for anything older."""
+    fmt = "%H:%M:%S" if now - ts < 20 * 3600 else "%Y-%m-%d %H:%M"
+    return time.strftime(fmt, time.localtime(ts))
+
+
 def _one_line(text: str, limit: int = 80) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def as_json(workers: Sequence[Mapping[str, Any]]) -> str:
+def as_json(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120.0) -> str:
     import json
 
-    return json.dumps(list(by_attention(workers)), indent=2, ensure_ascii=False)
+    out = []
+    for w in by_attention(workers):
+        waited, long_wait = waiting(w, now, grace_s)
+        out.append({**w, "waiting_s": None if waited is None else round(waited, 1),
+                    "waiting_long": long_wait})
+    return json.dumps(out, indent=2, ensure_ascii=False)
 
 
 def history_line(ts_text: str, state: str, previous: str | None, summary: str,

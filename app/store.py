@@ -32,8 +32,13 @@ BUSY_TIMEOUT_MS = 5000
 PUBLIC_FIELDS = (
     "id", "name", "tmux_session", "tmux_window", "window_index", "pane_id", "cwd", "cli_type",
     "state", "summary", "actions_needed", "confidence", "reasons", "rule_id", "classifier",
-    "state_entered_ts", "last_change_ts",
+    "state_entered_ts", "last_change_ts", "signals",
 )
+
+# Rows of the events table: what happened to a pane besides its screen. ``kind`` is "send" (our
+# own `send`) or "hook" (an agent CLI's hook); ``event`` is what the fusion rules read
+# (turn_start, working, turn_end, permission, idle, session_end, other, or "send").
+EVENT_KINDS = ("send", "hook")
 
 
 def _migrations() -> Migrations:
@@ -68,6 +73,17 @@ def _migrations() -> Migrations:
             "name": str, "pid": int, "socket": str, "interval": float, "started_ts": float,
             "last_cycle_ts": float, "stopped_ts": float, "problem": str,
         }, pk="name")
+
+    @migrations()
+    def m002_events_and_signals(db: Database) -> None:
+        # Hooks know their pane only as tmux does (TMUX_PANE plus the server pid from $TMUX), not
+        # by our id: the watcher maps (server_pid, pane_id) to its panes.
+        table(db, "events").create({
+            "seq": int, "ts": float, "kind": str, "event": str, "name": str, "cli": str,
+            "pane_id": str, "server_pid": int, "socket": str, "session_id": str, "detail": str,
+        }, pk="seq")
+        table(db, "events").create_index(["server_pid", "pane_id", "seq"])
+        table(db, "status").add_column("signals", str)
 
     return migrations
 
@@ -169,6 +185,13 @@ class StoreWriter:
             "OVER (PARTITION BY id ORDER BY seq DESC) AS n FROM status_history) WHERE n > ?)",
             (keep_per_pane,),
         )
+        conn.execute("DELETE FROM events WHERE ts < ?", (older_than_ts,))
+
+    def events_after(self, seq: int) -> list[dict[str, Any]]:
+        return _events(self.conn, "SELECT * FROM events WHERE seq > ? ORDER BY seq", (seq,))
+
+    def add_event(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
+        _insert(conn, "events", row)
 
     def known_ids(self) -> set[str]:
         return {row[0] for row in self.conn.execute("SELECT id FROM ptys")}
@@ -184,6 +207,44 @@ class StoreWriter:
         cursor = self.conn.execute("SELECT * FROM status")
         names = [d[0] for d in cursor.description]
         return {row[0]: dict(zip(names, row, strict=True)) for row in cursor}
+
+
+def _events(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]
+            ) -> list[dict[str, Any]]:
+    cursor = conn.execute(sql, params)
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor]
+
+
+def record_event(workers_dir: str, row: Mapping[str, Any]) -> None:
+    """Append one row to the events table, creating the store if there is none yet.
+
+    Stdlib only on the usual path, and one short transaction: ``conductor pty hook`` runs this
+    inside the agent's own hook, which waits for it.
+    """
+    path = db_path(workers_dir)
+    if os.path.exists(path):
+        try:
+            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            try:
+                _configure(conn)
+                _insert(conn, "events", row)
+                return
+            finally:
+                conn.close()
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise _locked(exc, path) from exc
+        except sqlite3.Error as exc:
+            raise _locked(exc, path) from exc
+    from pathlib import Path
+
+    writer = StoreWriter(Path(workers_dir))  # creates the store and brings its schema up to date
+    try:
+        with writer.transaction() as conn:
+            writer.add_event(conn, row)
+    finally:
+        writer.close()
 
 
 def _insert(conn: sqlite3.Connection, table: str, row: Mapping[str, Any],
@@ -237,7 +298,7 @@ class StoreReader:
         rows = self._query(
             "SELECT p.id, p.name, p.tmux_session, p.tmux_window, p.window_index, p.pane_id, "
             "p.cwd, p.cli_type, s.state, s.summary, s.actions_needed, s.confidence, s.reasons, "
-            "s.rule_id, s.classifier, s.state_entered_ts, s.last_change_ts, p.socket "
+            "s.rule_id, s.classifier, s.state_entered_ts, s.last_change_ts, s.signals "
             "FROM ptys p LEFT JOIN status s ON s.id = p.id ORDER BY p.tmux_session, "
             "p.window_index, p.pane_index"
         )
@@ -258,6 +319,24 @@ class StoreReader:
             for r in reversed(rows)
         ]
 
+    def pty(self, worker_id: str) -> dict[str, Any] | None:
+        rows = self._query("SELECT * FROM ptys WHERE id = ?", (worker_id,))
+        return dict(rows[0]) if rows else None
+
+    def events(self, pane_id: str, server_pid: int | None, after_seq: int = 0
+               ) -> list[dict[str, Any]]:
+        """The events of one pane, oldest first (none when the store predates events)."""
+        try:
+            return _events(self.conn, "SELECT * FROM events WHERE pane_id = ? AND "
+                           "(server_pid = ? OR ? IS NULL) AND seq > ? ORDER BY seq",
+                           (pane_id, server_pid, server_pid, after_seq))
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return []
+            raise _locked(exc, self.path) from exc
+        except sqlite3.Error as exc:
+            raise _locked(exc, self.path) from exc
+
     def daemon(self) -> dict[str, Any] | None:
         rows = self._query("SELECT * FROM daemon WHERE name = 'watch'")
         return dict(rows[0]) if rows else None
@@ -272,6 +351,9 @@ def public_row(row: Mapping[str, Any]) -> dict[str, Any]:
     reasons = row.get("reasons")
     out["reasons"] = _codes(reasons) if isinstance(reasons, str) or reasons is None \
         else list(reasons)
+    signals = row.get("signals")
+    out["signals"] = _codes(signals) if isinstance(signals, str) or signals is None \
+        else list(signals)
     out["state"] = out["state"] or "UNKNOWN"
     out["summary"] = out["summary"] or ""
     out["actions_needed"] = out["actions_needed"] or ""

@@ -13,6 +13,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -30,7 +31,8 @@ _PANE_FIELDS = (
     "pane_id", "session_name", "window_id", "window_index", "window_name", "pane_index",
     "window_panes", "pane_current_path", "pane_current_command", "pane_pid", "pane_dead",
     "pane_dead_status", "pane_width", "pane_height", "window_activity", "cursor_x", "cursor_y",
-    "history_size", "pane_in_mode", "pid", "pane_title",  # title last: it may hold anything
+    "history_size", "pane_in_mode", "pane_active", "window_active", "session_attached", "pid",
+    "pane_title",  # title last: it may hold anything
 )
 _LIST_FORMAT = _SEP.join(f"#{{{name}}}" for name in _PANE_FIELDS)
 _CAPTURE_BATCH = 100
@@ -73,7 +75,8 @@ class Tmux:
             argv += ["-L", self.socket_name]
         return argv + list(args)
 
-    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str, check: bool = True, stdin: str | None = None
+            ) -> subprocess.CompletedProcess[str]:
         """Run one tmux command line; raise a one-line :class:`TmuxError` when it fails."""
         env = dict(os.environ)
         # Inside a tmux pane, TMUX would make some commands target the caller's server/client.
@@ -81,7 +84,8 @@ class Tmux:
         try:
             done = subprocess.run(
                 self._argv(args), capture_output=True, text=True, errors="replace",
-                timeout=_TIMEOUT_S, env=env, check=False,
+                timeout=_TIMEOUT_S, env=env, check=False, input=stdin,
+                stdin=subprocess.DEVNULL if stdin is None else None,
             )
         except FileNotFoundError:
             raise TmuxError("tmux is not installed (no 'tmux' on PATH)") from None
@@ -137,6 +141,10 @@ class Tmux:
                 cursor_y=_to_int(f["cursor_y"]),
                 history_size=_to_int(f["history_size"]),
                 in_mode=f["pane_in_mode"] == "1",
+                # The pane a person sees: the active pane of the active window of a session
+                # with a client attached.
+                focused=f["pane_active"] == "1" and f["window_active"] == "1"
+                and _to_int(f["session_attached"]) > 0,
             ))
         return PaneListing(server_pid=server_pid, panes=panes)
 
@@ -259,11 +267,34 @@ class Tmux:
                       key=lambda r: _to_int(r[0]), reverse=True)
         return rows[0][1]
 
+    def pane_exists(self, pane_id: str) -> bool:
+        return self.run("display-message", "-p", "-t", pane_id, "#{pane_id}",
+                        check=False).returncode == 0
+
+    def send_text(self, pane_id: str, text: str, enter: bool = True,
+                  enter_delay: float = 0.3) -> None:
+        """Type ``text`` into a pane literally and optionally press Enter.
+
+        The text goes through a named tmux buffer loaded from stdin and pasted with bracketed
+        paste (``-p``): nothing in it is parsed by tmux or a shell, newlines stay inside the
+        agent's input box instead of submitting it early, and its length is not bounded by the
+        command line. Enter is a separate key after a pause, so the CLI sees the paste end first.
+        """
+        if not self.pane_exists(pane_id):
+            raise PaneNotFound(f"pane {pane_id} no longer exists on tmux server {self.label}")
+        if text:
+            buffer = f"conductor-send-{secrets.token_hex(6)}"
+            self.run("load-buffer", "-b", buffer, "-", stdin=text)
+            self.run("paste-buffer", "-d", "-p", "-b", buffer, "-t", pane_id)
+            if enter and enter_delay > 0:
+                time.sleep(enter_delay)
+        if enter:
+            self.run("send-keys", "-t", pane_id, "Enter")
+
     def switch_to(self, pane_id: str) -> str:
         """Bring a pane to the front: switch the most recently active client to it, else just
         select it so the next attach lands there. Returns what was done."""
-        if self.run("display-message", "-p", "-t", pane_id, "#{pane_id}",
-                    check=False).returncode != 0:
+        if not self.pane_exists(pane_id):
             raise PaneNotFound(f"pane {pane_id} no longer exists on tmux server {self.label}")
         self.run("select-window", "-t", pane_id)
         self.run("select-pane", "-t", pane_id)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from app import statusfile
-from app.assess import Assessment, assess
+from app.assess import NO_SIGNALS, Assessment, Policy, Signals, absorb, assess
 from app.classify.llm import AsyncLLM, merge, worth_asking
 from app.classify.packs import Pack, detect_pack
 from app.config import WatchSettings
@@ -63,6 +63,7 @@ class Tracked:
     stability_hash: str | None = None
     verdict: Verdict | None = None
     assessment: Assessment | None = None
+    signals: Signals = NO_SIGNALS  # hooks and sends, folded from the events table
     status_json: str | None = None
     # The rows last written to the store; a row is written again only when it differs.
     status_row: dict[str, Any] | None = None
@@ -76,6 +77,89 @@ class CycleReport:
     transitions: list[Transition] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     server_running: bool = True
+
+
+class PaneObserver:
+    """Classify and assess one pane at a time: the watcher runs one over every pane, and ``wait``
+    runs one over a single pane when it looks for itself."""
+
+    def __init__(self, packs: Mapping[str, Pack], settings: WatchSettings,
+                 llm: AsyncLLM | None = None) -> None:
+        self.packs = packs
+        self.settings = settings
+        self.llm = llm
+
+    def classify(self, tracked: Tracked, raw: str) -> None:
+        """Normalise a captured screen and (re)classify it with the pane's pack."""
+        text = normalise(raw)
+        text_hash = screen_hash(text)
+        pane = tracked.pane
+        if tracked.pack is None or tracked.pack_command != pane.current_command or (
+            tracked.pack.name in ("generic", "shell") and text_hash != tracked.text_hash
+        ):
+            tracked.pack = self._choose_pack(tracked, text)
+            tracked.pack_command = pane.current_command
+        if text_hash != tracked.text_hash or tracked.verdict is None:
+            tracked.verdict = tracked.pack.classify(text)
+        tracked.stability_hash = (tracked.pack.fingerprint(text) if tracked.pack.volatile
+                                  else text_hash)
+        tracked.text, tracked.text_hash = text, text_hash
+
+    def _choose_pack(self, tracked: Tracked, text: str) -> Pack:
+        if tracked.cli_forced and tracked.cli_forced in self.packs:
+            return self.packs[tracked.cli_forced]
+        pane = tracked.pane
+        return detect_pack(self.packs, text, command=pane.current_command, title=pane.title)
+
+    def assess(self, tracked: Tracked, now: float) -> Transition | None:
+        """Fold the latest verdict and signals into the pane's assessment; the transition, if
+        the reported state changed."""
+        pane = tracked.pane
+        verdict = tracked.verdict
+        if pane.dead:
+            status = pane.dead_status
+            verdict = Verdict(
+                state=State.ERROR, confidence=100, reasons=("pane_dead",), rule_id="pane-dead",
+                summary=f"Process exited (status {status})" if status is not None
+                else "Process exited",
+                actions_needed="Restart or close the pane", classifier="tmux",
+            )
+        if verdict is None or tracked.text_hash is None or tracked.stability_hash is None:
+            return None
+        pack_verdict = verdict
+        if self.llm is not None and not pane.dead:
+            verdict = merge(pack_verdict, self.llm.result(tracked.worker_id, tracked.text_hash))
+        policy = Policy.from_settings(self.settings,
+                                      tracked.pack.stable_polls if tracked.pack else 3)
+        stable_polls = policy.stable_polls
+        previous = tracked.assessment
+        tracked.assessment = assess(previous, verdict, tracked.stability_hash, now,
+                                    stable_polls, policy=policy, signals=tracked.signals)
+        if (self.llm is not None and tracked.pack is not None and not pane.dead
+                and tracked.assessment.stable_count >= stable_polls
+                and worth_asking(pack_verdict)):
+            # Only a settled screen the packs cannot call for sure, once per screen hash.
+            self.llm.request(tracked.worker_id, tracked.text_hash, tracked.text,
+                             tracked.pack.name, tracked.pack,
+                             names=(tracked.name, tracked.worker_id, pane.pane_id,
+                                    f"{pane.session_name}:{pane.window_name}"))
+        before = previous.state if previous is not None and previous.screen_hash else None
+        if previous is not None and previous.state is State.UNKNOWN and \
+                previous.reasons[-1:] == ("settling",):
+            # Only settling after first sight: nothing was known before, so a start-up is not
+            # reported (or notified) as a pane "finishing".
+            before = None
+        a = tracked.assessment
+        if a.state is before or (before is None and a.state is State.UNKNOWN):
+            return None
+        # What is reported, which may differ from the raw verdict (a READY screen still moving
+        # is reported BUSY).
+        reported = Verdict(
+            state=a.state, confidence=a.confidence, reasons=a.reasons, rule_id=verdict.rule_id,
+            summary=a.summary, actions_needed=a.actions_needed, classifier=verdict.classifier,
+            matched_lines=verdict.matched_lines,
+        )
+        return Transition(tracked.worker_id, now, before, a.state, reported)
 
 
 class Watcher:
@@ -94,6 +178,9 @@ class Watcher:
         self.settings = settings or WatchSettings()
         self.on_transition = on_transition
         self.llm = llm
+        self.observer = PaneObserver(packs, self.settings, llm)
+        self._event_seq = 0
+        self._events_read = False
         self.tracked: dict[str, Tracked] = {}
         self._restored = store.statuses()
         self._cycles = 0
@@ -127,6 +214,7 @@ class Watcher:
         for wid in current.keys() - self.tracked.keys():
             self.tracked[wid] = self._track(wid, current[wid])
 
+        self._read_events(current, listing.server_pid)
         to_capture = []
         for wid, pane in current.items():
             tracked = self.tracked[wid]
@@ -152,10 +240,10 @@ class Watcher:
             try:
                 if wid in screens:
                     tracked.captured_at, tracked.hint = now, pane.change_hint
-                    self._classify(tracked, screens[wid])
+                    self.observer.classify(tracked, screens[wid])
                 elif wid in to_capture:
                     continue  # vanished mid-capture: it will be gone from the next listing
-                transition = self._assess(tracked, now)
+                transition = self.observer.assess(tracked, now)
             except Exception:  # one bad pane must never stop the others
                 log.exception("pane %s (%s): skipped this cycle", pane.pane_id, tracked.name)
                 continue
@@ -222,6 +310,26 @@ class Watcher:
             )
         return tracked
 
+    def _read_events(self, current: Mapping[str, Pane], server_pid: int) -> None:
+        """Fold new hook and send events into the signals of the panes they name."""
+        first_read, self._events_read = not self._events_read, True
+        rows = self.store.events_after(self._event_seq)
+        if rows:
+            self._event_seq = rows[-1]["seq"]
+        by_pane = {pane.pane_id: wid for wid, pane in current.items()}
+        for row in rows:
+            wid = by_pane.get(row["pane_id"] or "")
+            if wid is None or row["server_pid"] not in (server_pid, None, 0):
+                continue  # another server's pane, or one gone since
+            tracked = self.tracked[wid]
+            tracked.signals = tracked.signals.with_event(
+                row["kind"], row["event"] or "", row["name"] or "", row["ts"] or 0.0)
+        if first_read:
+            # The states restored from the store were judged with these events already.
+            for tracked in self.tracked.values():
+                if tracked.assessment is not None:
+                    tracked.assessment = absorb(tracked.assessment, tracked.signals)
+
     def _needs_capture(self, tracked: Tracked, pane: Pane, now: float) -> bool:
         if tracked.hint != pane.change_hint:
             return True
@@ -230,74 +338,6 @@ class Watcher:
         # window_activity has one-second resolution: output later in the same second as the last
         # capture would not move it.
         return pane.activity >= int(tracked.captured_at) - 1
-
-    def _classify(self, tracked: Tracked, raw: str) -> None:
-        text = normalise(raw)
-        text_hash = screen_hash(text)
-        pane = tracked.pane
-        if tracked.pack is None or tracked.pack_command != pane.current_command or (
-            tracked.pack.name in ("generic", "shell") and text_hash != tracked.text_hash
-        ):
-            tracked.pack = self._choose_pack(tracked, text)
-            tracked.pack_command = pane.current_command
-        if text_hash != tracked.text_hash or tracked.verdict is None:
-            tracked.verdict = tracked.pack.classify(text)
-        tracked.stability_hash = (tracked.pack.fingerprint(text) if tracked.pack.volatile
-                                  else text_hash)
-        tracked.text, tracked.text_hash = text, text_hash
-
-    def _choose_pack(self, tracked: Tracked, text: str) -> Pack:
-        if tracked.cli_forced and tracked.cli_forced in self.packs:
-            return self.packs[tracked.cli_forced]
-        pane = tracked.pane
-        return detect_pack(self.packs, text, command=pane.current_command, title=pane.title)
-
-    def _assess(self, tracked: Tracked, now: float) -> Transition | None:
-        pane = tracked.pane
-        verdict = tracked.verdict
-        if pane.dead:
-            status = pane.dead_status
-            verdict = Verdict(
-                state=State.ERROR, confidence=100, reasons=("pane_dead",), rule_id="pane-dead",
-                summary=f"Process exited (status {status})" if status is not None
-                else "Process exited",
-                actions_needed="Restart or close the pane", classifier="tmux",
-            )
-        if verdict is None or tracked.text_hash is None or tracked.stability_hash is None:
-            return None
-        pack_verdict = verdict
-        if self.llm is not None and not pane.dead:
-            verdict = merge(pack_verdict, self.llm.result(tracked.worker_id, tracked.text_hash))
-        stable_polls = self.settings.stable_polls or (
-            tracked.pack.stable_polls if tracked.pack else 3)
-        previous = tracked.assessment
-        tracked.assessment = assess(previous, verdict, tracked.stability_hash, now,
-                                    stable_polls)
-        if (self.llm is not None and tracked.pack is not None and not pane.dead
-                and tracked.assessment.stable_count >= stable_polls
-                and worth_asking(pack_verdict)):
-            # Only a settled screen the packs cannot call for sure, once per screen hash.
-            self.llm.request(tracked.worker_id, tracked.text_hash, tracked.text,
-                             tracked.pack.name, tracked.pack,
-                             names=(tracked.name, tracked.worker_id, pane.pane_id,
-                                    f"{pane.session_name}:{pane.window_name}"))
-        before = previous.state if previous is not None and previous.screen_hash else None
-        if previous is not None and previous.state is State.UNKNOWN and \
-                previous.reasons[-1:] == ("settling",):
-            # Only settling after first sight: nothing was known before, so a start-up is not
-            # reported (or notified) as a pane "finishing".
-            before = None
-        a = tracked.assessment
-        if a.state is before or (before is None and a.state is State.UNKNOWN):
-            return None
-        # What is reported, which may differ from the raw verdict (a READY screen still moving
-        # is reported BUSY).
-        reported = Verdict(
-            state=a.state, confidence=a.confidence, reasons=a.reasons, rule_id=verdict.rule_id,
-            summary=a.summary, actions_needed=a.actions_needed, classifier=verdict.classifier,
-            matched_lines=verdict.matched_lines,
-        )
-        return Transition(tracked.worker_id, now, before, a.state, reported)
 
     # --- output --------------------------------------------------------------------------------
 
@@ -388,4 +428,5 @@ def _status_row(worker: str, a: Assessment) -> dict[str, Any]:
         "last_change_ts": a.last_change,
         # Capped so a long-stable pane stops rewriting its row every poll.
         "stable_count": min(a.stable_count, _STABLE_COUNT_CAP),
+        "signals": list(a.signals),
     }

@@ -16,6 +16,7 @@ Figures:
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import os
 import resource
@@ -101,23 +102,24 @@ def conductor_argv() -> list[str]:
     return [found] if found else [sys.executable, "-m", "app"]
 
 
-def detection_latency(interval: float, trials: int) -> list[float]:
+def question_latency(interval: float, trials: int, env: dict[str, str],
+                     arrived: Callable[[Path, int], bool]) -> list[float]:
+    """Seconds from a y/N question appearing in a pane until ``arrived(db, trial)`` holds,
+    starting at a different phase of the poll cycle each time."""
     latencies = []
-    with tmux_server(1) as socket, tempfile.TemporaryDirectory() as folder:
-        env = {**os.environ, "CONDUCTOR_WORKERS_DIR": folder}
+    with tmux_server(1) as socket:
         daemon = subprocess.Popen(
             [*conductor_argv(), "-L", socket, "pty", "watch", "--interval", str(interval), "-q"],
             env=env, cwd=REPO,
         )
-        db = Path(folder) / "status.db"
+        db = Path(env["CONDUCTOR_WORKERS_DIR"]) / "status.db"
         try:
             wait_for(lambda: db.exists() and state(db) == "READY", 10 * interval + 10)
             for trial in range(trials):
-                # Start at a different phase of the poll cycle each time.
                 time.sleep(interval * ((trial * 0.37) % 1.0))
                 started = time.monotonic()
                 tmux(socket, "send-keys", "-t", "bench:0", "read -p 'Go on? (y/N) ' x", "Enter")
-                wait_for(lambda: state(db) == "NEEDS_CONFIRMATION", 3 * interval + 5)
+                wait_for(functools.partial(arrived, db, trial), 3 * interval + 10)
                 latencies.append(time.monotonic() - started)
                 tmux(socket, "send-keys", "-t", "bench:0", "n", "Enter")
                 tmux(socket, "send-keys", "-t", "bench:0", "clear", "Enter")
@@ -126,6 +128,37 @@ def detection_latency(interval: float, trials: int) -> list[float]:
             daemon.terminate()
             daemon.wait(timeout=15)
     return latencies
+
+
+def detection_latency(interval: float, trials: int) -> list[float]:
+    """y/N question on screen -> NEEDS_CONFIRMATION in the store."""
+    with tempfile.TemporaryDirectory() as folder:
+        env = {**os.environ, "CONDUCTOR_WORKERS_DIR": folder,
+               "CONDUCTOR_CONFIG": str(Path(folder) / "config.toml")}
+        return question_latency(interval, trials, env,
+                                lambda db, _: state(db) == "NEEDS_CONFIRMATION")
+
+
+def notification_delay(interval: float, trials: int) -> list[float]:
+    """y/N question on screen -> the desktop notification received on a private D-Bus session
+    bus by a recording org.freedesktop.Notifications server (through the real notify-send)."""
+    from tests.dbus_notifications import NotificationBus
+
+    with tempfile.TemporaryDirectory() as folder:
+        bus = NotificationBus(Path(folder)).start()
+        config = Path(folder) / "config.toml"
+        config.write_text("[notify]\nmin_interval = 0\n[notify.tmux]\nenabled = false\n")
+        env = {**os.environ, "CONDUCTOR_WORKERS_DIR": folder, "CONDUCTOR_CONFIG": str(config),
+               "DBUS_SESSION_BUS_ADDRESS": bus.address}
+
+        def received(_: Path, trial: int) -> bool:
+            lines = bus.record_file.read_text().splitlines() if bus.record_file.exists() else []
+            return sum("NEEDS_CONFIRMATION" in line for line in lines) > trial
+
+        try:
+            return question_latency(interval, trials, env, received)
+        finally:
+            bus.stop()
 
 
 def state(db: Path) -> str | None:
@@ -157,7 +190,8 @@ def wall_times(argv: list[str], runs: int, env: dict[str, str]) -> list[float]:
 
 def startup(runs: int) -> tuple[float, float]:
     with tmux_server(3) as socket, tempfile.TemporaryDirectory() as folder:
-        env = {**os.environ, "CONDUCTOR_WORKERS_DIR": folder}
+        env = {**os.environ, "CONDUCTOR_WORKERS_DIR": folder,
+               "CONDUCTOR_CONFIG": str(Path(folder) / "config.toml")}
         daemon = subprocess.Popen([*conductor_argv(), "-L", socket, "pty", "watch", "-q",
                                    "--interval", "1"], env=env, cwd=REPO)
         try:
@@ -191,6 +225,12 @@ def main() -> None:
         lat = detection_latency(interval, trials)
         print(f"  --interval {interval:g}: median {statistics.median(lat):.2f}, "
               f"max {max(lat):.2f} over {len(lat)} trials")
+
+    print("\nNotification delay, y/N question on screen -> desktop notification on D-Bus (s)")
+    for interval in (1.0, 5.0):
+        delay = notification_delay(interval, trials)
+        print(f"  --interval {interval:g}: median {statistics.median(delay):.2f}, "
+              f"max {max(delay):.2f} over {len(delay)} trials")
 
     short, bare = startup(runs)
     print(f"\n`conductor pty status --short`: median {short:.1f} ms; `python3 -c pass`: "

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,17 @@ def watcher_problem(workers_dir: Path) -> str | None:
 def state_of(socket: str, name: str) -> str | None:
     worker = status_json(socket).get(name)
     return worker["state"] if worker else None
+
+
+def attach_client(server: Any, session: Any) -> subprocess.Popen[bytes]:
+    """A real client attached to ``session`` on a pseudo-terminal (`script`), as a person has."""
+    client = subprocess.Popen(
+        ["script", "-qfc", f"tmux -L {server.socket_name} attach -t {session.session_id}",
+         "/dev/null"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+        env={**os.environ, "TERM": "xterm", "LC_ALL": "C.UTF-8"},
+    )
+    retry_until(lambda: server.cmd("list-clients").stdout != [], 10)
+    return client
 
 
 @pytest.mark.slow
@@ -251,13 +264,8 @@ def test_explain_shows_the_deciding_rule_and_the_rules_tried(server: Any, sessio
 @pytest.mark.slow
 def test_switch_moves_an_attached_client_and_messages_reach_it(server: Any, session: Any) -> None:
     other = server.new_session(session_name="elsewhere", window_name="target", attach=False)
-    client = subprocess.Popen(
-        ["script", "-qfc", f"tmux -L {server.socket_name} attach -t {session.session_id}",
-         "/dev/null"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-        env={**os.environ, "TERM": "xterm", "LC_ALL": "C.UTF-8"},
-    )
+    client = attach_client(server, session)
     try:
-        retry_until(lambda: server.cmd("list-clients").stdout != [], 10)
         assert conductor("-L", server.socket_name, "pty", "watch", "--once").returncode == 0
         done = conductor("-L", server.socket_name, "pty", "switch", "target")
         assert done.returncode == 0, done.stderr
@@ -288,3 +296,80 @@ def test_a_bad_llm_setting_stops_the_watcher_before_it_starts(tmp_path: Path) ->
     assert "sk-or-v1-secret" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not (Path(os.environ["CONDUCTOR_WORKERS_DIR"]) / "status.db").exists()
+
+
+def test_watch_upgrades_an_older_config_in_place_and_uses_its_values(
+        server: Any, session: Any, tmp_path: Path) -> None:
+    config = Path(os.environ["CONDUCTOR_CONFIG"])
+    config.write_text("# my settings\n[watch]\ninterval = 0.5  # fast, I have few panes\n")
+
+    done = conductor("-L", server.socket_name, "pty", "watch", "--once")
+
+    assert done.returncode == 0, done.stderr
+    assert "added new settings" in done.stderr and "states.send_grace" in done.stderr
+    text = config.read_text()
+    assert text.startswith("# my settings\n[watch]\ninterval = 0.5  # fast, I have few panes\n")
+    assert "[states]" in text and "waiting_grace = 120.0" in text and "[notify]" in text
+    daemon = sqlite3.connect(Path(os.environ["CONDUCTOR_WORKERS_DIR"]) / "status.db").execute(
+        "SELECT interval FROM daemon").fetchone()
+    assert daemon == (0.5,)
+
+    again = conductor("-L", server.socket_name, "pty", "watch", "--once")
+    assert "added new settings" not in again.stderr
+    assert config.read_text() == text
+
+
+@pytest.mark.slow
+def test_skip_focused_spares_the_pane_the_user_is_looking_at(
+        server: Any, session: Any, tmp_path: Path) -> None:
+    log = tmp_path / "notified.txt"
+    Path(os.environ["CONDUCTOR_CONFIG"]).write_text(
+        "[notify]\nskip_focused = true\n[notify.tmux]\nenabled = false\n"
+        "[notify.desktop]\nenabled = false\n[notify.command]\n"
+        f"argv = [\"sh\", \"-c\", 'echo \"$CONDUCTOR_NAME\" >> {log}']\n")
+    seen = session.new_window(window_name="seen", window_shell=QUESTION, attach=False)
+    session.new_window(window_name="unseen", window_shell=QUESTION, attach=False)
+    seen.select()
+    client = attach_client(server, session)
+    try:
+        retry_until(lambda: all("Overwrite?" in "\n".join(
+            session.windows.get(window_name=name).active_pane.capture_pane())
+            for name in ("seen", "unseen")), 10)
+        done = conductor("-L", server.socket_name, "pty", "watch", "--once", "-v")
+        assert done.returncode == 0, done.stderr
+        retry_until(lambda: log.exists() and "unseen" in log.read_text(), 10)
+        time.sleep(0.5)  # a notification for "seen" would have arrived by now too
+        assert log.read_text().split() == ["unseen"]
+    finally:
+        client.kill()
+        client.wait(timeout=10)
+
+
+def test_status_shows_waiting_time_and_redraws_with_watch(
+        server: Any, session: Any, isolated_env: Path) -> None:
+    Path(os.environ["CONDUCTOR_CONFIG"]).write_text("[states]\nwaiting_grace = 0.5\n")
+    session.new_window(window_name="asks", window_shell=QUESTION, attach=False)
+    retry_until(lambda: "Overwrite?" in "\n".join(
+        session.windows.get(window_name="asks").active_pane.capture_pane()), 10)
+    assert conductor("-L", server.socket_name, "pty", "watch", "--once").returncode == 0
+    time.sleep(0.6)
+
+    workers = json.loads(conductor("pty", "status", "--json").stdout)
+    asks = next(w for w in workers if w["name"] == "asks")
+    assert asks["state"] == "NEEDS_CONFIRMATION"
+    assert asks["waiting_s"] >= 0.5 and asks["waiting_long"] is True
+    assert asks["signals"] == ["screen=NEEDS_CONFIRMATION"]
+    assert workers[0]["name"] == "asks"  # the pane needing a human comes first
+    table = conductor("pty", "status").stdout.splitlines()
+    assert table[0].split() == ["ID", "NAME", "CLI", "STATE", "SINCE", "WAITING", "SUMMARY"]
+    assert " long " in table[1] and "asks" in table[1]
+
+    watching = subprocess.Popen([sys.executable, "-m", "app", "pty", "status", "--watch",
+                                 "--interval", "0.2"], stdout=subprocess.PIPE, text=True,
+                                cwd=REPO)
+    time.sleep(1.5)
+    watching.send_signal(signal.SIGINT)
+    out, _ = watching.communicate(timeout=10)
+    assert watching.returncode == 0
+    assert out.count("\x1b[H") >= 3  # redrawn in place, several times
+    assert out.count("conductor pty status") >= 3 and "asks" in out

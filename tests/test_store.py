@@ -16,11 +16,13 @@ EXPECTED = {
              "created_by", "first_seen_ts", "last_seen_ts"],
     "status": ["id", "state", "summary", "actions_needed", "confidence", "reasons", "rule_id",
                "classifier", "last_snapshot_hash", "state_entered_ts", "last_change_ts",
-               "stable_count"],
+               "stable_count", "signals"],
     "status_history": ["seq", "id", "ts", "state", "previous_state", "summary",
                        "actions_needed", "reasons", "rule_id", "classifier", "confidence"],
     "daemon": ["name", "pid", "socket", "interval", "started_ts", "last_cycle_ts", "stopped_ts",
                "problem"],
+    "events": ["seq", "ts", "kind", "event", "name", "cli", "pane_id", "server_pid", "socket",
+               "session_id", "detail"],
 }
 
 
@@ -34,7 +36,25 @@ def test_a_blank_store_migrates_to_exactly_the_schema_in_wal_mode(tmp_path: Path
         assert [r[1] for r in conn.execute(f"PRAGMA table_info({table})")] == columns
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     applied = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations")]
-    assert applied == ["m001_initial"]
+    assert applied == ["m001_initial", "m002_events_and_signals"]
+
+
+def test_a_store_from_the_first_release_gains_events_and_keeps_its_rows(tmp_path: Path) -> None:
+    StoreWriter(tmp_path).close()
+    conn = sqlite3.connect(tmp_path / "status.db")
+    # Back to what the first release wrote: no events table, no signals column.
+    conn.execute("DROP TABLE events")
+    conn.execute("ALTER TABLE status DROP COLUMN signals")
+    conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm002_events_and_signals'")
+    conn.execute("INSERT INTO status (id, state, state_entered_ts) VALUES ('abc', 'READY', 1.5)")
+    conn.commit()
+    conn.close()
+
+    writer = StoreWriter(tmp_path)
+    assert writer.statuses()["abc"]["state_entered_ts"] == 1.5
+    assert writer.statuses()["abc"]["signals"] is None
+    assert writer.events_after(0) == []
+    writer.close()
 
 
 def test_readers_cannot_write(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ import pytest
 from app.classify.packs import load_packs
 from app.config import WatchSettings
 from app.model import State
-from app.store import StoreReader, StoreWriter
+from app.store import StoreReader, StoreWriter, record_event
 from app.tmux import Tmux
 from app.watch import Watcher
 from tests.waiting import retry_until
@@ -27,7 +28,8 @@ CRASHER = "sh -c 'echo boom >&2; exit 3'"
 def watcher(server: Any, isolated_env: Path) -> Iterator[Watcher]:
     store = StoreWriter(isolated_env)
     yield Watcher(
-        Tmux(socket_name=server.socket_name), store, load_packs(), WatchSettings(interval_s=1)
+        Tmux(socket_name=server.socket_name), store, load_packs(),
+        WatchSettings(interval_s=1, ready_min_s=0),  # ticks here come faster than any interval
     )
     store.close()
 
@@ -171,3 +173,75 @@ def test_a_pane_first_seen_idle_has_no_previous_state(session: Any, watcher: Wat
         transitions += watcher.tick(time.time()).transitions
     fresh = [t for t in transitions if watcher.tracked[t.pane_key].name == "fresh"]
     assert [(t.previous, t.state) for t in fresh] == [(None, State.READY)]
+
+
+def test_a_permission_hook_makes_the_pane_needs_confirmation_on_the_next_poll(
+    server: Any, session: Any, watcher: Watcher, isolated_env: Path
+) -> None:
+    pane = session.new_window(window_name="agent", attach=False).active_pane
+    retry_until(lambda: screen_of(session, "agent").strip().endswith(("$", "#")), 10)
+    for _ in range(3):
+        watcher.tick(time.time())
+        time.sleep(0.2)
+    assert states_by_name(isolated_env)["agent"]["state"] == "READY"
+
+    record_event(str(isolated_env), {
+        "ts": time.time(), "kind": "hook", "event": "permission", "name": "Notification",
+        "cli": "claude", "pane_id": pane.pane_id, "server_pid": int(server.cmd(
+            "display-message", "-p", "#{pid}").stdout[0]),
+    })
+    watcher.tick(time.time())
+
+    agent = states_by_name(isolated_env)["agent"]
+    assert agent["state"] == "NEEDS_CONFIRMATION"
+    assert "hook_event" in agent["reasons"]
+    assert "hook=Notification" in agent["signals"]
+
+
+def test_a_flapping_screen_gives_no_flapping_transitions(
+    session: Any, watcher: Watcher, isolated_env: Path
+) -> None:
+    corpus = Path(__file__).parent / "corpus" / "shared" / "claude-code"
+    screens = [corpus / "ready-after-answer-200x50.txt", corpus / "error-500-final-200x50.txt"]
+    pane = session.new_window(
+        window_name="flappy", attach=False,
+        window_shell="sh -c 'stty -echo; while read f; do printf \"\\033[H\\033[2J\"; "
+                     "cat \"$f\"; done'").active_pane
+
+    def shows(path: Path) -> bool:
+        text = screen_of(session, "flappy")
+        return "for shortcuts" in text and ("API Error" in text) == ("error" in path.name)
+
+    transitions = []
+    for i in range(12):
+        shown = screens[i % 2]
+        pane.send_keys(str(shown), enter=True, literal=True)
+        retry_until(functools.partial(shows, shown), 10)
+        transitions += watcher.tick(time.time()).transitions
+
+    states = [t.state for t in transitions if watcher.tracked[t.pane_key].name == "flappy"]
+    # Each poll shows the other screen: the pane is reported busy (its screen keeps changing)
+    # once, and the error screen never holds long enough to be reported.
+    assert states == [State.BUSY]
+
+
+def test_a_restart_with_earlier_hooks_and_sends_keeps_a_ready_pane_ready(
+    server: Any, session: Any, watcher: Watcher, isolated_env: Path
+) -> None:
+    pane = session.new_window(window_name="steady", attach=False).active_pane
+    for _ in range(3):
+        watcher.tick(time.time())
+    first = states_by_name(isolated_env)["steady"]
+    assert first["state"] == State.READY.value
+    server_pid = int(server.cmd("display-message", "-p", "#{pid}").stdout[0])
+    for kind, event in (("send", "send"), ("hook", "turn_start"), ("hook", "permission")):
+        record_event(str(isolated_env), {"ts": time.time() - 60, "kind": kind, "event": event,
+                                         "name": event, "pane_id": pane.pane_id,
+                                         "server_pid": server_pid})
+
+    restarted = Watcher(watcher.tmux, watcher.store, watcher.packs, watcher.settings)
+    report = restarted.tick(time.time())
+
+    assert report.transitions == []
+    again = states_by_name(isolated_env)["steady"]
+    assert (again["state"], again["state_entered_ts"]) == ("READY", first["state_entered_ts"])

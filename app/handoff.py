@@ -1,0 +1,206 @@
+"""Handing a pane its next instruction: ``send`` and ``wait``.
+
+``wait`` always looks at the pane itself, every ``poll_s`` (0.5 s by default), with the watcher's
+own rules (``PaneObserver``) plus the pane's hook and send events from the store. It therefore
+works whether or not the watcher runs, and it sees a turn end within one short poll instead of
+one watcher interval. The two classic failures of such waits are guarded against by the rules in
+``app.assess``: a lost Stop hook cannot keep the pane BUSY once its screen has settled, and a
+Stop or an idle screen from the previous turn cannot end a wait that began with a send.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app import store
+from app.assess import Assessment
+from app.classify.packs import Pack
+from app.config import WatchSettings
+from app.configfile import DEFAULT_WAIT_POLL_S
+from app.errors import ConductorError, PaneNotFound, StoreError
+from app.model import Pane, State
+from app.status import find_worker
+from app.tmux import Tmux
+from app.watch import PaneObserver, Tracked, worker_id
+
+TIMEOUT_EXIT = 124  # what timeout(1) returns, so scripts can tell a timeout from an error
+
+
+class Refused(ConductorError):
+    """``send`` would type into a pane that is not ready for it."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A pane as named on the command line, checked against the live tmux server."""
+
+    pane: Pane
+    server_pid: int
+    worker_id: str
+    name: str
+    cli_forced: str | None
+    stored: Mapping[str, Any] | None  # the watcher's row for it, if any
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.pane.pane_id})"
+
+
+def resolve(tmux: Tmux, workers_dir: Path, ident: str) -> Target:
+    """Find a pane by id, name or id prefix in the store, or by tmux pane id (``%3``), which
+    works with no store at all."""
+    listing = tmux.list_panes()
+    live = {p.pane_id: p for p in listing.panes}
+    stored: dict[str, Any] | None = None
+    registered: dict[str, Any] | None = None
+    try:
+        reader = store.StoreReader(workers_dir)
+    except StoreError:
+        reader = None
+    if reader is not None:
+        try:
+            workers = [w for w in reader.workers()
+                       if (reader.pty(w["id"]) or {}).get("server_pid") == listing.server_pid]
+            try:
+                stored = find_worker(workers, ident)
+            except PaneNotFound:
+                if not ident.startswith("%"):
+                    raise
+            if stored is not None:
+                registered = reader.pty(stored["id"])
+        finally:
+            reader.close()
+    pane_id = stored["pane_id"] if stored else ident
+    pane = live.get(pane_id)
+    if pane is None:
+        raise PaneNotFound(f"no pane {ident!r} on tmux server {tmux.label}; "
+                           "see `conductor pty status`")
+    wid = stored["id"] if stored else worker_id(tmux.label, listing.server_pid, pane.pane_id)
+    return Target(
+        pane=pane, server_pid=listing.server_pid, worker_id=wid,
+        name=(stored or {}).get("name") or pane.default_name,
+        cli_forced=(registered or {}).get("cli_forced") or None, stored=stored,
+    )
+
+
+class PaneWatch:
+    """One pane, observed by this process: capture, classify, fold in events, assess."""
+
+    def __init__(self, tmux: Tmux, target: Target, packs: Mapping[str, Pack],
+                 settings: WatchSettings, workers_dir: Path) -> None:
+        self.tmux = tmux
+        self.target = target
+        self.workers_dir = workers_dir
+        self.observer = PaneObserver(packs, settings)
+        self.tracked = Tracked(worker_id=target.worker_id, pane=target.pane, name=target.name,
+                               named_by_user=True, cli_forced=target.cli_forced)
+        self._event_seq = 0
+
+    def poll(self, now: float | None = None) -> Assessment:
+        now = time.time() if now is None else now
+        pane_id = self.target.pane.pane_id
+        listing = self.tmux.list_panes()
+        pane = next((p for p in listing.panes if p.pane_id == pane_id), None)
+        if pane is None or listing.server_pid != self.target.server_pid:
+            raise PaneNotFound(f"pane {self.target.label} is gone")
+        screens = self.tmux.capture([pane_id])
+        if pane_id not in screens:
+            raise PaneNotFound(f"pane {self.target.label} is gone")
+        self.tracked.pane = pane
+        self.observer.classify(self.tracked, screens[pane_id])
+        self._read_events()
+        self.observer.assess(self.tracked, now)
+        assert self.tracked.assessment is not None  # a classified screen is always assessed
+        return self.tracked.assessment
+
+    @property
+    def pack(self) -> Pack | None:
+        return self.tracked.pack
+
+    @property
+    def text(self) -> str:
+        return self.tracked.text
+
+    def _read_events(self) -> None:
+        try:
+            reader = store.StoreReader(self.workers_dir)
+        except StoreError:
+            return  # no store yet: no hooks have fired and nothing was sent
+        try:
+            rows = reader.events(self.target.pane.pane_id, self.target.server_pid,
+                                 self._event_seq)
+        finally:
+            reader.close()
+        for row in rows:
+            self.tracked.signals = self.tracked.signals.with_event(
+                row["kind"], row["event"] or "", row["name"] or "", row["ts"] or 0.0)
+            self._event_seq = row["seq"]
+
+
+def send(tmux: Tmux, target: Target, text: str, packs: Mapping[str, Pack],
+         settings: WatchSettings, workers_dir: Path, *, enter: bool = True,
+         force: bool = False) -> None:
+    """Type ``text`` into the pane literally (then Enter), unless it is asking for confirmation
+    or holds unsent input of the user's; record the send so ``wait`` and the watcher know a new
+    turn was asked for."""
+    if not force:
+        _check_ready_for_input(tmux, target, packs, settings, workers_dir)
+    # Recorded before typing: a Stop hook of the previous turn that lands while we type must
+    # already be older than this send.
+    store.record_event(str(workers_dir), {
+        "ts": time.time(), "kind": "send", "event": "send", "name": "send", "cli": "",
+        "pane_id": target.pane.pane_id, "server_pid": target.server_pid, "socket": tmux.label,
+        "session_id": "", "detail": f"{len(text)} characters{'' if enter else ', no Enter'}",
+    })
+    tmux.send_text(target.pane.pane_id, text, enter=enter)
+
+
+def _check_ready_for_input(tmux: Tmux, target: Target, packs: Mapping[str, Pack],
+                           settings: WatchSettings, workers_dir: Path) -> None:
+    watch = PaneWatch(tmux, target, packs, settings, workers_dir)
+    assessment = watch.poll()
+    verdict = assessment.verdict
+    stored_state = (target.stored or {}).get("state")
+    if (verdict is not None and verdict.state is State.NEEDS_CONFIRMATION) or \
+            stored_state == State.NEEDS_CONFIRMATION.value:
+        summary = (verdict.summary if verdict and verdict.summary else None) or \
+            (target.stored or {}).get("summary") or "it is waiting for confirmation"
+        raise Refused(f"not sent: {target.label} is waiting for confirmation ({summary}); "
+                      "answer it first, or use --force")
+    draft = watch.pack.draft(watch.text) if watch.pack is not None else None
+    if draft:
+        shown = draft if len(draft) <= 40 else draft[:39] + "…"
+        raise Refused(f"not sent: {target.label} has unsent input in its prompt ({shown!r}); "
+                      "clear it first, or use --force")
+
+
+@dataclass(frozen=True)
+class WaitResult:
+    reached: bool
+    assessment: Assessment
+    waited_s: float
+
+
+def wait(watch: PaneWatch, until: Collection[State], timeout_s: float | None,
+         poll_s: float = DEFAULT_WAIT_POLL_S,
+         on_change: Callable[[Assessment], None] | None = None) -> WaitResult:
+    """Poll until the pane's reported state is one of ``until``, or the timeout passes."""
+    started = time.monotonic()
+    last: State | None = None
+    while True:
+        assessment = watch.poll()
+        if assessment.state is not last:
+            last = assessment.state
+            if on_change is not None:
+                on_change(assessment)
+        waited = time.monotonic() - started
+        if assessment.state in until:
+            return WaitResult(True, assessment, waited)
+        if timeout_s is not None and waited >= timeout_s:
+            return WaitResult(False, assessment, waited)
+        pause = poll_s if timeout_s is None else min(poll_s, max(0.0, timeout_s - waited))
+        time.sleep(pause)

@@ -1,0 +1,79 @@
+"""A stand-in agent for the race tests: it draws Claude Code's screens as the real CLI draws them
+(see tests/corpus/shared/claude-code/) and takes one instruction per line.
+
+    work S [D]  busy for S seconds (spinner, "esc to interrupt", the prompt box still visible),
+                then an answer and the idle prompt; with D, the idle screen stays up D seconds
+                first, as real CLIs leave it up for a moment after Enter
+    ask         Claude's Bash permission dialog; any line answers it, then 2 s of work
+    anything    else: a short answer at once
+
+Hooks are not called from here: each test writes the hook events itself, at exactly the moment
+its race needs (a Stop lost, or a Stop from the previous turn landing late).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+RULE = "─" * 120
+SPINNER = "✻✽✶✢·"
+
+
+def draw(lines: list[str], footer: str, prompt_box: bool = True) -> None:
+    out = ["\x1b[H\x1b[2J", *(f"{line}\n" for line in lines)]
+    if prompt_box:
+        out += [f"{RULE}\n", "❯ \n", f"{RULE}\n", f"  {footer}"]
+        out.append("\x1b[2A\x1b[3G")  # the cursor sits in the prompt box, where typing shows
+    else:
+        out.append(footer)
+    sys.stdout.write("".join(out))
+    sys.stdout.flush()
+
+
+def idle(history: list[str]) -> None:
+    draw(history[-20:], "? for shortcuts · ← for agents")
+
+
+def work(history: list[str], task: str, seconds: float) -> None:
+    started = time.monotonic()
+    frame = 0
+    while (elapsed := time.monotonic() - started) < seconds:
+        spinner = SPINNER[frame % len(SPINNER)]
+        draw([*history[-18:], f"❯ {task}", f"{spinner} Working… ({int(elapsed)}s · esc to "
+              "interrupt)"], "esc to interrupt · ← for agents")
+        frame += 1
+        time.sleep(0.25)
+    history += [f"❯ {task}", f"● Done: {task}", f"✻ Worked for {int(seconds)}s"]
+
+
+def ask(history: list[str], task: str) -> None:
+    dialog = [
+        *history[-10:], f"❯ {task}", "● I will remove the build directory now.",
+        "● Bash(rm -rf build)", "  ⎿  Waiting…", RULE, " Bash command", "   rm -rf build",
+        "   Remove the build directory", " Do you want to proceed?", " ❯ 1. Yes",
+        "   2. Yes, and always allow access to build/ from this project", "   3. No", "",
+    ]
+    draw(dialog, " Esc to cancel · Tab to amend · ctrl+e to explain", prompt_box=False)
+    sys.stdin.readline()
+    work(history, task, 2.0)
+
+
+def main() -> None:
+    history = ["╭─── Claude Code v2.1.197 ───╮", "╰────────────────────────────╯"]
+    idle(history)
+    for line in sys.stdin:
+        task = line.strip()
+        words = task.split()
+        if words[:1] == ["work"] and len(words) > 1:
+            time.sleep(float(words[2]) if len(words) > 2 else 0.0)
+            work(history, task, float(words[1]))
+        elif words[:1] == ["ask"]:
+            ask(history, task)
+        elif task:
+            history += [f"❯ {task}", f"● Answer to: {task}"]
+        idle(history)
+
+
+if __name__ == "__main__":
+    main()

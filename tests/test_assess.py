@@ -1,0 +1,131 @@
+"""The fusion and anti-flap rules of ``app.assess``, poll by poll (pure: no tmux, no clock)."""
+
+from __future__ import annotations
+
+from app.assess import Assessment, Policy, Signals, assess
+from app.model import State, Verdict
+
+POLICY = Policy(stable_polls=3, ready_min_s=0.0, error_polls=2, send_grace_s=3.0)
+
+
+def verdict(state: State) -> Verdict:
+    return Verdict(state=state, confidence=80, reasons=(state.value.lower(),))
+
+
+READY, BUSY, ERROR, CONFIRM = (verdict(s) for s in (
+    State.READY, State.BUSY, State.ERROR, State.NEEDS_CONFIRMATION))
+
+
+def run(frames: list[tuple[float, Verdict, str, Signals]], policy: Policy = POLICY,
+        start: Assessment | None = None) -> list[Assessment]:
+    out, a = [], start
+    for t, v, screen, signals in frames:
+        a = assess(a, v, screen, t, policy.stable_polls, policy=policy, signals=signals)
+        out.append(a)
+    return out
+
+
+def settled_ready() -> Assessment:
+    return run([(t, READY, "idle", Signals()) for t in (0, 1, 2, 3)])[-1]
+
+
+def test_an_idle_screen_becomes_ready_only_after_the_stability_window() -> None:
+    states = [a.state for a in run([(t, READY, "idle", Signals()) for t in range(4)])]
+    assert states == [State.UNKNOWN, State.UNKNOWN, State.READY, State.READY]
+
+
+def test_a_late_stop_of_the_previous_turn_does_not_make_the_new_turn_ready() -> None:
+    sent = Signals(sent=10.0)
+    late_stop = Signals(sent=10.0, turn_end=10.3, last_hook="Stop", last_hook_ts=10.3)
+    frames = [
+        (10.1, READY, "idle", sent),        # Enter pressed, the old idle screen still up
+        (10.5, READY, "idle", late_stop),   # the previous turn's Stop lands
+        (11.0, BUSY, "busy1", late_stop),   # the new turn shows
+        (11.5, BUSY, "busy2", late_stop),
+        (12.0, READY, "idle2", late_stop),  # a pause that looks idle: not READY yet
+    ]
+    states = [a.state for a in run(frames, start=settled_ready())]
+    assert states == [State.BUSY] * 5
+
+
+def test_after_a_send_ready_waits_for_the_grace_when_the_pane_never_looks_busy() -> None:
+    sent = Signals(sent=10.0)
+    frames = [(10.0 + 0.5 * i, READY, "idle", sent) for i in range(1, 10)]
+    result = run(frames, start=settled_ready())
+    assert [a.state for a in result if a.state is State.READY]
+    first_ready = next(a for a in result if a.state is State.READY)
+    assert first_ready.state_entered >= 13.0
+    assert "sent" in result[0].reasons
+
+
+def test_a_lost_stop_delays_ready_by_one_stability_window_only() -> None:
+    started = Signals(turn_start=5.0, last_hook="UserPromptSubmit", last_hook_ts=5.0)
+    frames = [(5.5, BUSY, "busy", started), (6.0, READY, "idle", started),
+              (7.0, READY, "idle", started), (8.0, READY, "idle", started)]
+    result = run(frames, start=settled_ready())
+    assert [a.state for a in result] == [State.BUSY, State.BUSY, State.BUSY, State.READY]
+    assert "screen_overrides_hook" in result[-1].reasons
+
+
+def test_a_stop_after_the_turn_lets_an_idle_screen_be_ready_at_once() -> None:
+    started = Signals(turn_start=5.0, last_hook="UserPromptSubmit", last_hook_ts=5.0)
+    ended = Signals(turn_start=5.0, turn_end=9.0, last_hook="Stop", last_hook_ts=9.0)
+    frames = [(6.0, BUSY, "busy", started), (9.1, READY, "idle", ended)]
+    result = run(frames, start=settled_ready())
+    assert result[-1].state is State.READY
+    assert "hook_event" in result[-1].reasons
+    assert "hook=Stop" in result[-1].signals
+
+
+def test_the_screen_vetoes_a_stop_while_it_still_shows_work() -> None:
+    ended = Signals(turn_start=5.0, turn_end=9.0, last_hook="Stop", last_hook_ts=9.0)
+    result = run([(9.1, BUSY, "busy", ended)], start=settled_ready())
+    assert result[-1].state is State.BUSY
+    assert "screen_veto" in result[-1].reasons
+
+
+def test_a_permission_hook_is_needs_confirmation_at_once_until_the_screen_moves_on() -> None:
+    asking = Signals(turn_start=5.0, permission=6.0, last_hook="Notification",
+                     last_hook_ts=6.0)
+    frames = [(6.1, READY, "dialog", asking), (7.0, READY, "dialog", asking),
+              (8.0, READY, "after", asking)]
+    result = run(frames, start=settled_ready())
+    assert [a.state for a in result[:2]] == [State.NEEDS_CONFIRMATION] * 2
+    assert result[2].state is not State.NEEDS_CONFIRMATION
+
+
+def test_anti_flap_an_error_must_hold_before_it_is_reported() -> None:
+    flapping = [(float(t), ERROR if t % 2 else READY, f"s{t % 2}", Signals())
+                for t in range(4, 14)]
+    result = run(flapping, start=settled_ready())
+    states = [a.state for a in result]
+    assert State.ERROR not in states
+    assert "holding" in result[1].reasons  # the ERROR screen was seen and held back
+
+    lasting = run([(4.0, ERROR, "err", Signals()), (5.0, ERROR, "err", Signals())],
+                  start=run([(3.0, BUSY, "b", Signals())], start=settled_ready())[-1])
+    assert [a.state for a in lasting] == [State.BUSY, State.ERROR]
+
+
+def test_leaving_ready_is_always_immediate_whatever_the_holds() -> None:
+    strict = Policy(stable_polls=3, ready_min_s=0.0, busy_polls=5, error_polls=5,
+                    confirmation_polls=5)
+    result = run([(4.0, BUSY, "busy", Signals())], policy=strict, start=settled_ready())
+    assert result[0].state is State.BUSY
+
+
+def test_ready_needs_minimum_seconds_as_well_as_polls() -> None:
+    fast = Policy(stable_polls=3, ready_min_s=1.5)
+    frames = [(t / 2, READY, "idle", Signals()) for t in range(8)]
+    result = run(frames, policy=fast)
+    first_ready = next(i for i, a in enumerate(result) if a.state is State.READY)
+    assert frames[first_ready][0] - frames[0][0] >= 1.5
+
+
+def test_signals_from_before_the_first_look_are_history_not_news() -> None:
+    # A permission prompt cancelled with Esc fires no hook: the last hook is still "permission".
+    stale = Signals(turn_start=1.0, permission=2.0, last_hook="PermissionRequest",
+                    last_hook_ts=2.0)
+    result = run([(100.0 + t, READY, "idle", stale) for t in range(4)])
+    assert State.NEEDS_CONFIRMATION not in [a.state for a in result]
+    assert result[-1].state is State.READY
