@@ -72,6 +72,7 @@ def resolve(tmux: Tmux, workers_dir: Path, ident: str) -> Target:
                     raise
             if stored is not None:
                 registered = reader.pty(stored["id"])
+                stored = {**stored, **(reader.status(stored["id"]) or {})}
         finally:
             reader.close()
     pane_id = stored["pane_id"] if stored else ident
@@ -164,11 +165,15 @@ def _check_ready_for_input(tmux: Tmux, target: Target, packs: Mapping[str, Pack]
     watch = PaneWatch(tmux, target, packs, settings, workers_dir)
     assessment = watch.poll()
     verdict = assessment.verdict
-    stored_state = (target.stored or {}).get("state")
-    if (verdict is not None and verdict.state is State.NEEDS_CONFIRMATION) or \
-            stored_state == State.NEEDS_CONFIRMATION.value:
-        summary = (verdict.summary if verdict and verdict.summary else None) or \
-            (target.stored or {}).get("summary") or "it is waiting for confirmation"
+    stored = target.stored or {}
+    # The watcher may know more (an LLM verdict, a permission hook), but only about the screen
+    # it saw: once the screen moved on (the user answered), its verdict is history.
+    watcher_asks = stored.get("state") == State.NEEDS_CONFIRMATION.value and \
+        stored.get("last_snapshot_hash") == watch.tracked.stability_hash
+    screen_asks = verdict is not None and verdict.state is State.NEEDS_CONFIRMATION
+    if screen_asks or watcher_asks:
+        summary = (verdict.summary if screen_asks and verdict else stored.get("summary")) or \
+            "it is waiting for confirmation"
         raise Refused(f"not sent: {target.label} is waiting for confirmation ({summary}); "
                       "answer it first, or use --force")
     draft = watch.pack.draft(watch.text) if watch.pack is not None else None

@@ -323,6 +323,11 @@ class StoreReader:
         rows = self._query("SELECT * FROM ptys WHERE id = ?", (worker_id,))
         return dict(rows[0]) if rows else None
 
+    def status(self, worker_id: str) -> dict[str, Any] | None:
+        """The raw status row (with the screen hash the watcher judged), not the public view."""
+        rows = self._query("SELECT * FROM status WHERE id = ?", (worker_id,))
+        return dict(rows[0]) if rows else None
+
     def events(self, pane_id: str, server_pid: int | None, after_seq: int = 0
                ) -> list[dict[str, Any]]:
         """The events of one pane, oldest first (none when the store predates events)."""

@@ -281,3 +281,37 @@ def test_hooks_install_merges_and_the_installed_command_records_events(
     rows = sqlite3.connect(isolated_env / "status.db").execute(
         "SELECT event, name, cli, pane_id FROM events").fetchall()
     assert rows == [("turn_end", "Stop", "claude", agent.pane_id)]
+
+
+def test_send_heeds_the_watchers_confirmation_only_while_its_screen_is_up(
+        server: Any, session: Any, isolated_env: Path) -> None:
+    from app.classify.packs import load_packs
+    from app.config import WatchSettings
+    from app.store import StoreWriter, record_event
+    from app.tmux import Tmux
+    from app.watch import Watcher
+
+    pane = session.new_window(window_name="shell", attach=False).active_pane
+    retry_until(lambda: screen(pane).strip().endswith(("$", "#")), 10)
+    store = StoreWriter(isolated_env)
+    watcher = Watcher(Tmux(socket_name=server.socket_name), store, load_packs(),
+                      WatchSettings(ready_min_s=0))
+    try:
+        for _ in range(3):
+            watcher.tick(time.time())
+        # A permission hook the screen alone does not show (pack says READY).
+        record_event(str(isolated_env), {
+            "ts": time.time(), "kind": "hook", "event": "permission", "name": "Notification",
+            "pane_id": pane.pane_id,
+            "server_pid": int(server.cmd("display-message", "-p", "#{pid}").stdout[0])})
+        watcher.tick(time.time())
+    finally:
+        store.close()
+
+    refused = pty(server, "send", pane.pane_id, "echo hi")
+    assert refused.returncode == 1 and "waiting for confirmation" in refused.stderr
+
+    pane.send_keys("echo moved on", enter=True)  # the watcher's verdict is now history
+    retry_until(lambda: screen(pane).count("moved on") == 2, 10)
+    allowed = pty(server, "send", pane.pane_id, "echo hi")
+    assert allowed.returncode == 0, allowed.stderr
