@@ -89,3 +89,4 @@ class Transition:
     previous: State | None
     state: State
     verdict: Verdict
+    previous_lasted_s: float = 0.0  # how long the pane had been in ``previous``

@@ -105,8 +105,10 @@ def as_json(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 1
     out = []
     for w in by_attention(workers):
         waited, long_wait = waiting(w, now, grace_s)
+        changed = w.get("last_change_ts")
         out.append({**w, "waiting_s": None if waited is None else round(waited, 1),
-                    "waiting_long": long_wait})
+                    "waiting_long": long_wait,
+                    "inactive_s": round(max(0.0, now - changed), 1) if changed else None})
     return json.dumps(out, indent=2, ensure_ascii=False)
 
 

@@ -159,7 +159,8 @@ class PaneObserver:
             summary=a.summary, actions_needed=a.actions_needed, classifier=verdict.classifier,
             matched_lines=verdict.matched_lines,
         )
-        return Transition(tracked.worker_id, now, before, a.state, reported)
+        lasted = previous.seconds_in_state(now) if previous is not None and before else 0.0
+        return Transition(tracked.worker_id, now, before, a.state, reported, lasted)
 
 
 class Watcher:
@@ -382,9 +383,10 @@ class Watcher:
     def _notify(self, transition: Transition) -> None:
         tracked = self.tracked.get(transition.pane_key)
         log.info(
-            "%s (%s): %s -> %s [%s] %s", tracked.name if tracked else transition.pane_key,
-            transition.pane_key, transition.previous.value if transition.previous else "-",
-            transition.state.value, ", ".join(transition.verdict.reasons),
+            "%s (%s): %s -> %s after %.1f s [%s] %s",
+            tracked.name if tracked else transition.pane_key, transition.pane_key,
+            transition.previous.value if transition.previous else "-", transition.state.value,
+            transition.previous_lasted_s, ", ".join(transition.verdict.reasons),
             transition.verdict.summary,
         )
         if self.on_transition is not None and tracked is not None:

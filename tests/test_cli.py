@@ -358,6 +358,7 @@ def test_status_shows_waiting_time_and_redraws_with_watch(
     asks = next(w for w in workers if w["name"] == "asks")
     assert asks["state"] == "NEEDS_CONFIRMATION"
     assert asks["waiting_s"] >= 0.5 and asks["waiting_long"] is True
+    assert asks["inactive_s"] >= 0.5
     assert asks["signals"] == ["screen=NEEDS_CONFIRMATION"]
     assert workers[0]["name"] == "asks"  # the pane needing a human comes first
     table = conductor("pty", "status").stdout.splitlines()
