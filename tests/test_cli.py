@@ -368,9 +368,17 @@ def test_status_shows_waiting_time_and_redraws_with_watch(
     watching = subprocess.Popen([sys.executable, "-m", "app", "pty", "status", "--watch",
                                  "--interval", "0.2"], stdout=subprocess.PIPE, text=True,
                                 cwd=REPO)
-    time.sleep(1.5)
+    assert watching.stdout is not None
+    frames: list[str] = []
+    lines: list[str] = []
+    while len(frames) < 3:  # each frame starts by moving the cursor home: redrawn in place
+        line = watching.stdout.readline()
+        assert line, "status --watch stopped drawing"
+        lines.append(line)
+        if "\x1b[H" in line:
+            frames.append(line)
     watching.send_signal(signal.SIGINT)
-    out, _ = watching.communicate(timeout=10)
+    watching.communicate(timeout=10)
     assert watching.returncode == 0
-    assert out.count("\x1b[H") >= 3  # redrawn in place, several times
-    assert out.count("conductor pty status") >= 3 and "asks" in out
+    assert all("conductor pty status" in frame for frame in frames)
+    assert any("asks" in line and "NEEDS_CONFIRMATION" in line for line in lines)
