@@ -46,17 +46,17 @@ def main(argv: list[str], stdin: TextIO | None = None, env: Mapping[str, str] | 
         payload = payload_arg if payload_arg is not None else _read_stdin(stdin or sys.stdin)
         row = event_row(cli, payload, env, time.time())
     except ValueError as exc:
-        _log(workers_dir, f"ignored: {exc}")
+        _log(workers_dir, env, f"ignored: {exc}")
         return 0
     except Exception as exc:  # never disturb the agent, whatever happened
-        _log(workers_dir, f"ignored: {type(exc).__name__}: {exc}")
+        _log(workers_dir, env, f"ignored: {type(exc).__name__}: {exc}")
         return 0
     try:
         from app.store import record_event
 
         record_event(workers_dir, row)
     except Exception as exc:
-        _log(workers_dir, f"could not record {row['name']} for pane {row['pane_id']}: {exc}")
+        _log(workers_dir, env, f"could not record {row['name']}: {exc}")
     return 0
 
 
@@ -78,7 +78,7 @@ def _parse_args(argv: list[str]) -> tuple[str | None, str | None]:
 
 
 def _read_stdin(stream: TextIO) -> str:
-    if stream is None or stream.closed or stream.isatty():
+    if stream.closed or stream.isatty():
         return ""
     return stream.read(_MAX_PAYLOAD)
 
@@ -110,7 +110,7 @@ def event_row(cli: str | None, payload: str, env: Mapping[str, str], now: float
     }
 
 
-def _log(workers_dir: str, message: str) -> None:
+def _log(workers_dir: str, env: Mapping[str, str], message: str) -> None:
     path = os.path.join(workers_dir, LOG_NAME)
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     try:
@@ -118,7 +118,7 @@ def _log(workers_dir: str, message: str) -> None:
         if os.path.exists(path) and os.path.getsize(path) > _MAX_LOG:
             os.replace(path, path + ".1")
         with open(path, "a", encoding="utf-8") as log:
-            log.write(f"{stamp} pid {os.getpid()} pane {os.environ.get('TMUX_PANE', '-')}: "
+            log.write(f"{stamp} pid {os.getpid()} pane {env.get('TMUX_PANE', '-')}: "
                       f"{' '.join(message.split())[:500]}\n")
     except OSError:
         pass  # nowhere to tell; the agent must still not be disturbed

@@ -87,7 +87,7 @@ def cycle_cpu(panes: int, cycles: int) -> tuple[float, float, float, float]:
             time.sleep(1.1)  # past tmux's one-second activity clock
         results = []
         for force in (False, True):
-            watcher.settings = WatchSettings(force_capture_s=0.0 if force else 3600.0)
+            watcher.settings = WatchSettings(force_capture_s=1e-6 if force else 3600.0)
             ours, server = own_cpu(), server_cpu(socket)
             for _ in range(cycles):
                 watcher.tick(time.time())
