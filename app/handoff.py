@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,6 @@ class Target:
     worker_id: str
     name: str
     cli_forced: str | None
-    stored: Mapping[str, Any] | None  # the watcher's row for it, if any
 
     @property
     def label(self) -> str:
@@ -72,7 +71,6 @@ def resolve(tmux: Tmux, workers_dir: Path, ident: str) -> Target:
                     raise
             if stored is not None:
                 registered = reader.pty(stored["id"])
-                stored = {**stored, **(reader.status(stored["id"]) or {})}
         finally:
             reader.close()
     pane_id = stored["pane_id"] if stored else ident
@@ -84,7 +82,7 @@ def resolve(tmux: Tmux, workers_dir: Path, ident: str) -> Target:
     return Target(
         pane=pane, server_pid=listing.server_pid, worker_id=wid,
         name=(stored or {}).get("name") or pane.default_name,
-        cli_forced=(registered or {}).get("cli_forced") or None, stored=stored,
+        cli_forced=(registered or {}).get("cli_forced") or None,
     )
 
 
@@ -113,10 +111,19 @@ class PaneWatch:
             raise PaneNotFound(f"pane {self.target.label} is gone")
         self.tracked.pane = pane
         self.observer.classify(self.tracked, screens[pane_id])
-        self._read_events()
+        watcher_row = self._read_store()
         self.observer.assess(self.tracked, now)
-        assert self.tracked.assessment is not None  # a classified screen is always assessed
-        return self.tracked.assessment
+        assessment = self.tracked.assessment
+        assert assessment is not None  # a classified screen is always assessed
+        if assessment.state is not State.NEEDS_CONFIRMATION and \
+                watcher_asks(watcher_row, self.tracked.stability_hash):
+            # The watcher knows more about this very screen (an LLM verdict, a permission hook
+            # we did not see); a question is never overruled into READY.
+            assessment = replace(
+                assessment, state=State.NEEDS_CONFIRMATION,
+                reasons=(*assessment.reasons, "watcher_verdict"),
+                summary=(watcher_row or {}).get("summary") or assessment.summary)
+        return assessment
 
     @property
     def pack(self) -> Pack | None:
@@ -126,20 +133,30 @@ class PaneWatch:
     def text(self) -> str:
         return self.tracked.text
 
-    def _read_events(self) -> None:
+    def _read_store(self) -> dict[str, Any] | None:
+        """Fold in the pane's new events; return the watcher's status row for it, if any."""
         try:
             reader = store.StoreReader(self.workers_dir)
         except StoreError:
-            return  # no store yet: no hooks have fired and nothing was sent
+            return None  # no store yet: no hooks have fired and nothing was sent
         try:
             rows = reader.events(self.target.pane.pane_id, self.target.server_pid,
                                  self._event_seq)
+            # Even a stopped watcher's verdict holds while its screen is still up.
+            watcher_row = reader.status(self.target.worker_id)
         finally:
             reader.close()
         for row in rows:
             self.tracked.signals = self.tracked.signals.with_event(
                 row["kind"], row["event"] or "", row["name"] or "", row["ts"] or 0.0)
             self._event_seq = row["seq"]
+        return watcher_row
+
+
+def watcher_asks(row: Mapping[str, Any] | None, stability_hash: str | None) -> bool:
+    """The watcher's row says NEEDS_CONFIRMATION about the screen that is up now."""
+    return row is not None and row.get("state") == State.NEEDS_CONFIRMATION.value and \
+        row.get("last_snapshot_hash") == stability_hash
 
 
 def send(tmux: Tmux, target: Target, text: str, packs: Mapping[str, Pack],
@@ -164,16 +181,10 @@ def _check_ready_for_input(tmux: Tmux, target: Target, packs: Mapping[str, Pack]
                            settings: WatchSettings, workers_dir: Path) -> None:
     watch = PaneWatch(tmux, target, packs, settings, workers_dir)
     assessment = watch.poll()
-    verdict = assessment.verdict
-    stored = target.stored or {}
     # The watcher may know more (an LLM verdict, a permission hook), but only about the screen
     # it saw: once the screen moved on (the user answered), its verdict is history.
-    watcher_asks = stored.get("state") == State.NEEDS_CONFIRMATION.value and \
-        stored.get("last_snapshot_hash") == watch.tracked.stability_hash
-    screen_asks = verdict is not None and verdict.state is State.NEEDS_CONFIRMATION
-    if screen_asks or watcher_asks:
-        summary = (verdict.summary if screen_asks and verdict else stored.get("summary")) or \
-            "it is waiting for confirmation"
+    if assessment.state is State.NEEDS_CONFIRMATION:
+        summary = assessment.summary or "it is waiting for confirmation"
         raise Refused(f"not sent: {target.label} is waiting for confirmation ({summary}); "
                       "answer it first, or use --force")
     draft = watch.pack.draft(watch.text) if watch.pack is not None else None

@@ -283,7 +283,7 @@ def test_hooks_install_merges_and_the_installed_command_records_events(
     assert rows == [("turn_end", "Stop", "claude", agent.pane_id)]
 
 
-def test_send_heeds_the_watchers_confirmation_only_while_its_screen_is_up(
+def test_send_and_wait_heed_the_watchers_confirmation_while_its_screen_is_up(
         server: Any, session: Any, isolated_env: Path) -> None:
     from app.classify.packs import load_packs
     from app.config import WatchSettings
@@ -310,6 +310,8 @@ def test_send_heeds_the_watchers_confirmation_only_while_its_screen_is_up(
 
     refused = pty(server, "send", pane.pane_id, "echo hi")
     assert refused.returncode == 1 and "waiting for confirmation" in refused.stderr
+    code, _, err = finish(start_wait(server, pane, "--timeout", "2.5"))
+    assert code == 124 and "NEEDS_CONFIRMATION" in err  # wait never overrules it into READY
 
     pane.send_keys("echo moved on", enter=True)  # the watcher's verdict is now history
     retry_until(lambda: screen(pane).count("moved on") == 2, 10)
