@@ -13,9 +13,10 @@ The screen is the judge; other signals only move it earlier or hold it back:
    Stop hook delays READY by one window at most and never keeps a pane BUSY for good.
 4. After a ``send``, READY is not believed until the pane visibly left READY (a busy screen or a
    turn-start hook) or ``send_grace_s`` passed: right after Enter the old idle screen is still up.
-5. A "turn ended" hook newer than the turn's start lets a screen that shows the idle prompt be
-   READY at once, without the stability window. A turn-end that is not newer than the moment the
-   pane was seen leaving READY after the last send belongs to the previous turn and is ignored.
+5. A "turn ended" hook newer than the turn's start lets the first screen after it that shows the
+   idle prompt be READY at once, without the stability window, for as long as that screen stays
+   up. A turn-end that is not newer than the moment the pane was seen leaving READY after the
+   last send belongs to the previous turn and is ignored.
 6. Anti-flap: a new state must hold for its configured polls before it is reported (READY has
    the stability window instead). Leaving READY is always immediate.
 """
@@ -60,6 +61,9 @@ class Signals:
 
 
 NO_SIGNALS = Signals()
+# A turn-end hook can vouch for an idle screen only this soon after it fired; an older one (from
+# before a prompt the user typed in directly, say) says nothing about today's screen.
+TURN_END_ARM_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,8 @@ class Assessment:
     departed_at: float = 0.0  # when the pane was first seen leaving READY after the last send
     permission_seen: float = 0.0
     permission_screen: str | None = None  # the screen a permission hook arrived on
+    turn_end_armed: float = 0.0  # the turn-end hook that vouched for ``turn_end_screen``
+    turn_end_screen: str | None = None
 
     def seconds_in_state(self, now: float) -> float:
         return max(0.0, now - self.state_entered)
@@ -187,6 +193,14 @@ def assess(
     )
     turn_began = max(signals.turn_start, signals.sent, departed_at)
     turn_end_valid = signals.turn_end > turn_began and signals.turn_end > 0
+    # A turn-end vouches for one screen only: the first idle-looking screen after it. If that
+    # screen changes, the hook says nothing about the new one (output may be streaming again).
+    armed_for, armed_screen = prior.turn_end_armed, prior.turn_end_screen
+    if (turn_end_valid and verdict.state is State.READY and signals.turn_end > armed_for
+            and now - signals.turn_end <= TURN_END_ARM_S):
+        armed_for, armed_screen = signals.turn_end, screen_hash
+    turn_end_confirmed = turn_end_valid and armed_for == signals.turn_end \
+        and screen_hash == armed_screen
 
     shown = [f"screen={verdict.state.value}"]
     if signals.last_hook:
@@ -205,7 +219,7 @@ def assess(
     elif first_sight:
         draft.state, draft.confidence = State.UNKNOWN, min(draft.confidence, 30)
         draft.reasons.append("settling")
-    elif draft.state is State.READY and turn_end_valid and not awaiting_departure:
+    elif draft.state is State.READY and turn_end_confirmed and not awaiting_departure:
         draft.reasons.append("hook_event")
     elif awaiting_departure:
         draft = _Draft(State.BUSY, 70, "Instruction sent; waiting for the agent to start", "",
@@ -258,5 +272,7 @@ def assess(
         send_seen=max(prior.send_seen, signals.sent),
         departed_at=departed_at,
         permission_seen=max(prior.permission_seen, signals.permission),
+        turn_end_armed=armed_for,
+        turn_end_screen=armed_screen,
         permission_screen=permission_screen,
     )

@@ -129,3 +129,21 @@ def test_signals_from_before_the_first_look_are_history_not_news() -> None:
     result = run([(100.0 + t, READY, "idle", stale) for t in range(4)])
     assert State.NEEDS_CONFIRMATION not in [a.state for a in result]
     assert result[-1].state is State.READY
+
+
+def test_an_old_turn_end_vouches_for_no_screen_that_keeps_changing() -> None:
+    # Codex's notify fires only at a turn's end; the user then types a prompt in directly and
+    # the answer streams with no busy marker: every frame looks idle, and each one differs.
+    old_stop = Signals(turn_end=50.0, last_hook="agent-turn-complete", last_hook_ts=50.0)
+    start = run([(t, READY, "idle", old_stop) for t in (40.0, 41.0, 42.0, 43.0)])[-1]
+    streaming = [(100.0 + t, READY, f"stream{t}", old_stop) for t in range(5)]
+    assert [a.state for a in run(streaming, start=start)] == [State.BUSY] * 5
+
+
+def test_a_turn_end_vouches_only_for_the_screen_it_found() -> None:
+    started = Signals(turn_start=5.0, last_hook="UserPromptSubmit", last_hook_ts=5.0)
+    ended = Signals(turn_start=5.0, turn_end=9.0, last_hook="Stop", last_hook_ts=9.0)
+    frames = [(6.0, BUSY, "busy", started), (9.1, READY, "idle", ended),
+              (9.6, READY, "more output", ended)]
+    result = run(frames, start=settled_ready())
+    assert [a.state for a in result] == [State.BUSY, State.READY, State.BUSY]
