@@ -21,10 +21,10 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from tests.loopback import LoopbackServer
 from tests.waiting import retry_until
 
 FILLER = ["lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit", "sed",
@@ -83,7 +83,7 @@ class Response:
 
 
 @dataclass
-class FakeAnthropic:
+class FakeAnthropic(LoopbackServer):
     default: Say = field(default_factory=lambda: Say("OK."))
     after_tool: Say = field(
         default_factory=lambda: Say.words(12, delay=0.1, prefix="The command finished. Summary:")
@@ -95,13 +95,11 @@ class FakeAnthropic:
     def __post_init__(self) -> None:
         self._script: deque[Turn] = deque()
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        LoopbackServer.__init__(self)
 
-    # lifecycle
+    thread_name = "fake-anthropic"
 
-    def start(self) -> FakeAnthropic:
+    def handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -134,40 +132,13 @@ class FakeAnthropic:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        httpd.daemon_threads = True
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, args=(0.05,), name="fake-anthropic", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()  # cut streams short, or shutdown waits for them
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(5)
-
-    def __enter__(self) -> FakeAnthropic:
-        return self.start()
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        return Handler
 
     # scripting and inspection
 
     @property
     def base_url(self) -> str:
-        assert self._httpd is not None, "server not started"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        return f"http://127.0.0.1:{self.port}"
 
     def queue(self, *turns: Turn) -> None:
         with self._lock:
@@ -271,7 +242,7 @@ class FakeAnthropic:
                 for chunk in block["chunks"]:
                     send("content_block_delta", {"type": "content_block_delta", "index": index,
                                                  "delta": {"type": "text_delta", "text": chunk}})
-                    if block["delay"] and self._stop.wait(block["delay"]):
+                    if block["delay"] and self.stopping.wait(block["delay"]):
                         return False
             else:
                 send("content_block_start", {"type": "content_block_start", "index": index,

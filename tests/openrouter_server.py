@@ -17,9 +17,10 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.loopback import LoopbackServer
 
 
 def completion(content: str | None, model: str = "test/model") -> dict[str, Any]:
@@ -91,7 +92,7 @@ Responder = Callable[[Recorded], Reply]
 
 
 @dataclass
-class OpenRouterServer:
+class OpenRouterServer(LoopbackServer):
     """Scripted replies are used in order; when they run out, ``default`` answers."""
 
     default: Reply | Responder = field(default_factory=lambda: Reply.verdict("UNKNOWN"))
@@ -100,13 +101,11 @@ class OpenRouterServer:
     def __post_init__(self) -> None:
         self._script: deque[Reply] = deque()
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        LoopbackServer.__init__(self)
 
-    # lifecycle
+    thread_name = "openrouter-test"
 
-    def start(self) -> OpenRouterServer:
+    def handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -127,9 +126,9 @@ class OpenRouterServer:
                 )
                 reply = server._record(recorded)
                 if reply.hang:
-                    server._stop.wait()
+                    server.stopping.wait()
                     return
-                if reply.delay and server._stop.wait(reply.delay):
+                if reply.delay and server.stopping.wait(reply.delay):
                     return
                 if not recorded.path.endswith("/chat/completions"):
                     reply = Reply.error(404, f"no route {recorded.path}")
@@ -150,40 +149,9 @@ class OpenRouterServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass  # keep test output clean
 
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        httpd.daemon_threads = True
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, args=(0.05,), name="openrouter-test", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()  # release hanging handlers first, or shutdown waits for them
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(5)
-
-    def __enter__(self) -> OpenRouterServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        return Handler
 
     # scripting and inspection
-
-    @property
-    def port(self) -> int:
-        assert self._httpd is not None, "server not started"
-        return int(self._httpd.server_address[1])
 
     @property
     def base_url(self) -> str:
