@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install conductor pty into ./.venv, with tmux if the machine lacks it.
 #   scripts/install.sh          the tool
-#   scripts/install.sh --test   the tool, its test extras, and what the tests use (dbus, notify-send)
+#   scripts/install.sh --test   the tool, its test extras, and what the tests use (dbus,
+#                               notify-send, npm to fetch the real agent CLIs the e2e tests run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,7 @@ command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
 if [ "$with_tests" = 1 ]; then
   command -v dbus-daemon >/dev/null 2>&1 || need_apt+=(dbus)
   command -v notify-send >/dev/null 2>&1 || need_apt+=(libnotify-bin)
+  command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 fi
 if [ "${#need_apt[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
