@@ -23,6 +23,7 @@ from app.config import WatchSettings
 from app.configfile import DEFAULT_WAIT_POLL_S
 from app.errors import ConductorError, PaneNotFound, StoreError
 from app.model import Pane, State
+from app.screen import normalise, without_dim
 from app.status import find_worker
 from app.tmux import Tmux
 from app.watch import PaneObserver, Tracked, worker_id
@@ -187,7 +188,12 @@ def _check_ready_for_input(tmux: Tmux, target: Target, packs: Mapping[str, Pack]
         summary = assessment.summary or "it is waiting for confirmation"
         raise Refused(f"not sent: {target.label} is waiting for confirmation ({summary}); "
                       "answer it first, or use --force")
-    draft = watch.pack.draft(watch.text) if watch.pack is not None else None
+    pack = watch.pack
+    draft = pack.draft(watch.text) if pack is not None else None
+    if draft and pack is not None:
+        # Plain text cannot tell typing from a hint the CLI draws dim in the empty box (Claude
+        # Code's suggested next prompt): look again with the styles.
+        draft = pack.draft(normalise(without_dim(tmux.capture_styled(target.pane.pane_id))))
     if draft:
         shown = draft if len(draft) <= 40 else draft[:39] + "…"
         raise Refused(f"not sent: {target.label} has unsent input in its prompt ({shown!r}); "

@@ -267,6 +267,13 @@ class Tmux:
                       key=lambda r: _to_int(r[0]), reverse=True)
         return rows[0][1]
 
+    def capture_styled(self, pane_id: str) -> str:
+        """One pane's screen with its escape sequences (colours, dim, reverse video)."""
+        done = self.run("capture-pane", "-p", "-e", "-t", pane_id, check=False)
+        if done.returncode != 0:
+            raise PaneNotFound(f"pane {pane_id} no longer exists on tmux server {self.label}")
+        return done.stdout
+
     def pane_exists(self, pane_id: str) -> bool:
         return self.run("display-message", "-p", "-t", pane_id, "#{pane_id}",
                         check=False).returncode == 0

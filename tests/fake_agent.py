@@ -5,6 +5,8 @@
                 then an answer and the idle prompt; with D, the idle screen stays up D seconds
                 first, as real CLIs leave it up for a moment after Enter
     ask         Claude's Bash permission dialog; any line answers it, then 2 s of work
+    suggest T   answers, then shows T in the empty prompt box the way Claude draws a suggested
+                next prompt (dim)
     anything    else: a short answer at once
 
 Hooks are not called from here: each test writes the hook events itself, at exactly the moment
@@ -20,10 +22,12 @@ RULE = "─" * 120
 SPINNER = "✻✽✶✢·"
 
 
-def draw(lines: list[str], footer: str, prompt_box: bool = True) -> None:
+def draw(lines: list[str], footer: str, prompt_box: bool = True, suggestion: str = "") -> None:
     out = ["\x1b[H\x1b[2J", *(f"{line}\n" for line in lines)]
     if prompt_box:
-        out += [f"{RULE}\n", "❯ \n", f"{RULE}\n", f"  {footer}"]
+        # A suggested next prompt, as Claude draws it: its own cursor cell, then dim text.
+        hint = f"\x1b[7m{suggestion[:1]}\x1b[0;2m{suggestion[1:]}\x1b[0m" if suggestion else ""
+        out += [f"{RULE}\n", f"❯ {hint}\n", f"{RULE}\n", f"  {footer}"]
         out.append("\x1b[2A\x1b[3G")  # the cursor sits in the prompt box, where typing shows
     else:
         out.append(footer)
@@ -31,8 +35,8 @@ def draw(lines: list[str], footer: str, prompt_box: bool = True) -> None:
     sys.stdout.flush()
 
 
-def idle(history: list[str]) -> None:
-    draw(history[-20:], "? for shortcuts · ← for agents")
+def idle(history: list[str], suggestion: str = "") -> None:
+    draw(history[-20:], "? for shortcuts · ← for agents", suggestion=suggestion)
 
 
 def work(history: list[str], task: str, seconds: float) -> None:
@@ -70,6 +74,10 @@ def main() -> None:
             work(history, task, float(words[1]))
         elif words[:1] == ["ask"]:
             ask(history, task)
+        elif words[:1] == ["suggest"]:
+            history += [f"❯ {task}", "● Done."]
+            idle(history, suggestion=task.removeprefix("suggest").strip())
+            continue
         elif task:
             history += [f"❯ {task}", f"● Answer to: {task}"]
         idle(history)

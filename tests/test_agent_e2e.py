@@ -1,10 +1,10 @@
-"""As a new user would: the real Claude Code in tmux, a fake model on loopback, our real CLI.
+"""As a new user would: the real Claude Code or Codex in tmux, a fake model on loopback, our CLI.
 
 `conductor pty send` types a task, `conductor pty wait` must return after the fake server's last
 byte of the turn (never before) and soon after it: within the READY stability window from the
-screen alone, within 2 s when Claude's hooks report the end. Claude Code is installed once into
-``$CONDUCTOR_AGENT_CACHE`` (default ``~/.cache/conductor-pty/agents``); without npm, or when the
-install fails, these tests skip.
+screen alone, within 2 s when the agent's hooks (Codex: its `notify` program) report the end.
+Each CLI is installed once into ``$CONDUCTOR_AGENT_CACHE`` (default
+``~/.cache/conductor-pty/agents``); without npm, or when the install fails, its tests skip.
 """
 
 from __future__ import annotations
@@ -19,18 +19,26 @@ from pathlib import Path
 
 import pytest
 
-from tests.agents import AgentUnavailable, ClaudeInTmux, Install, install_claude
+from tests.agents import (
+    AgentInTmux,
+    AgentUnavailable,
+    ClaudeInTmux,
+    CodexInTmux,
+    Install,
+    install_claude,
+    install_codex,
+)
 from tests.conftest import REPO, conductor
-from tests.fake_anthropic import RunBash, Say
+from tests.scripted_model import RunBash, Say
 from tests.waiting import retry_until, stays_false
 
 pytestmark = [pytest.mark.slow, pytest.mark.agent]
 
 # READY from the screen alone needs the same screen for 1.5 s (config.DEFAULT_READY_MIN_S) and
 # `wait` polls every 0.5 s; Claude redraws its idle prompt 0.03-0.15 s after the stream ends.
-# Measured: 1.9-2.1 s. The bound adds a second of slack for a loaded machine.
+# Measured: 1.9-2.1 s (Codex too). The bound adds a second of slack for a loaded machine.
 STABILITY_WINDOW_S = 3.0
-WITH_HOOKS_S = 2.0  # the acceptance figure; measured 0.4-0.5 s
+WITH_HOOKS_S = 2.0  # the acceptance figure; measured 0.4-0.5 s for both CLIs
 SLOW_TASK = Say.words(28, delay=0.25)  # about 7 s of streaming, 4 lines
 
 
@@ -51,11 +59,28 @@ def claude(claude_install: Install, tmp_path: Path, isolated_env: Path) -> Itera
     lab.close()
 
 
-def pty(lab: ClaudeInTmux, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="module")
+def codex_install() -> Install:
+    try:
+        return install_codex()
+    except AgentUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def codex(codex_install: Install, tmp_path: Path, isolated_env: Path) -> Iterator[CodexInTmux]:
+    """Codex, idle, in its own tmux server; its notify program (if installed) reaches our store."""
+    lab = CodexInTmux(tmp_path / "agent", codex_install.binary,
+                      env={"CONDUCTOR_WORKERS_DIR": str(isolated_env)})
+    yield lab
+    lab.close()
+
+
+def pty(lab: AgentInTmux, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     return conductor("-L", lab.socket_name, "pty", *args, timeout=timeout)
 
 
-def start_wait(lab: ClaudeInTmux, *args: str) -> subprocess.Popen[str]:
+def start_wait(lab: AgentInTmux, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "app", "-L", lab.socket_name, "pty", "wait", lab.pane_id, *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
@@ -74,7 +99,7 @@ def finish(proc: subprocess.Popen[str], seconds: float) -> tuple[int, float, str
     return proc.returncode, time.time(), out + err
 
 
-def send_and_time_wait(lab: ClaudeInTmux, turns_before: int) -> float:
+def send_and_time_wait(lab: AgentInTmux, turns_before: int) -> float:
     """Send the slow task, wait for it; seconds from the turn's real end to `wait` returning."""
     lab.server.queue(SLOW_TASK)
     sent = pty(lab, "send", lab.pane_id, "Write a slow answer")
@@ -106,31 +131,70 @@ def test_wait_with_hooks_returns_within_two_seconds(claude: ClaudeInTmux) -> Non
     assert all(0 < lag < WITH_HOOKS_S for lag in lags), f"lags after the turn end: {lags}"
 
 
+def hold_through_permission(lab: AgentInTmux, question: str, approve: str, hooks: bool) -> None:
+    """Ask for a command that needs approval: `wait --until NEEDS_CONFIRMATION` returns while the
+    prompt is up, `wait --until READY` only after ``approve`` (tmux keys) and the final answer."""
+    with lab:
+        lab.server.queue(RunBash("rm -rf build", "Remove the build directory"))
+        sent = pty(lab, "send", lab.pane_id, "Clean the build folder")
+        assert sent.returncode == 0, sent.stderr
+        until_ready = start_wait(lab, "--until", "READY", "--timeout", "60")
+
+        asked = pty(lab, "wait", lab.pane_id, "--until", "NEEDS_CONFIRMATION",
+                    "--timeout", "20", timeout=30)
+        assert asked.returncode == 0, asked.stdout + asked.stderr + lab.capture()
+        assert question in lab.capture()
+        # The prompt is up and nothing moves: READY must not be reported while it waits.
+        assert stays_false(lambda: until_ready.poll() is not None, 3.0), finish(until_ready, 1)
+
+        lab.send_keys(approve)
+        status, returned, output = finish(until_ready, 40)
+        assert status == 0, output
+        ends = lab.server.turn_ends()
+        assert ends, f"wait returned before the summary ended: {lab.server.responses}"
+        bound = WITH_HOOKS_S if hooks else STABILITY_WINDOW_S
+        assert 0 < returned - ends[0] < bound, f"{returned - ends[0]:.2f} s after the end"
+        retry_until(lambda: not (lab.project / "build").exists(), 5,
+                    message="the approved command did not run")
+
+
 @pytest.mark.parametrize("hooks", [False, True], ids=["screen", "hooks"])
 def test_wait_holds_through_a_permission_prompt(claude: ClaudeInTmux, hooks: bool) -> None:
     if hooks:
         installed = pty(claude, "hooks", "install", "--cli", "claude",
                         "--path", str(claude.settings_path))
         assert installed.returncode == 0, installed.stderr
-    with claude:
-        claude.server.queue(RunBash("rm -rf build", "Remove the build directory"))
-        sent = pty(claude, "send", claude.pane_id, "Clean the build folder")
-        assert sent.returncode == 0, sent.stderr
-        until_ready = start_wait(claude, "--until", "READY", "--timeout", "60")
+    hold_through_permission(claude, "Do you want to proceed?", "Enter",  # "1. Yes" is highlighted
+                            hooks)
 
-        asked = pty(claude, "wait", claude.pane_id, "--until", "NEEDS_CONFIRMATION",
-                    "--timeout", "20", timeout=30)
-        assert asked.returncode == 0, asked.stdout + asked.stderr + claude.capture()
-        assert "Do you want to proceed?" in claude.capture()
-        # The prompt is up and nothing moves: READY must not be reported while it waits.
-        assert stays_false(lambda: until_ready.poll() is not None, 3.0), finish(until_ready, 1)
 
-        claude.send_keys("Enter")  # "1. Yes" is highlighted
-        status, returned, output = finish(until_ready, 40)
-        assert status == 0, output
-        ends = claude.server.turn_ends()
-        assert ends, f"wait returned before the summary ended: {claude.server.responses}"
-        bound = WITH_HOOKS_S if hooks else STABILITY_WINDOW_S
-        assert 0 < returned - ends[0] < bound, f"{returned - ends[0]:.2f} s after the end"
-        retry_until(lambda: not (claude.project / "build").exists(), 5,
-                    message="the approved command did not run")
+# Codex: no hook at turn start or for approvals, only `notify` at the turn's end. While the reply
+# streams its screen shows no busy marker at all; the pack reads the reply without an end mark.
+
+
+def install_notify(lab: CodexInTmux) -> None:
+    installed = pty(lab, "hooks", "install", "--cli", "codex", "--path", str(lab.config_path))
+    assert installed.returncode == 0, installed.stderr
+    assert "notify = [" in lab.config_path.read_text()
+
+
+def test_codex_wait_without_hooks_returns_after_the_turn_within_the_window(
+    codex: CodexInTmux,
+) -> None:
+    with codex:
+        lag = send_and_time_wait(codex, turns_before=0)
+    assert 0 < lag < STABILITY_WINDOW_S, f"wait returned {lag:.2f} s after the turn ended"
+
+
+def test_codex_wait_with_notify_returns_within_two_seconds(codex: CodexInTmux) -> None:
+    install_notify(codex)
+    with codex:
+        lags = [send_and_time_wait(codex, turns_before=n) for n in range(2)]
+    assert all(0 < lag < WITH_HOOKS_S for lag in lags), f"lags after the turn end: {lags}"
+
+
+@pytest.mark.parametrize("hooks", [False, True], ids=["screen", "notify"])
+def test_codex_wait_holds_through_an_approval_prompt(codex: CodexInTmux, hooks: bool) -> None:
+    if hooks:
+        install_notify(codex)
+    hold_through_permission(codex, "Would you like to run the following command?", "y", hooks)

@@ -317,3 +317,13 @@ def test_send_and_wait_heed_the_watchers_confirmation_while_its_screen_is_up(
     retry_until(lambda: screen(pane).count("moved on") == 2, 10)
     allowed = pty(server, "send", pane.pane_id, "echo hi")
     assert allowed.returncode == 0, allowed.stderr
+
+
+def test_send_is_not_fooled_by_a_suggested_prompt_drawn_dim(server: Any, agent: Any) -> None:
+    agent.send_keys("suggest run the tests now", enter=True, literal=True)
+    retry_until(lambda: "❯ run the tests now" in screen(agent), 10)  # plain text: looks typed
+
+    done = pty(server, "send", agent.pane_id, "something else")
+
+    assert done.returncode == 0, done.stderr
+    retry_until(lambda: "Answer to: something else" in screen(agent), 10)
