@@ -382,3 +382,36 @@ def test_status_shows_waiting_time_and_redraws_with_watch(
     assert watching.returncode == 0
     assert all("conductor pty status" in frame for frame in frames)
     assert any("asks" in line and "NEEDS_CONFIRMATION" in line for line in lines)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("argv", "logged"), [
+    ('["sleep", "60"]', "killed after"),  # a receiver that hangs
+    ('["sh", "-c", "exit 3"]', "exited 3"),  # one that fails
+    ('["/nonexistent/notifier"]', "/nonexistent/notifier"),  # one that is not there
+])
+def test_a_failing_receiver_is_logged_and_the_watcher_keeps_polling(
+        server: Any, session: Any, watcher_process: Any, isolated_env: Path, argv: str,
+        logged: str) -> None:
+    Path(os.environ["CONDUCTOR_CONFIG"]).write_text(
+        "[notify]\ntimeout = 1.0\n[notify.tmux]\nenabled = false\n[notify.desktop]\n"
+        f"enabled = false\n[notify.command]\nargv = {argv}\n")
+    session.new_window(window_name="asks", window_shell=QUESTION, attach=False)
+    proc = watcher_process("--interval", "0.3", "-v")
+    db = isolated_env / "status.db"
+
+    def cycles() -> float:
+        row = sqlite3.connect(db).execute("SELECT last_cycle_ts FROM daemon").fetchone()
+        return float(row[0] or 0) if row else 0.0
+
+    retry_until(lambda: db.exists() and state_of(server.socket_name, "asks")
+                == "NEEDS_CONFIRMATION", 15)
+    first = cycles()
+    retry_until(lambda: cycles() > first + 2.0, 15)  # still polling, seconds later
+    assert proc.poll() is None
+    session.new_window(window_name="later", window_shell=QUESTION, attach=False)
+    retry_until(lambda: state_of(server.socket_name, "later") == "NEEDS_CONFIRMATION", 15)
+    proc.terminate()
+    _, err = proc.communicate(timeout=15)
+    assert proc.returncode == 0
+    assert logged in err, err[-2000:]
