@@ -48,6 +48,7 @@ _GEMINI_KINDS = {
     "SessionEnd": "session_end",
 }
 
+_CODEX_TITLE_PROMPT = "Generate a concise, single-line task title"
 _CODEX_NOTIFY_KINDS = {
     "agent-turn-complete": "turn_end",
     # Sent by some Codex versions only; the name says what it means.
@@ -125,6 +126,8 @@ def parse_event(cli: str | None, payload_text: str) -> HookEvent:
 
     if known == "codex" and not name:
         kind = _CODEX_NOTIFY_KINDS.get(notify_type, "other")
+        if _codex_title_turn(payload):
+            kind = "other"  # Codex's own side turn naming the thread, not the user's turn
         return HookEvent(
             "codex", notify_type, kind, _codex_detail(payload, notify_type),
             _text(payload.get("thread-id")) or _text(payload.get("thread_id")),
@@ -224,6 +227,14 @@ def _detail(name: str, payload: dict[str, Any]) -> str:
         if value:
             return _clean(value)
     return ""
+
+
+def _codex_title_turn(payload: dict[str, Any]) -> bool:
+    """Codex 0.169 also runs ``notify`` for the hidden turn that titles a new thread, about
+    0.1 s after the user's first prompt, while the real turn has only begun."""
+    inputs = payload.get("input-messages")
+    first = inputs[0] if isinstance(inputs, list) and inputs else ""
+    return isinstance(first, str) and first.startswith(_CODEX_TITLE_PROMPT)
 
 
 def _codex_detail(payload: dict[str, Any], notify_type: str) -> str:

@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
-"""The real Claude Code in tmux against a fake model: how soon after a turn truly ends does
-`conductor pty wait` return? Prints figures, asserts nothing.
+"""The real Claude Code or Codex in tmux against a fake model: how soon after a turn truly ends
+does `conductor pty wait` return? Prints figures, asserts nothing.
 
-    .venv/bin/python scripts/agent_trial.py               # 5 turns without hooks, 5 with
+    .venv/bin/python scripts/agent_trial.py               # Claude: 5 turns without hooks, 5 with
+    .venv/bin/python scripts/agent_trial.py --cli codex   # the same for Codex (hook: `notify`)
     .venv/bin/python scripts/agent_trial.py --screen-only # no conductor: what the screen shows
 
-Figures, per mode (without hooks, with Claude's hooks installed):
+Figures, per mode (without hooks, with the CLI's hooks installed):
 - lag from the fake server's last byte of the turn to `wait --until READY` exiting (median,
   max) and how many times it returned before that last byte (must be 0);
-- lag from that last byte to Claude's idle prompt on screen, and how long after Enter (after
-  `send` started, its start-up included) the screen still looked idle (polled every ~20 ms by
-  the script itself);
-- the wall time of one `conductor pty hook` call fed a real Stop payload (median of 50).
-Claude Code is installed into $CONDUCTOR_AGENT_CACHE on first use (see tests/agents.py).
+- lag from that last byte to the finished-turn screen (Claude: the idle prompt; Codex: the
+  `Worked for …` mark right above the composer), and how long after Enter (after `send`
+  started, its start-up included) the screen still looked finished (polled every ~20 ms by the
+  script itself);
+- the wall time of one hook call as installed, fed a real turn-end payload (median of 50).
+The CLI is installed into $CONDUCTOR_AGENT_CACHE on first use (see tests/agents.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,11 +37,49 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
-from tests.agents import ClaudeInTmux, install_claude  # noqa: E402
-from tests.fake_anthropic import Say  # noqa: E402
+from tests.agents import (  # noqa: E402
+    AgentInTmux,
+    ClaudeInTmux,
+    CodexInTmux,
+    Install,
+    install_claude,
+    install_codex,
+)
+from tests.scripted_model import Say  # noqa: E402
+from tests.waiting import retry_until  # noqa: E402
 
-IDLE = "? for shortcuts"
-BUSY = "esc to interrupt"
+BUSY = "esc to interrupt"  # both CLIs, while they wait for the model or run a tool
+
+
+def claude_finished(screen: str) -> bool:
+    return "? for shortcuts" in screen and BUSY not in screen
+
+
+def codex_finished(screen: str) -> bool:
+    """The composer (the last line starting with U+203A) right under a `Worked for` mark. Codex
+    shows no busy marker while text streams, and its idle footer never leaves the screen."""
+    lines = [line for line in screen.splitlines() if line.strip()]
+    composer = max((n for n, line in enumerate(lines) if line.startswith("› ")), default=0)
+    return (composer > 0 and lines[composer - 1].lstrip().startswith("Worked for ")
+            and BUSY not in screen)
+
+
+@dataclass(frozen=True)
+class Cli:
+    label: str
+    install: Callable[[], Install]
+    lab: Callable[..., AgentInTmux]  # (root, binary, env=...)
+    finished: Callable[[str], bool]  # the screen of a finished turn
+    busy: Callable[[str], bool]  # the screen has visibly left the finished one
+
+
+CLIS = {
+    "claude": Cli("Claude Code", install_claude, ClaudeInTmux, claude_finished,
+                  lambda screen: BUSY in screen),
+    # Its streaming screen has no marker: anything but the finished screen is busy.
+    "codex": Cli("Codex", install_codex, CodexInTmux, codex_finished,
+                 lambda screen: not codex_finished(screen)),
+}
 
 
 @dataclass
@@ -54,7 +95,8 @@ class Turn:
 class ScreenWatch:
     """Captures the pane every ~20 ms in a thread and keeps (time, idle?, busy?) samples."""
 
-    lab: ClaudeInTmux
+    lab: AgentInTmux
+    cli: Cli
     samples: list[tuple[float, bool, bool]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -68,8 +110,8 @@ class ScreenWatch:
                 screen = self.lab.capture()
             except RuntimeError:
                 continue
-            self.samples.append((time.time(), IDLE in screen and BUSY not in screen,
-                                 BUSY in screen))
+            self.samples.append((time.time(), self.cli.finished(screen),
+                                 self.cli.busy(screen)))
 
     def stop(self) -> None:
         self._stop.set()
@@ -91,15 +133,16 @@ class ScreenWatch:
         return last
 
 
-def pty(lab: ClaudeInTmux, *args: str) -> subprocess.CompletedProcess[str]:
+def pty(lab: AgentInTmux, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "app", "-L", lab.socket_name, "pty", *args],
         capture_output=True, text=True, cwd=REPO, check=False, timeout=120,
     )
 
 
-def run_turns(lab: ClaudeInTmux, count: int, task: Say, screen_only: bool) -> list[Turn]:
-    watch = ScreenWatch(lab)
+def run_turns(lab: AgentInTmux, cli: Cli, count: int, task: Say,
+              screen_only: bool) -> list[Turn]:
+    watch = ScreenWatch(lab, cli)
     turns = []
     try:
         for n in range(count):
@@ -107,10 +150,11 @@ def run_turns(lab: ClaudeInTmux, count: int, task: Say, screen_only: bool) -> li
             turn = Turn(sent=time.time())
             if screen_only:
                 lab.type_text(f"Task {n}: write a slow answer")
+                time.sleep(0.3)  # Codex reads an Enter right after typing as part of a paste
                 turn.sent = time.time()
                 lab.send_keys("Enter")
                 turn.ended = lab.server.wait_for_turn_end(n + 1, 120)
-                lab.wait_for_screen(r"\? for shortcuts", 30)
+                retry_until(lambda: cli.finished(lab.capture()), 30, interval=0.05)
             else:
                 sent = pty(lab, "send", lab.pane_id, f"Task {n}: write a slow answer")
                 if sent.returncode != 0:
@@ -133,11 +177,28 @@ def run_turns(lab: ClaudeInTmux, count: int, task: Say, screen_only: bool) -> li
     return turns
 
 
-def hook_call_seconds(lab: ClaudeInTmux, calls: int) -> tuple[str, list[float]]:
-    """Run the hook command exactly as installed in settings.json, fed a Stop payload."""
+def hook_call_seconds(lab: AgentInTmux, calls: int) -> tuple[str, list[float]]:
+    """Run the hook exactly as the CLI would, as installed, fed a real turn-end payload."""
+    shown, argv, stdin = codex_hook(lab) if isinstance(lab, CodexInTmux) else claude_hook(lab)
+    where = lab.tmux("display-message", "-p", "-t", lab.pane_id,
+                     "#{socket_path},#{pid},#{session_id}").strip().replace("$", "")
+    env = {**lab.pane_env(), "TMUX": where, "TMUX_PANE": lab.pane_id}
+    times = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        done = subprocess.run(argv, input=stdin, text=True, capture_output=True, env=env,
+                              cwd=lab.project, check=False)
+        times.append(time.perf_counter() - started)
+        if done.returncode != 0:
+            raise SystemExit(f"hook exited {done.returncode}: {done.stderr}")
+    return shown, times
+
+
+def claude_hook(lab: AgentInTmux) -> tuple[str, list[str], str]:
+    """The Stop hook's command, run by a shell, the payload on stdin."""
     command = f"{shlex.quote(str(REPO / '.venv' / 'bin' / 'conductor'))} pty hook"
-    if lab.settings_path.exists():
-        hooks = json.loads(lab.settings_path.read_text()).get("hooks", {})
+    if lab.hooks_path.exists():
+        hooks = json.loads(lab.hooks_path.read_text()).get("hooks", {})
         for entry in hooks.get("Stop", []):
             for hook in entry.get("hooks", []):
                 command = hook.get("command", command)
@@ -149,18 +210,23 @@ def hook_call_seconds(lab: ClaudeInTmux, calls: int) -> tuple[str, list[float]]:
         "stop_hook_active": False, "last_assistant_message": "The command finished.",
         "background_tasks": [], "session_crons": [],
     })
-    where = lab.tmux("display-message", "-p", "-t", lab.pane_id,
-                     "#{socket_path},#{pid},#{session_id}").strip().replace("$", "")
-    env = {**lab.pane_env(), "TMUX": where, "TMUX_PANE": lab.pane_id}
-    times = []
-    for _ in range(calls):
-        started = time.perf_counter()
-        done = subprocess.run(["/bin/sh", "-c", command], input=payload, text=True,
-                              capture_output=True, env=env, cwd=lab.project, check=False)
-        times.append(time.perf_counter() - started)
-        if done.returncode != 0:
-            raise SystemExit(f"hook exited {done.returncode}: {done.stderr}")
-    return command, times
+    return command, ["/bin/sh", "-c", command], payload
+
+
+def codex_hook(lab: AgentInTmux) -> tuple[str, list[str], str]:
+    """The `notify` argv, the payload appended as its last argument, nothing on stdin."""
+    import tomlkit
+
+    notify = tomlkit.parse(lab.hooks_path.read_text()).unwrap().get("notify")
+    if not isinstance(notify, list):
+        notify = [str(REPO / ".venv" / "bin" / "conductor"), "pty", "hook", "--cli", "codex"]
+    payload = json.dumps({  # as Codex 0.169.0 sent it at the end of a turn
+        "type": "agent-turn-complete", "thread-id": "01a204cf-8cf4-73e2-98c8-4c6acfbd582e",
+        "turn-id": "01a204cf-8e3f-7150-8f74-e1fe781a9542", "cwd": str(lab.project),
+        "client": "codex-tui", "input-messages": ["Task 0: write a slow answer"],
+        "last-assistant-message": "lorem ipsum dolor sit amet",
+    }, separators=(",", ":"))
+    return shlex.join(notify), [*notify, payload], ""
 
 
 def report(label: str, turns: list[Turn]) -> None:
@@ -183,6 +249,7 @@ def report(label: str, turns: list[Turn]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cli", choices=sorted(CLIS), default="claude")
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--hook-calls", type=int, default=50)
     parser.add_argument("--words", type=int, default=24, help="words per answer")
@@ -191,9 +258,10 @@ def main() -> None:
                         help="drive the pane with tmux send-keys; no conductor commands")
     args = parser.parse_args()
 
-    install = install_claude()
+    cli = CLIS[args.cli]
+    install = cli.install()
     took = "cached" if install.seconds is None else f"installed in {install.seconds:.1f} s"
-    print(f"Claude Code at {install.binary} ({took}, {install.size_bytes / 1e6:.0f} MB)")
+    print(f"{cli.label} at {install.binary} ({took}, {install.size_bytes / 1e6:.0f} MB)")
     task = Say.words(args.words, args.delay)
     with tempfile.TemporaryDirectory(prefix="agent-trial-") as scratch:
         root = Path(scratch)
@@ -201,14 +269,14 @@ def main() -> None:
         env = {"CONDUCTOR_WORKERS_DIR": str(root / "workers")}
         modes = [("without hooks", False)] + ([] if args.screen_only else [("with hooks", True)])
         for label, hooks in modes:
-            lab = ClaudeInTmux(root / label.replace(" ", "-"), install.binary, env=env)
+            lab = cli.lab(root / label.replace(" ", "-"), install.binary, env=env)
             if hooks:
-                done = pty(lab, "hooks", "install", "--cli", "claude",
-                           "--path", str(lab.settings_path))
+                done = pty(lab, "hooks", "install", "--cli", lab.cli,
+                           "--path", str(lab.hooks_path))
                 if done.returncode != 0:
                     raise SystemExit(f"hooks install failed: {done.stderr}")
             with lab:
-                report(label, run_turns(lab, args.turns, task, args.screen_only))
+                report(label, run_turns(lab, cli, args.turns, task, args.screen_only))
                 if hooks:
                     command, times = hook_call_seconds(lab, args.hook_calls)
                     print(f"\n`{command}` x{len(times)}: median "

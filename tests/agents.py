@@ -163,6 +163,7 @@ class AgentInTmux:
     """
 
     idle = IDLE_FOOTER
+    cli = ""  # the name `conductor pty hooks install --cli` takes
 
     def __init__(self, root: Path, binary: Path, server: ScriptedModel, *,
                  env: Mapping[str, str] | None = None, size: tuple[int, int] = (200, 50),
@@ -183,6 +184,11 @@ class AgentInTmux:
         self.project.mkdir(parents=True, exist_ok=True)
 
     # for subclasses
+
+    @property
+    def hooks_path(self) -> Path:
+        """The settings file our hooks go in, to be filled before the start."""
+        raise NotImplementedError
 
     def command(self) -> list[str]:
         return [str(self.binary)]
@@ -302,12 +308,18 @@ class AgentInTmux:
 class ClaudeInTmux(AgentInTmux):
     """Claude Code against :class:`FakeAnthropic`; its hooks go in ``settings_path``."""
 
+    cli = "claude"
+
     def __init__(self, root: Path, binary: Path, *, env: Mapping[str, str] | None = None,
                  size: tuple[int, int] = (200, 50), start_seconds: float = 60.0) -> None:
         super().__init__(root, binary, FakeAnthropic(), env=env, size=size,
                          start_seconds=start_seconds)
         self.settings_path = self.home / ".claude" / "settings.json"
         self.settings_path.parent.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def hooks_path(self) -> Path:
+        return self.settings_path
 
     def _prepare(self) -> None:
         super()._prepare()
@@ -346,6 +358,8 @@ class CodexInTmux(AgentInTmux):
     the TUI (``close`` would still end it).
     """
 
+    cli = "codex"
+
     def __init__(self, root: Path, binary: Path, *, env: Mapping[str, str] | None = None,
                  size: tuple[int, int] = (200, 50), start_seconds: float = 60.0) -> None:
         super().__init__(root, binary, FakeOpenAI(), env=env, size=size,
@@ -355,6 +369,10 @@ class CodexInTmux(AgentInTmux):
         self.codex_home.mkdir(parents=True, exist_ok=True)
         project = json.dumps(str(self.project.resolve()))  # a TOML basic string
         self.config_path.write_text(CODEX_CONFIG.format(project=project))
+
+    @property
+    def hooks_path(self) -> Path:
+        return self.config_path
 
     def command(self) -> list[str]:
         return [str(self.binary), "--no-daemon"]

@@ -121,10 +121,14 @@ def test_wait_without_hooks_returns_after_the_turn_within_the_window(
     assert 0 < lag < STABILITY_WINDOW_S, f"wait returned {lag:.2f} s after the turn ended"
 
 
-def test_wait_with_hooks_returns_within_two_seconds(claude: ClaudeInTmux) -> None:
-    installed = pty(claude, "hooks", "install", "--cli", "claude",
-                    "--path", str(claude.settings_path))
+def install_hooks(lab: AgentInTmux) -> None:
+    """`conductor pty hooks install` for the lab's CLI, into its scratch settings."""
+    installed = pty(lab, "hooks", "install", "--cli", lab.cli, "--path", str(lab.hooks_path))
     assert installed.returncode == 0, installed.stderr
+
+
+def test_wait_with_hooks_returns_within_two_seconds(claude: ClaudeInTmux) -> None:
+    install_hooks(claude)
     assert "hooks" in json.loads(claude.settings_path.read_text())
     with claude:
         lags = [send_and_time_wait(claude, turns_before=n) for n in range(2)]
@@ -161,9 +165,7 @@ def hold_through_permission(lab: AgentInTmux, question: str, approve: str, hooks
 @pytest.mark.parametrize("hooks", [False, True], ids=["screen", "hooks"])
 def test_wait_holds_through_a_permission_prompt(claude: ClaudeInTmux, hooks: bool) -> None:
     if hooks:
-        installed = pty(claude, "hooks", "install", "--cli", "claude",
-                        "--path", str(claude.settings_path))
-        assert installed.returncode == 0, installed.stderr
+        install_hooks(claude)
     hold_through_permission(claude, "Do you want to proceed?", "Enter",  # "1. Yes" is highlighted
                             hooks)
 
@@ -173,8 +175,7 @@ def test_wait_holds_through_a_permission_prompt(claude: ClaudeInTmux, hooks: boo
 
 
 def install_notify(lab: CodexInTmux) -> None:
-    installed = pty(lab, "hooks", "install", "--cli", "codex", "--path", str(lab.config_path))
-    assert installed.returncode == 0, installed.stderr
+    install_hooks(lab)
     assert "notify = [" in lab.config_path.read_text()
 
 

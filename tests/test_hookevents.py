@@ -334,3 +334,20 @@ def test_event_is_a_plain_value() -> None:
     assert "turn_end" in repr(event)
     with pytest.raises(AttributeError):
         event.extra = 1  # type: ignore[attr-defined]
+
+
+def test_codex_title_turn_is_not_the_end_of_the_users_turn() -> None:
+    # Codex 0.169.0, captured: its hidden turn that names a new thread also runs `notify`,
+    # 0.1 s after the user's first prompt, while the user's own turn has only begun.
+    title_turn = {
+        "type": "agent-turn-complete", "thread-id": "01a204cf-c602-7b71-a5a6-3c786a9843f7",
+        "turn-id": "01a204cf-c621-7e91-bc4c-df4a6d74918b", "cwd": "/home/dev/project",
+        "client": "codex-tui",
+        "input-messages": ["Generate a concise, single-line task title of at most 36 characters "
+                           "and under five words where possible. ...\n\nUser prompt:\nhello"],
+        "last-assistant-message": '{"title": "Conductor test session"}',
+    }
+    users_turn = {**title_turn, "input-messages": ["hello"],
+                  "last-assistant-message": "lorem ipsum"}
+    assert parse_event("codex", json.dumps(title_turn)).kind == "other"
+    assert parse_event("codex", json.dumps(users_turn)).kind == "turn_end"
