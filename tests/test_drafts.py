@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import pytest
 
-from app.classify.packs import Pack, load_pack, load_packs, parse_pack
+from app.classify.packs import Pack, load_packs, parse_pack
 from app.errors import PackError
 from app.model import State
 from scripts.corpus_report import (
@@ -24,6 +24,7 @@ from scripts.corpus_report import (
     pack_for,
     read_drafts,
 )
+from tests.test_packs import assert_rejected
 
 CASES = load_draft_cases()
 WITH_RULES = ("aider", "claude", "codex", "gemini", "opencode", "shell")
@@ -187,15 +188,7 @@ BROKEN = [
 @pytest.mark.parametrize("case", BROKEN, ids=[c.name for c in BROKEN])
 def test_a_broken_input_rule_is_rejected_with_file_and_line(case: BrokenInput,
                                                             tmp_path: Path) -> None:
-    assert case.old in DEMO, "the test case no longer edits the sample pack"
-    path = tmp_path / "demo.yml"
-    path.write_text(DEMO.replace(case.old, case.new, 1), encoding="utf-8")
-    with pytest.raises(PackError) as caught:
-        load_pack(path)
-    message = str(caught.value)
-    assert message.startswith(f"{path}:{case.line}:"), message
-    for word in case.words:
-        assert word in message, message
+    assert_rejected(DEMO, case.old, case.new, case.line, case.words, tmp_path)
 
 
 def test_input_must_be_a_mapping() -> None:

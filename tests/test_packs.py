@@ -98,17 +98,23 @@ BROKEN = [
 ]
 
 
-@pytest.mark.parametrize("case", BROKEN, ids=[c.name for c in BROKEN])
-def test_a_broken_pack_is_rejected_with_file_and_line(case: BrokenPack, tmp_path: Path) -> None:
-    assert case.old in GOOD, "the test case no longer edits the sample pack"
-    path = tmp_path / "demo.yml"
-    path.write_text(GOOD.replace(case.old, case.new, 1), encoding="utf-8")
+def assert_rejected(sample: str, old: str, new: str, line: int, words: tuple[str, ...],
+                    folder: Path) -> None:
+    """``sample`` with ``old`` replaced by ``new`` fails to load, naming the file and ``line``."""
+    assert old in sample, "the test case no longer edits the sample pack"
+    path = folder / "demo.yml"
+    path.write_text(sample.replace(old, new, 1), encoding="utf-8")
     with pytest.raises(PackError) as caught:
         load_pack(path)
     message = str(caught.value)
-    assert message.startswith(f"{path}:{case.line}:"), message
-    for word in case.words:
+    assert message.startswith(f"{path}:{line}:"), message
+    for word in words:
         assert word in message, message
+
+
+@pytest.mark.parametrize("case", BROKEN, ids=[c.name for c in BROKEN])
+def test_a_broken_pack_is_rejected_with_file_and_line(case: BrokenPack, tmp_path: Path) -> None:
+    assert_rejected(GOOD, case.old, case.new, case.line, case.words, tmp_path)
 
 
 def test_load_packs_reports_the_bad_file_among_good_ones(tmp_path: Path) -> None:
