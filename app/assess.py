@@ -161,7 +161,8 @@ def assess(
     signals: Signals = NO_SIGNALS,
 ) -> Assessment:
     """Fold one poll's verdict and the pane's signals into its assessment (rules: module doc)."""
-    policy = replace(policy or Policy(), stable_polls=stable_polls)
+    if policy is None or policy.stable_polls != stable_polls:
+        policy = replace(policy or Policy(), stable_polls=stable_polls)
     first_sight = previous is None or previous.screen_hash is None
     prior = previous or Assessment(state_entered=now, last_change=now, stable_since=now)
     if first_sight:

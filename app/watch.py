@@ -88,6 +88,7 @@ class PaneObserver:
         self.packs = packs
         self.settings = settings
         self.llm = llm
+        self._policies: dict[int, Policy] = {}  # by the pack's stable_polls; built once
 
     def classify(self, tracked: Tracked, raw: str) -> None:
         """Normalise a captured screen and (re)classify it with the pane's pack."""
@@ -129,8 +130,10 @@ class PaneObserver:
         pack_verdict = verdict
         if self.llm is not None and not pane.dead:
             verdict = merge(pack_verdict, self.llm.result(tracked.worker_id, tracked.text_hash))
-        policy = Policy.from_settings(self.settings,
-                                      tracked.pack.stable_polls if tracked.pack else 3)
+        pack_polls = tracked.pack.stable_polls if tracked.pack else 3
+        policy = self._policies.get(pack_polls)
+        if policy is None:
+            policy = self._policies[pack_polls] = Policy.from_settings(self.settings, pack_polls)
         stable_polls = policy.stable_polls
         previous = tracked.assessment
         tracked.assessment = assess(previous, verdict, tracked.stability_hash, now,
