@@ -249,6 +249,8 @@ def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force
     from app import handoff
     from app.classify.packs import load_packs
 
+    if not words and sys.stdin.isatty():
+        raise ConductorError("no text to send: give TEXT, or pipe it on stdin")
     text = " ".join(words) if words else sys.stdin.read()
     if not words and text.endswith("\n"):
         text = text[:-1]  # `echo task | conductor pty send w` means one line, not two Enters
