@@ -39,6 +39,7 @@ PUBLIC_FIELDS = (
 # own `send`) or "hook" (an agent CLI's hook); ``event`` is what the fusion rules read
 # (turn_start, working, turn_end, permission, idle, session_end, other, or "send").
 EVENT_KINDS = ("send", "hook")
+_MAX_SQL_INT = 2**63 - 1
 
 
 def _migrations() -> Migrations:
@@ -145,12 +146,16 @@ class StoreWriter:
             self.conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self.conn
+                self.conn.execute("COMMIT")
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                # A failed COMMIT (disk full) may or may not have ended the transaction.
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
                 raise
-            self.conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise _locked(exc, self.path) from exc
+        except OverflowError as exc:  # an integer SQLite cannot hold (a setting out of range)
+            raise StoreError(f"status store {self.path}: {exc}") from exc
 
     def upsert_pty(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
         _insert(conn, "ptys", row, conflict_key="id")
@@ -175,6 +180,8 @@ class StoreWriter:
                       older_than_ts: float) -> None:
         """Bound the history: at most ``keep_per_pane`` rows per pane, none older than the cut-off
         (the newest row of each pane is kept whatever its age)."""
+        keep_per_pane = min(keep_per_pane, _MAX_SQL_INT)
+        older_than_ts = max(older_than_ts, -1e300)
         conn.execute(
             "DELETE FROM status_history WHERE ts < ? AND seq NOT IN "
             "(SELECT MAX(seq) FROM status_history GROUP BY id)",
