@@ -1,0 +1,209 @@
+"""Faults and hostile input (issue 10): each test reproduces one finding of the fault probe on a
+real tmux server, a real store and, where the finding was about the daemon, a real watcher."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app import store
+from app.classify.packs import load_packs
+from app.config import WatchSettings
+from app.errors import StoreError
+from app.handoff import Refused, check_text
+from app.model import State
+from app.tmux import Tmux
+from app.watch import Watcher
+from tests.conftest import REPO, conductor
+from tests.waiting import retry_until, stays_false
+
+BASH = "env -i HOME={home} TERM=screen PS1='lab$ ' bash --norc --noprofile"
+
+
+def screen(pane: Any) -> str:
+    return "\n".join(pane.capture_pane())
+
+
+def bash_pane(session: Any, home: Path, name: str = "bash") -> Any:
+    window = session.new_window(window_name=name, attach=False, start_directory=str(home),
+                                window_shell=BASH.format(home=home))
+    pane = window.active_pane
+    retry_until(lambda: screen(pane).rstrip().endswith("lab$"), 10)
+    return pane
+
+
+def pty(server: Any, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    return conductor("-L", server.socket_name, "pty", *args, **kwargs)
+
+
+# --- 7: send cannot break out of bracketed paste -----------------------------------------------
+
+@pytest.mark.parametrize("no_enter", [False, True], ids=["enter", "no-enter"])
+def test_send_refuses_the_paste_end_marker_and_the_injected_command_never_runs(
+        server: Any, session: Any, tmp_path: Path, no_enter: bool) -> None:
+    pane = bash_pane(session, tmp_path)
+    marker = tmp_path / "PWNED"
+    hostile = f"echo harmless\x1b[201~\ntouch {marker}\n"
+    args = ["send", pane.pane_id, *(["--no-enter"] if no_enter else []), "--", hostile]
+    result = pty(server, *args)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "control character (U+001B" in result.stderr
+    # Nothing was typed: the marker file never appears and the prompt line is still empty.
+    assert stays_false(marker.exists, 1.5)
+    assert "touch" not in screen(pane) and "harmless" not in screen(pane)
+    # --force concerns the pane's state, not the text: still refused.
+    forced = pty(server, "send", pane.pane_id, "--force", "--", hostile)
+    assert forced.returncode == 1 and not marker.exists()
+    # Plain text with newlines and tabs still goes through and runs.
+    ok = pty(server, "send", pane.pane_id, "--", f"touch {tmp_path / 'fine'}\t")
+    assert ok.returncode == 0, ok.stderr
+    retry_until((tmp_path / "fine").exists, 10)
+
+
+@pytest.mark.parametrize("text", [
+    "a\x1b[201~b",           # bracketed-paste end
+    "\x1b]0;owned\x07",      # OSC: set the terminal title
+    "\x1b[2J",               # CSI: clear the screen
+    "\x9b201~",              # C1 CSI
+    "x\x00y", "x\x03", "x\x7f", "x\x08y", "x\ry",
+], ids=["paste-end", "osc", "csi", "c1-csi", "nul", "ctrl-c", "del", "backspace", "lone-cr"])
+def test_send_refuses_every_terminal_control_sequence(text: str) -> None:
+    with pytest.raises(Refused, match="control character"):
+        check_text(text)
+
+
+def test_send_accepts_newlines_tabs_and_crlf_line_ends() -> None:
+    check_text("line one\r\nline\ttwo\nthree ünïcödé ❯ ✓")
+
+
+# --- 8: a runaway pattern in a user's pack -----------------------------------------------------
+
+RUNAWAY_PACK = """\
+name: slowcat
+description: a user's pack with a pattern that backtracks catastrophically
+detect:
+  commands: [cat]
+rules:
+  - id: runaway
+    state: BUSY
+    region: {last: 5}
+    match: '(a|aa)+$'
+  - id: idle
+    state: READY
+    region: {last: 5}
+    match: 'ready'
+"""
+
+
+@pytest.mark.slow
+def test_a_runaway_user_pattern_marks_its_pane_and_the_watcher_keeps_going(
+        server: Any, session: Any, tmp_path: Path, isolated_env: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    packs_dir = tmp_path / "packs"
+    packs_dir.mkdir()
+    (packs_dir / "slowcat.yml").write_text(RUNAWAY_PACK)
+    monkeypatch.setenv("CONDUCTOR_PACKS_DIR", str(packs_dir))
+    # On Python's re this line takes hours: (a|aa)+ tries every split of 70 a's.
+    runaway = session.new_window(window_name="runaway", attach=False,
+                                 window_shell="exec cat")
+    runaway.active_pane.send_keys("a" * 70 + "!", enter=True, literal=True)
+    bash_pane(session, tmp_path, "calm")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "-L", server.socket_name, "pty", "watch", "--interval",
+         "0.5", "--no-notify"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=REPO)
+    try:
+        def states() -> dict[str, dict[str, Any]]:
+            out = pty(server, "status", "--json")
+            return {w["name"]: w for w in json.loads(out.stdout or "[]")}
+
+        retry_until(lambda: states().get("calm", {}).get("state") == "READY", 30, interval=0.3)
+        retry_until(lambda: "pattern_timeout" in states().get("runaway", {}).get("reasons", []),
+                    30, interval=0.3, message=f"{states()}")
+        row = states()["runaway"]
+        assert row["state"] == "UNKNOWN"
+        assert "took over" in row["summary"] and "(a|aa)+$" in row["summary"]
+        # The watcher keeps cycling: its heartbeat moves on.
+        first = _last_cycle(isolated_env)
+        retry_until(lambda: _last_cycle(isolated_env) > first, 10, interval=0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        _, err = proc.communicate(timeout=5)
+        assert "ran out of time" in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _last_cycle(workers: Path) -> float:
+    conn = sqlite3.connect(f"file:{workers / 'status.db'}?mode=ro", uri=True)
+    try:
+        row = conn.execute("SELECT last_cycle_ts FROM daemon").fetchone()
+        return float(row[0] or 0) if row else 0.0
+    finally:
+        conn.close()
+
+
+# --- 9: the store never disagrees with tmux after one failed write -----------------------------
+
+def test_a_failed_write_is_retried_and_the_store_catches_up(
+        server: Any, session: Any, tmp_path: Path, isolated_env: Path) -> None:
+    writer = store.StoreWriter(isolated_env)
+    tmux = Tmux(socket_name=server.socket_name)
+    # A real failing write: a trigger refuses every status row while "disk_full" holds a row.
+    writer.conn.executescript(
+        "CREATE TABLE disk_full (x); INSERT INTO disk_full VALUES (1);"
+        "CREATE TRIGGER full_i BEFORE INSERT ON status WHEN (SELECT COUNT(*) FROM disk_full) "
+        "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;"
+        "CREATE TRIGGER full_u BEFORE UPDATE ON status WHEN (SELECT COUNT(*) FROM disk_full) "
+        "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;")
+    watcher = Watcher(tmux, writer, load_packs(), WatchSettings(interval_s=0.2, stable_polls=1,
+                                                                ready_min_s=0))
+    notified: list[str] = []
+    watcher.on_transition = lambda t, tracked: notified.append(t.state.value)
+    pane = bash_pane(session, tmp_path, "shell")
+    with pytest.raises(StoreError, match="disk is full"):
+        for _ in range(50):
+            watcher.tick()
+    # Space comes back: the next cycles write every row and the transition they missed.
+    writer.conn.execute("DELETE FROM disk_full")
+
+    def stored_state() -> str | None:
+        watcher.tick()
+        row = writer.conn.execute(
+            "SELECT s.state FROM status s JOIN ptys p ON p.id = s.id WHERE p.pane_id = ?",
+            (pane.pane_id,)).fetchone()
+        return row[0] if row else None
+
+    retry_until(lambda: stored_state() == "READY", 10, interval=0.1)
+    wid = next(w for w, t in watcher.tracked.items() if t.pane.pane_id == pane.pane_id)
+    history = [r[0] for r in writer.conn.execute(
+        "SELECT state FROM status_history WHERE id = ? ORDER BY seq", (wid,))]
+    assert "READY" in history
+    assert "READY" in notified
+    assert json.loads((isolated_env / wid / "status.json").read_text())["state"] == "READY"
+    writer.close()
+
+
+def test_a_setting_too_big_for_sqlite_fails_one_prune_and_not_every_row(
+        server: Any, session: Any, tmp_path: Path, isolated_env: Path) -> None:
+    writer = store.StoreWriter(isolated_env)
+    settings = WatchSettings(interval_s=0.2, history_rows_per_pane=10**30, stable_polls=1,
+                             ready_min_s=0)
+    watcher = Watcher(Tmux(socket_name=server.socket_name), writer, load_packs(), settings)
+    bash_pane(session, tmp_path, "shell")
+    retry_until(lambda: watcher.tick() is not None and any(
+        t.assessment is not None and t.assessment.state is State.READY
+        for t in watcher.tracked.values()), 10, interval=0.1)
+    names = {r[0] for r in writer.conn.execute(
+        "SELECT p.name FROM status s JOIN ptys p ON p.id = s.id")}
+    assert "shell" in names
+    writer.close()
