@@ -71,11 +71,14 @@ def short_line(workers_dir: str | Path, colour: bool = False) -> str:
     """The tmux status-right line; never raises, so the status line stays clean."""
     from app import render
     from app.errors import ConductorError
+    from app.store import StoreMissing
 
     try:
         snap = snapshot(workers_dir)
-    except ConductorError:
+    except StoreMissing:
         return "[conductor: no store]"
+    except ConductorError:
+        return "[conductor: store unreadable]"
     if snap.watcher_pid is None:
         return "[conductor: watcher stopped]"
     return render.short_line(snap.workers, colour=colour) or "[conductor: no panes]"

@@ -415,7 +415,11 @@ class Watcher:
 
     def _remove_folder(self, wid: str) -> None:
         if WORKER_ID_RE.match(wid):
-            shutil.rmtree(self.workers_dir / wid, ignore_errors=True)
+            folder = self.workers_dir / wid
+            if folder.is_symlink():
+                folder.unlink(missing_ok=True)  # the link itself, never what it points at
+            else:
+                shutil.rmtree(folder, ignore_errors=True)
 
     def _notify(self, transition: Transition) -> None:
         tracked = self.tracked.get(transition.pane_key)
