@@ -355,9 +355,15 @@ class StoreReader:
 
     def __init__(self, workers_dir: str | Path) -> None:
         self.path = db_path(workers_dir)
-        if not os.path.exists(self.path):
+        try:
+            os.stat(self.path)
+        except PermissionError:
+            # Another user's private store: it may well exist, but we may not look inside.
+            raise StoreError(f"cannot read the status store {self.path}: permission denied"
+                             ) from None
+        except OSError:
             raise StoreMissing(f"no status store at {self.path}: start `conductor pty watch` "
-                               "first")
+                               "first") from None
         _refuse_link(self.path)
         try:
             self.conn = self._open("mode=ro")

@@ -4,10 +4,14 @@ real tmux server, a real store and, where the finding was about the daemon, a re
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +20,11 @@ import pytest
 from app import store
 from app.classify.packs import load_packs
 from app.config import WatchSettings
+from app.daemon import InstanceLock
 from app.errors import StoreError
+from app.files import write_atomic
 from app.handoff import Refused, check_text
+from app.hook import main as hook_main
 from app.model import State
 from app.tmux import Tmux
 from app.watch import Watcher
@@ -207,3 +214,169 @@ def test_a_setting_too_big_for_sqlite_fails_one_prune_and_not_every_row(
         "SELECT p.name FROM status s JOIN ptys p ON p.id = s.id")}
     assert "shell" in names
     writer.close()
+
+
+# --- 11: concurrent hooks on a store that does not exist yet -----------------------------------
+
+def test_concurrent_hooks_on_a_new_store_lose_no_event(tmp_path: Path) -> None:
+    for round_ in range(2):
+        workers = tmp_path / f"store{round_}"
+        env = {**os.environ, "CONDUCTOR_WORKERS_DIR": str(workers),
+               "TMUX": "/tmp/tmux-0/default,4242,0"}
+        procs = []
+        for i in range(12):
+            payload = json.dumps({"session_id": f"s{i}", "transcript_path": "/tmp/t.jsonl",
+                                  "cwd": "/tmp", "hook_event_name": "Stop"})
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "app", "pty", "hook", "--cli", "claude", payload],
+                env={**env, "TMUX_PANE": f"%{i}"}, cwd=REPO, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True))
+        for proc in procs:
+            out, err = proc.communicate(timeout=60)
+            assert (proc.returncode, out, err) == (0, "", "")
+        conn = sqlite3.connect(workers / "status.db")
+        panes = sorted(r[0] for r in conn.execute("SELECT pane_id FROM events"))
+        conn.close()
+        log = workers / "hook.log"
+        assert panes == sorted(f"%{i}" for i in range(12)), \
+            log.read_text() if log.exists() else "no hook.log"
+
+
+# --- 12: a private store folder, and nothing opened through a link ------------------------------
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.lstat().st_mode)
+
+
+def test_the_store_is_private(server: Any, session: Any, tmp_path: Path,
+                              isolated_env: Path) -> None:
+    writer = store.StoreWriter(isolated_env)
+    watcher = Watcher(Tmux(socket_name=server.socket_name), writer, load_packs(),
+                      WatchSettings(interval_s=0.2))
+    bash_pane(session, tmp_path)
+    watcher.tick()
+    lock = InstanceLock(isolated_env / "watch.lock")
+    lock.acquire()
+    hook_main(["not json"], env={"CONDUCTOR_WORKERS_DIR": str(isolated_env)})
+    assert _mode(isolated_env) == 0o700
+    files = ["status.db", "status.db-wal", "status.db-shm", "hook.log", "watch.lock",
+             "store.lock"]
+    assert {name: oct(_mode(isolated_env / name)) for name in files} == \
+        {name: oct(0o600) for name in files}
+    for wid in watcher.tracked:
+        assert _mode(isolated_env / wid) == 0o700
+        assert _mode(isolated_env / wid / "status.json") == 0o600
+    lock.release()
+    writer.close()
+
+
+def test_links_planted_in_the_store_are_never_followed(
+        server: Any, session: Any, tmp_path: Path, isolated_env: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    isolated_env.mkdir(mode=0o700)
+    (isolated_env / "watch.lock").symlink_to(victim)
+    (isolated_env / "hook.log").symlink_to(victim)
+    with pytest.raises(StoreError, match="symbolic link"):
+        InstanceLock(isolated_env / "watch.lock").acquire()
+    hook_main(["not json"], env={"CONDUCTOR_WORKERS_DIR": str(isolated_env)})
+    assert victim.read_text() == "precious\n"
+
+    # A pane's folder swapped for a link: status.json is not written through it.
+    writer = store.StoreWriter(isolated_env)
+    watcher = Watcher(Tmux(socket_name=server.socket_name), writer, load_packs(),
+                      WatchSettings(interval_s=0.2, stable_polls=1, ready_min_s=0))
+    pane = bash_pane(session, tmp_path)
+    watcher.tick()
+    wid = next(w for w, t in watcher.tracked.items() if t.pane.pane_id == pane.pane_id)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.rmtree(isolated_env / wid)
+    (isolated_env / wid).symlink_to(elsewhere)
+    pane.send_keys("echo moved", enter=True)
+    retry_until(lambda: watcher.tick() is not None and
+                "moved" in watcher.tracked[wid].text, 10, interval=0.1)
+    assert list(elsewhere.iterdir()) == []
+    writer.close()
+
+    # The owner of a linked file is not copied onto our replacement.
+    target = tmp_path / "owned-by-nobody.json"
+    target.write_text("{}")
+    os.chown(target, 65534, 65534)
+    link = tmp_path / "status.json"
+    link.symlink_to(target)
+    write_atomic(link, "{}\n", mode=0o600)
+    assert not link.is_symlink() and link.stat().st_uid == os.getuid()
+    assert target.read_text() == "{}"
+
+
+# --- 16: readers on a read-only mount, and as another user -------------------------------------
+
+def _can_mount() -> bool:
+    return os.geteuid() == 0 and shutil.which("mount") is not None
+
+
+@pytest.mark.skipif(not _can_mount(), reason="needs root to bind-mount a read-only store")
+@pytest.mark.parametrize("writer_open", [True, False], ids=["watcher-running", "watcher-gone"])
+def test_readers_read_a_store_on_a_read_only_mount(tmp_path: Path, isolated_env: Path,
+                                                   writer_open: bool) -> None:
+    writer = store.StoreWriter(isolated_env)
+    with writer.transaction() as conn:
+        writer.upsert_pty(conn, {"id": "abc", "name": "api", "pane_id": "%1"})
+        writer.upsert_status(conn, [{"id": "abc", "state": "READY", "summary": "idle"}])
+        writer.heartbeat(conn, pid=os.getpid(), last_cycle_ts=time.time())
+    if not writer_open:
+        writer.close()
+    mounted = tmp_path / "ro"
+    mounted.mkdir()
+    bound = subprocess.run(["mount", "--bind", str(isolated_env), str(mounted)], check=False,
+                           capture_output=True)
+    if bound.returncode != 0:
+        writer.close()
+        pytest.skip(f"bind mount refused: {bound.stderr!r}")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(mounted)], check=True)
+        result = conductor("--workers-dir", str(mounted), "pty", "status", "--json")
+        assert result.returncode == 0, result.stderr
+        assert [(w["name"], w["state"]) for w in json.loads(result.stdout)] == [("api", "READY")]
+        short = conductor("pty", "status", "--short",
+                          env={"CONDUCTOR_WORKERS_DIR": str(mounted)})
+        assert "no store" not in short.stdout and "unreadable" not in short.stdout
+    finally:
+        subprocess.run(["umount", str(mounted)], check=False)
+        if writer_open:
+            writer.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="needs root to run the reader as nobody")
+def test_another_user_is_told_the_store_is_unreadable_not_missing(tmp_path: Path) -> None:
+    workers = tmp_path / "store"
+    store.StoreWriter(workers).close()
+    tmp_path.chmod(0o755)  # nobody may reach the folder; the folder itself stays private
+    result = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-S",
+         "-c", "import sys; sys.path.insert(0, sys.argv[1]); from app.status import short_line;"
+         " print(short_line(sys.argv[2]))", str(REPO), str(workers)],
+        capture_output=True, text=True, timeout=30, check=False)
+    assert result.stdout.strip() == "[conductor: store unreadable]", result.stderr
+
+
+# --- 13: a store from a newer release ----------------------------------------------------------
+
+@pytest.mark.parametrize("change", [
+    "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
+    "VALUES ('conductor_pty', 'm099_future', 'x')",
+    "INSERT INTO status (id, state) VALUES ('x', 'HIBERNATING')",
+], ids=["unknown-migration", "unknown-state"])
+def test_a_store_from_a_newer_release_is_refused_in_one_line(
+        server: Any, isolated_env: Path, change: str) -> None:
+    store.StoreWriter(isolated_env).close()
+    conn = sqlite3.connect(isolated_env / "status.db")
+    conn.execute(change)
+    conn.commit()
+    conn.close()
+    result = pty(server, "watch", "--once", "--no-notify")
+    assert result.returncode == 1
+    assert result.stderr.startswith("Error: status store") and "newer conductor pty" in \
+        result.stderr and result.stderr.count("\n") == 1
