@@ -153,7 +153,8 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching
         for line in _watcher_warnings(snap):
             click.echo(line, err=True)
         if as_json:
-            click.echo(render.as_json(snap.workers, time.time(), grace))
+            now = time.time()
+            click.echo(render.as_json(snap.workers, now, grace, snap.stale_for(now)))
         else:
             click.echo(render.table(snap.workers, time.time(), grace) if snap.workers
                        else "no panes watched yet")
@@ -179,9 +180,12 @@ def _watcher_warnings(snap: Any) -> list[str]:
     if snap.watcher_pid is None:
         return ["conductor pty: the watcher is not running; states may be stale "
                 "(start `conductor pty watch`)"]
-    if snap.watcher_problem:
-        return [f"conductor pty: {snap.watcher_problem}"]
-    return []
+    lines = [f"conductor pty: {snap.watcher_problem}"] if snap.watcher_problem else []
+    stale = snap.stale_for(time.time())
+    if stale is not None:
+        lines.append(f"conductor pty: stale: the watcher's last cycle was "
+                     f"{render.duration(stale)} ago (hung, unable to write, or no tmux server)")
+    return lines
 
 
 @pty.command()

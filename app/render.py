@@ -40,6 +40,15 @@ def duration(seconds: float) -> str:
     return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
 
 
+def coarse(seconds: float) -> str:
+    """One unit, for the status line: ``45s``, ``2m``, ``3h``, ``2d``."""
+    seconds = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
 def short_line(workers: Sequence[Mapping[str, Any]], colour: bool = False) -> str:
     """``[worker-a: READY] [api: NEEDS_CONF]`` for tmux's status-right."""
     parts = []
@@ -99,7 +108,10 @@ def _one_line(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def as_json(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120.0) -> str:
+def as_json(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120.0,
+            stale_s: float | None = None) -> str:
+    """``stale_s``: how old the states are when the watcher stopped or fell behind (None:
+    fresh); each row then says ``"stale": true`` and ``"stale_s"``."""
     import json
 
     out = []
@@ -108,7 +120,9 @@ def as_json(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 1
         changed = w.get("last_change_ts")
         out.append({**w, "waiting_s": None if waited is None else round(waited, 1),
                     "waiting_long": long_wait,
-                    "inactive_s": round(max(0.0, now - changed), 1) if changed else None})
+                    "inactive_s": round(max(0.0, now - changed), 1) if changed else None,
+                    "stale": stale_s is not None,
+                    "stale_s": None if stale_s is None else round(stale_s, 1)})
     return json.dumps(out, indent=2, ensure_ascii=False)
 
 

@@ -380,3 +380,34 @@ def test_a_store_from_a_newer_release_is_refused_in_one_line(
     assert result.returncode == 1
     assert result.stderr.startswith("Error: status store") and "newer conductor pty" in \
         result.stderr and result.stderr.count("\n") == 1
+
+
+# --- 10: readers say when the states are stale --------------------------------------------------
+
+@pytest.mark.slow
+def test_readers_say_stale_when_the_watcher_is_hung(
+        server: Any, session: Any, tmp_path: Path, isolated_env: Path,
+        watcher_process: Any) -> None:
+    bash_pane(session, tmp_path)
+    proc = watcher_process("--interval", "0.3", "--no-notify")
+    retry_until(lambda: "READY" in pty(server, "status", "--short").stdout, 20, interval=0.2)
+    assert pty(server, "status").stderr == ""
+    proc.send_signal(signal.SIGSTOP)  # hung: alive, but no cycle finishes
+    try:
+        # Two minutes without a cycle, as seen by readers (the watcher itself is frozen).
+        conn = sqlite3.connect(isolated_env / "status.db")
+        conn.execute("UPDATE daemon SET last_cycle_ts = ?", (time.time() - 125,))
+        conn.commit()
+        conn.close()
+        short = pty(server, "status", "--short")
+        assert short.stdout.strip() == "[conductor: stale 2m]"
+        table = pty(server, "status")
+        assert "stale: the watcher's last cycle was 2m0" in table.stderr
+        rows = json.loads(pty(server, "status", "--json").stdout)
+        assert rows and all(r["stale"] and r["stale_s"] >= 125 for r in rows)
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    # Once it runs again, the next cycle makes the states fresh.
+    retry_until(lambda: "stale" not in pty(server, "status", "--short").stdout, 20,
+                interval=0.2)
+    assert not json.loads(pty(server, "status", "--json").stdout)[0]["stale"]
