@@ -25,6 +25,7 @@ from app.classify.packs import Pack, PatternTimeout, detect_pack, time_limit
 from app.config import WatchSettings
 from app.errors import ConductorError, TmuxServerNotRunning
 from app.model import Pane, State, Transition, Verdict
+from app.render import clean_text
 from app.screen import normalise, screen_hash
 from app.store import StoreWriter, public_row
 from app.tmux import Tmux
@@ -446,8 +447,8 @@ def _history_row(transition: Transition) -> dict[str, Any]:
         "ts": transition.ts,
         "state": transition.state.value,
         "previous_state": transition.previous.value if transition.previous else None,
-        "summary": verdict.summary,
-        "actions_needed": verdict.actions_needed,
+        "summary": clean_text(verdict.summary),
+        "actions_needed": clean_text(verdict.actions_needed),
         "reasons": list(verdict.reasons),
         "rule_id": verdict.rule_id,
         "classifier": verdict.classifier,
@@ -460,8 +461,8 @@ def _status_row(worker: str, a: Assessment) -> dict[str, Any]:
     return {
         "id": worker,
         "state": a.state.value,
-        "summary": a.summary,
-        "actions_needed": a.actions_needed,
+        "summary": clean_text(a.summary),
+        "actions_needed": clean_text(a.actions_needed),
         "confidence": a.confidence,
         "reasons": list(a.reasons),
         "rule_id": verdict.rule_id if verdict else None,

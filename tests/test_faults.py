@@ -18,17 +18,21 @@ from typing import Any
 import pytest
 
 from app import store
+from app.classify.llm import LLMClassifier, LLMSettings
 from app.classify.packs import load_packs
+from app.classify.redact import redact
 from app.config import WatchSettings
 from app.daemon import InstanceLock
-from app.errors import StoreError
+from app.errors import LLMError, StoreError
 from app.files import write_atomic
 from app.handoff import Refused, check_text
 from app.hook import main as hook_main
 from app.model import State
+from app.render import clean_text
 from app.tmux import Tmux
 from app.watch import Watcher
 from tests.conftest import REPO, conductor
+from tests.openrouter_server import OpenRouterServer, Reply
 from tests.waiting import retry_until, stays_false
 
 BASH = "env -i HOME={home} TERM=screen PS1='lab$ ' bash --norc --noprofile"
@@ -411,3 +415,96 @@ def test_readers_say_stale_when_the_watcher_is_hung(
     retry_until(lambda: "stale" not in pty(server, "status", "--short").stdout, 20,
                 interval=0.2)
     assert not json.loads(pty(server, "status", "--json").stdout)[0]["stale"]
+
+
+# --- 14: terminal escapes from outside never reach the store or a terminal ---------------------
+
+HOSTILE_SUMMARY = "\x1b]0;owned\x07Asks to \x1b[2Jship\x9b31m \u202eit\x00"
+
+
+@pytest.mark.slow
+def test_an_llm_summary_with_escapes_is_stored_and_printed_clean(
+        server: Any, session: Any, watcher_process: Any, isolated_env: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    with OpenRouterServer(default=Reply.verdict("NEEDS_CONFIRMATION", HOSTILE_SUMMARY,
+                                                "\x1b[31manswer\x1b[0m")) as llm:
+        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-v1-" + "ab" * 24)
+        monkeypatch.setenv("OPENROUTER_BASE_URL", llm.base_url)
+        session.new_window(window_name="deploy", attach=False, window_shell=(
+            "sh -c 'printf \"Ship it to production now?\\n\"; sleep 600'"))
+        watcher_process("--interval", "0.3", "--no-notify")
+
+        def deploy() -> dict[str, Any]:
+            done = pty(server, "status", "--json")
+            rows = json.loads(done.stdout) if done.returncode == 0 else []
+            return next((w for w in rows if w["name"] == "deploy"), {})
+
+        retry_until(lambda: deploy().get("state") == "NEEDS_CONFIRMATION", 20, interval=0.2)
+    row = deploy()
+    assert row["summary"] == "Asks to ship it"
+    assert row["actions_needed"] == "answer"
+    on_disk = (isolated_env / row["id"] / "status.json").read_text()
+    assert "\\u001b" not in on_disk and "\x1b" not in on_disk
+    for argv in (["tail", row["id"]], ["status"]):
+        printed = pty(server, *argv)
+        assert printed.returncode == 0
+        assert "Asks to ship it" in printed.stdout
+        assert not any((ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) <= 0x9F
+                       for c in printed.stdout), repr(printed.stdout)
+
+
+@pytest.mark.parametrize("text, clean", [
+    ("a\x1b]0;title\x07b", "ab"),
+    ("x\x1b[2Jy", "xy"),
+    ("p\x1b]8;;http://e\x1b\\link\x1b]8;;\x1b\\q", "plinkq"),
+    ("t\x07\x00\x7f\u202eevil", "tevil"),
+    ("\x9b31mred", "red"),
+    ("two\nlines\tand tab", "two lines and tab"),
+    ("ünïcödé ❯ ✓", "ünïcödé ❯ ✓"),
+], ids=["osc-title", "csi-clear", "osc8-link", "controls-bidi", "c1-csi", "newline-tab",
+        "unicode"])
+def test_clean_text_leaves_only_printable_text(text: str, clean: str) -> None:
+    assert clean_text(text) == clean
+
+
+# --- 15: redaction gaps, and no redirects for the LLM client -----------------------------------
+
+KEY = "sk-or-v1-" + "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize("screen, secret", [
+    ("$ psql postgres://admin:hunter2pw@db:5432/app", "hunter2pw"),
+    ("$ git clone https://bob:s3cr3tTok@example.com/x.git", "s3cr3tTok"),
+    ("$ mysql --password hunter2pw -u root", "hunter2pw"),
+    ("$ deploy --api-key 'abc def ghi'", "abc def ghi"),
+    ("GITLAB_TOKEN glpat-abcdefghij0123456789xyz", "glpat-abcdefghij0123456789xyz"),
+    ("maps key AIzaSyA1234567890abcdefghijklmnopqrstuv in use",
+     "AIzaSyA1234567890abcdefghijklmnopqrstuv"),
+    (f"export OPENROUTER_KEY={KEY[:30]}\n{KEY[30:]}\n❯ ", KEY[30:]),
+    (f"echo {KEY[:14]}\n{KEY[14:44]}\n{KEY[44:]}\n$ ", KEY[14:44]),
+], ids=["postgres-url", "https-url", "password-flag", "api-key-flag", "gitlab", "google",
+        "wrapped-key", "wrapped-three-lines"])
+def test_redaction_closes_the_probe_gaps(screen: str, secret: str) -> None:
+    out = redact(screen)
+    assert secret not in out
+    assert out.count("\n") == screen.count("\n")  # the screen keeps its shape
+    assert out.splitlines()[-1] == screen.splitlines()[-1] or "[REDACTED]" in out
+
+
+def test_prose_and_prompts_survive_redaction() -> None:
+    screen = ("Used 1.2k tokens\n--token-limit\nssh user@host\nhttps://example.com/a@b\n"
+              "tokens: 12k\n❯ ")
+    assert redact(screen) == screen.replace("12k", "[REDACTED]")
+
+
+def test_the_llm_client_follows_no_redirect() -> None:
+    moved = Reply(status=307, headers=(("Location", "/v1/chat/completions"),), body="")
+    with OpenRouterServer(default=moved) as srv:
+        llm = LLMClassifier(LLMSettings(api_key=KEY, base_url=srv.base_url, timeout=5.0,
+                                        max_retries=0))
+        try:
+            with pytest.raises(LLMError, match=r"redirect .*not followed"):
+                llm.classify("Ship it to production now?\n", "generic")
+        finally:
+            llm.close()
+        assert srv.count == 1  # requests would have made 31
