@@ -24,6 +24,37 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class Seconds(click.ParamType):  # type: ignore[type-arg]  # generic only from click 8.3
+    """A finite number of seconds within bounds: nan would poll with no pause, inf overflows
+    timestamps, 1e309 is inf."""
+
+    name = "seconds"
+
+    def __init__(self, low: float, high: float, low_open: bool = False) -> None:
+        self.low, self.high, self.low_open = low, high, low_open
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+                ) -> float:
+        if isinstance(value, float):
+            number = value
+        else:
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        import math
+
+        too_low = number <= self.low if self.low_open else number < self.low
+        if not math.isfinite(number) or too_low or number > self.high:
+            low = f"more than {self.low:g}" if self.low_open else f"at least {self.low:g}"
+            self.fail(f"{value!r} is not a number of seconds {low} and at most {self.high:g}",
+                      param, ctx)
+        return number
+
+
+_MAX_ROWS = 1_000_000
+
+
 @dataclass
 class Context:
     socket_name: str | None
@@ -77,7 +108,7 @@ def pty(obj: Context, socket_name: str | None) -> None:
 
 
 @pty.command()
-@click.option("--interval", type=click.FloatRange(min=0.05), default=None,
+@click.option("--interval", type=Seconds(0.05, 86400), default=None,
               help=f"Seconds between polls (default {config.DEFAULT_INTERVAL_S:g}, or the "
                    "config file's).")
 @click.option("--stable-polls", type=click.IntRange(min=1), default=None,
@@ -135,7 +166,7 @@ def create(obj: Context, directory: Path, name: str | None, cli_name: str | None
               help="With --short: tmux colour markup.")
 @click.option("--watch", "keep_watching", is_flag=True,
               help="Redraw in place every --interval seconds until Ctrl-C.")
-@click.option("--interval", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
+@click.option("--interval", type=Seconds(0.2, 86400), default=2.0, show_default=True,
               help="With --watch: seconds between redraws.")
 @click.pass_obj
 @friendly_errors
@@ -144,6 +175,11 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching
     """Every watched pane, the ones needing a human first, with how long each has waited."""
     from app.status import short_line, snapshot
 
+    if short and (as_json or keep_watching):
+        raise click.UsageError("--short is one line for tmux; it cannot be combined with "
+                               "--json or --watch")
+    if as_json and keep_watching:
+        raise click.UsageError("--json and --watch cannot be combined")
     if short:
         click.echo(short_line(obj.workers_dir, colour))
         return
@@ -156,14 +192,15 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching
             now = time.time()
             click.echo(render.as_json(snap.workers, now, grace, snap.stale_for(now)))
         else:
-            click.echo(render.table(snap.workers, time.time(), grace) if snap.workers
-                       else "no panes watched yet")
+            click.echo(render.table(snap.workers, time.time(), grace, _terminal_width())
+                       if snap.workers else "no panes watched yet")
         return
     try:
         while True:
             now = time.time()
             snap = snapshot(obj.workers_dir)
-            body = render.table(snap.workers, now, grace) if snap.workers else \
+            body = render.table(snap.workers, now, grace, _terminal_width()) if snap.workers \
+                else \
                 "no panes watched yet"
             header = [time.strftime("%H:%M:%S", time.localtime(now)) + "  conductor pty status"
                       f"  (every {interval:g}s, Ctrl-C to stop)", *_watcher_warnings(snap), ""]
@@ -174,6 +211,15 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching
             time.sleep(interval)
     except KeyboardInterrupt:
         click.echo("")
+
+
+def _terminal_width() -> int | None:
+    """The terminal's width when printing to one; None (no cut) into a pipe or a file."""
+    if not sys.stdout.isatty():
+        return None
+    import shutil
+
+    return shutil.get_terminal_size().columns
 
 
 def _watcher_warnings(snap: Any) -> list[str]:
@@ -190,7 +236,8 @@ def _watcher_warnings(snap: Any) -> list[str]:
 
 @pty.command()
 @click.argument("ident", metavar="ID")
-@click.option("-n", "lines", type=click.IntRange(min=1), default=20, show_default=True,
+@click.option("-n", "lines", type=click.IntRange(min=1, max=_MAX_ROWS), default=20,
+              show_default=True,
               help="How many transitions to show.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new transitions.")
 @click.pass_obj
@@ -268,9 +315,9 @@ def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force
 @click.argument("ident", metavar="ID|NAME|%PANE")
 @click.option("--until", "until_text", default="READY", show_default=True,
               help="State to wait for; several separated by commas, e.g. READY,NEEDS_CONF.")
-@click.option("--timeout", type=click.FloatRange(min=0), default=None,
+@click.option("--timeout", type=Seconds(0, 10**9), default=None,
               help="Give up after this many seconds (exit 124). Default: wait for ever.")
-@click.option("--poll", type=click.FloatRange(min=0.05), default=None,
+@click.option("--poll", type=Seconds(0.05, 3600), default=None,
               help="Seconds between looks at the pane (default 0.5, config [wait]).")
 @click.option("-v", "--verbose", is_flag=True, help="Say on stderr why it keeps waiting.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
@@ -307,7 +354,7 @@ def wait(obj: Context, ident: str, until_text: str, timeout: float | None, poll:
     a = result.assessment
     if not result.reached:
         click.echo(f"timed out after {render.duration(result.waited_s)}: {target.label} is "
-                   f"{a.state.value} for {render.duration(a.seconds_in_state(time.time()))}"
+                   f"{a.state.value} for {render.duration(watch.seconds_in_state(result))}"
                    f"{': ' + render.clean_text(a.summary) if a.summary else ''}", err=True)
         sys.exit(handoff.TIMEOUT_EXIT)
     if not quiet:
@@ -379,7 +426,8 @@ def _read_config() -> Config:
 
 @pty.command()
 @click.argument("ident", metavar="ID|NAME")
-@click.option("-n", "lines", type=click.IntRange(min=0), default=5, show_default=True,
+@click.option("-n", "lines", type=click.IntRange(min=0, max=_MAX_ROWS), default=5,
+              show_default=True,
               help="How many recent transitions to show.")
 @click.pass_obj
 @friendly_errors
@@ -446,7 +494,7 @@ def classify(files: Sequence[str], cli_name: str | None, as_json: bool, explain:
         raise ConductorError(f"unknown --cli {cli_name!r}; known: {', '.join(sorted(packs))}")
     llm = _llm_for_cli() if use_llm else None
     sources = list(files) or ["-"]
-    json_lines = as_json or len(sources) > 1
+    json_lines = as_json
     for source in sources:
         text = _read_screen(source)
         pack = packs[cli_name] if cli_name else detect_pack(packs, text)
@@ -464,8 +512,9 @@ def classify(files: Sequence[str], cli_name: str | None, as_json: bool, explain:
                    if explain else {}),
             }, ensure_ascii=False))
             continue
-        click.echo(f"{verdict.state.value}  cli={pack.name}  rule={verdict.rule_id or '-'}"
-                   f"  reasons={','.join(verdict.reasons)}")
+        named = f"{source}: " if len(sources) > 1 else ""
+        click.echo(f"{named}{verdict.state.value}  cli={pack.name}  "
+                   f"rule={verdict.rule_id or '-'}  reasons={','.join(verdict.reasons)}")
         if verdict.summary:
             click.echo(f"summary: {render.clean_text(verdict.summary)}")
         if verdict.actions_needed:
@@ -501,7 +550,20 @@ def _read_screen(source: str) -> str:
 def run(argv: list[str]) -> int:
     config.load_dotenv_file()
     try:
-        conductor.main(args=argv, prog_name="conductor", standalone_mode=True)
+        result = conductor.main(args=argv, prog_name="conductor", standalone_mode=False)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    return 0
+    except click.ClickException as exc:
+        # Usage errors too: one line on stderr, exit 1 (click would print usage and exit 2).
+        message = " ".join(exc.format_message().split())
+        if len(message) > 300:  # a 100 KB path in a message helps nobody
+            message = message[:200] + " … " + message[-80:]
+        hint = ""
+        if isinstance(exc, click.UsageError) and exc.ctx is not None:
+            hint = f" (see `{exc.ctx.command_path} --help`)"
+        click.echo(f"Error: {message}{hint}", err=True)
+        return 1
+    except click.Abort:
+        click.echo("Aborted.", err=True)
+        return 1
+    return result if isinstance(result, int) else 0

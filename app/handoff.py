@@ -117,6 +117,7 @@ class PaneWatch:
         self.tracked = Tracked(worker_id=target.worker_id, pane=target.pane, name=target.name,
                                named_by_user=True, cli_forced=target.cli_forced)
         self._event_seq = 0
+        self._watcher_row: dict[str, Any] | None = None
 
     def poll(self, now: float | None = None) -> Assessment:
         now = time.time() if now is None else now
@@ -130,7 +131,7 @@ class PaneWatch:
             raise PaneNotFound(f"pane {self.target.label} is gone")
         self.tracked.pane = pane
         self.observer.classify(self.tracked, screens[pane_id])
-        watcher_row = self._read_store()
+        watcher_row = self._watcher_row = self._read_store()
         self.observer.assess(self.tracked, now)
         assessment = self.tracked.assessment
         assert assessment is not None  # a classified screen is always assessed
@@ -143,6 +144,17 @@ class PaneWatch:
                 reasons=(*assessment.reasons, "watcher_verdict"),
                 summary=(watcher_row or {}).get("summary") or assessment.summary)
         return assessment
+
+    def seconds_in_state(self, result: WaitResult, now: float | None = None) -> float:
+        """How long the pane has been in its final state: the watcher's account when it saw
+        the same state for longer (it may have watched for hours), else this wait's own."""
+        now = time.time() if now is None else now
+        seen = max(result.state_seen_s, result.assessment.seconds_in_state(now))
+        row = self._watcher_row
+        if row is not None and row.get("state") == result.assessment.state.value and \
+                row.get("state_entered_ts"):
+            seen = max(seen, now - float(row["state_entered_ts"]))
+        return seen
 
     @property
     def pack(self) -> Pack | None:
@@ -225,6 +237,8 @@ class WaitResult:
     reached: bool
     assessment: Assessment
     waited_s: float
+    # How long this wait saw the final state without a break (all of it when it never changed).
+    state_seen_s: float = 0.0
 
 
 def wait(watch: PaneWatch, until: Collection[State], timeout_s: float | None,
@@ -233,16 +247,23 @@ def wait(watch: PaneWatch, until: Collection[State], timeout_s: float | None,
     """Poll until the pane's reported state is one of ``until``, or the timeout passes."""
     started = time.monotonic()
     last: State | None = None
+    since = started
+    settling = False
     while True:
         assessment = watch.poll()
         if assessment.state is not last:
+            if last is not None and not settling:
+                since = time.monotonic()
             last = assessment.state
             if on_change is not None:
                 on_change(assessment)
-        waited = time.monotonic() - started
+        # UNKNOWN while first settling is no state of the pane's: the next one began before.
+        settling = assessment.reasons[-1:] == ("settling",)
+        now = time.monotonic()
+        waited = now - started
         if assessment.state in until:
-            return WaitResult(True, assessment, waited)
+            return WaitResult(True, assessment, waited, now - since)
         if timeout_s is not None and waited >= timeout_s:
-            return WaitResult(False, assessment, waited)
+            return WaitResult(False, assessment, waited, now - since)
         pause = poll_s if timeout_s is None else min(poll_s, max(0.0, timeout_s - waited))
         time.sleep(pause)

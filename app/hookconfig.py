@@ -178,6 +178,9 @@ def _parse_json(cli: str, path: Path, text: str) -> dict[str, Any]:
         # Gemini reads settings.json with comments stripped; a rewrite would lose them.
         hint = "; comments cannot be kept, merge the snippet by hand" if cli == "gemini" else ""
         raise ConfigError(f"{path}:{error.lineno}: not valid JSON: {error.msg}{hint}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to read as settings; nothing changed"
+                          ) from None
     if not isinstance(settings, dict):
         raise ConfigError(f"{path}: the top level is {_json_type(settings)}, not an object")
     return settings
@@ -232,6 +235,9 @@ def _merge_codex(
         document = tomlkit.parse(old_text or "")
     except ParseError as error:
         raise ConfigError(f"{path}:{error.line}: not valid TOML: {error}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to read as settings; nothing changed"
+                          ) from None
     current = document.unwrap().get("notify")
     if current == argv:
         return None, snippet, ()

@@ -109,7 +109,9 @@ def waiting(worker: Mapping[str, Any], now: float, grace_s: float) -> tuple[floa
     return seconds, seconds >= grace_s
 
 
-def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120.0) -> str:
+def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120.0,
+          width: int | None = None) -> str:
+    """The status table; with ``width``, every line is cut to it (the summary goes first)."""
     rows = [("ID", "NAME", "CLI", "STATE", "SINCE", "WAITING", "SUMMARY")]
     for w in by_attention(workers):
         entered = w.get("state_entered_ts")
@@ -128,7 +130,10 @@ def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120
     lines = []
     for row in rows:
         cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])] + [row[-1]]
-        lines.append("  ".join(cells).rstrip())
+        line = "  ".join(cells).rstrip()
+        if width is not None and len(line) > width:
+            line = line[:max(1, width - 1)] + "…"
+        lines.append(line)
     return "\n".join(lines)
 
 

@@ -111,8 +111,16 @@ class Tmux:
         out = self.run("list-panes", "-a", "-F", _LIST_FORMAT).stdout
         panes: list[Pane] = []
         server_pid = 0
-        for row in out.splitlines():
-            parts = row.split(_SEP, len(_PANE_FIELDS) - 1)
+        pending = ""
+        for line in out.split("\n"):
+            # A window or pane title may hold a newline (rename-window, a program's title
+            # escape): such a row arrives over several lines and is joined back together.
+            row = f"{pending}\n{line}" if pending else line
+            parts = row.split(_SEP)
+            if len(parts) < len(_PANE_FIELDS):
+                pending = row
+                continue
+            pending = ""
             if len(parts) != len(_PANE_FIELDS):
                 log.debug("skipping unparsable list-panes row %r", row)
                 continue
@@ -245,7 +253,7 @@ class Tmux:
                     window_name=name, start_directory=directory, window_shell=command,
                     attach=False,
                 )
-        except libtmux.exc.LibTmuxException as exc:
+        except (libtmux.exc.LibTmuxException, ValueError) as exc:
             raise TmuxError(f"tmux new-window: {' '.join(str(exc).split())}") from None
         pane_id = window.active_pane.pane_id if window.active_pane else None
         for pane in self.list_panes().panes:

@@ -25,7 +25,19 @@ def create_worker(tmux: Tmux, workers_dir: Path, directory: Path, name: str | No
                   cli: str | None = None, command: str | None = None) -> Created:
     """A new tmux window rooted in ``directory``, registered in the store at once so ``status``
     lists it before the watcher's next cycle."""
-    if not directory.is_dir():
+    if name is not None and (not name.strip() or not name.isprintable() or len(name) > 200):
+        # tmux keeps a newline in a window name, and every listing of panes then splits there.
+        raise ConductorError("--name must be printable text of at most 200 characters, with no "
+                             "newline or other control character; nothing created")
+    if len(str(directory)) > 4096:
+        raise ConductorError(f"directory path is too long ({len(str(directory))} characters); "
+                             "nothing created")
+    try:
+        is_dir = directory.is_dir()
+    except OSError as exc:  # a component too long, a loop of links
+        raise ConductorError(f"cannot use that directory: {exc.strerror or exc}; nothing "
+                             "created") from None
+    if not is_dir:
         what = "is not a directory" if directory.exists() else "does not exist"
         raise ConductorError(f"{directory} {what}; nothing created")
     if cli is not None:

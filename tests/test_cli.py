@@ -237,7 +237,7 @@ def test_classify_reads_files_and_stdin(tmp_path: Path) -> None:
     one = conductor("pty", "classify", str(screen))
     assert one.returncode == 0
     assert one.stdout.startswith("NEEDS_CONFIRMATION")
-    many = conductor("pty", "classify", "--cli", "shell", str(screen), "-",
+    many = conductor("pty", "classify", "--json", "--cli", "shell", str(screen), "-",
                      input_text="user@host:~$ \n")
     rows = [json.loads(line) for line in many.stdout.splitlines()]
     assert [(r["file"], r["state"]) for r in rows] == [(str(screen), "NEEDS_CONFIRMATION"),

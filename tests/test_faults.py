@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -29,6 +29,7 @@ from app.handoff import Refused, check_text
 from app.hook import main as hook_main
 from app.model import State
 from app.render import clean_text
+from app.render import table as render_table
 from app.tmux import Tmux
 from app.watch import Watcher
 from tests.conftest import REPO, conductor
@@ -508,3 +509,120 @@ def test_the_llm_client_follows_no_redirect() -> None:
         finally:
             llm.close()
         assert srv.count == 1  # requests would have made 31
+
+
+# --- 4, 5, 13, 6: bad input is one line and exit 1, never a traceback --------------------------
+
+class BadInput(NamedTuple):
+    argv: tuple[str, ...]
+    says: str
+
+
+BAD_INPUTS = {
+    "watch-interval-inf": BadInput(("watch", "--once", "--interval", "inf"), "'inf' is not a"),
+    "watch-interval-nan": BadInput(("watch", "--once", "--interval", "nan"), "'nan' is not a"),
+    "watch-interval-1e309": BadInput(("watch", "--once", "--interval", "1e309"), "'1e309'"),
+    "watch-interval-0": BadInput(("watch", "--once", "--interval", "0"), "at least 0.05"),
+    "watch-interval-negative": BadInput(("watch", "--once", "--interval", "-1"), "'-1'"),
+    "status-watch-nan": BadInput(("status", "--watch", "--interval", "nan"), "'nan'"),
+    "status-watch-inf": BadInput(("status", "--watch", "--interval", "inf"), "'inf'"),
+    "wait-poll-nan": BadInput(("wait", "%0", "--poll", "nan", "--timeout", "1"), "'nan'"),
+    "wait-timeout-nan": BadInput(("wait", "%0", "--timeout", "nan"), "'nan'"),
+    "tail-huge-n": BadInput(("tail", "x", "-n", "9" * 20), "not in the range"),
+    "create-100kb-path": BadInput(("create", "/tmp/" + "a/" * 50_000), "path is too long"),
+    "create-name-newline": BadInput(("create", "/tmp", "--name", "bad\nname"), "--name must"),
+    "create-name-escape": BadInput(("create", "/tmp", "--name", "x\x1b]0;t\x07"), "--name must"),
+    "short-with-json": BadInput(("status", "--short", "--json"), "cannot be combined"),
+    "watch-store-under-a-file": BadInput(("watch", "--once"), "Not a directory"),
+    "hooks-deeply-nested-json": BadInput(("hooks", "install", "--cli", "claude"),
+                                         "nested too deeply"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS.values(), ids=BAD_INPUTS.keys())
+def test_bad_input_is_one_line_and_exit_1(server: Any, session: Any, tmp_path: Path,
+                                          case: BadInput) -> None:
+    env: dict[str, str] = {}
+    argv = case.argv
+    if argv[0] == "watch" and "--interval" not in argv:
+        plain = tmp_path / "plain-file"
+        plain.write_text("")
+        env["CONDUCTOR_WORKERS_DIR"] = str(plain / "workers")
+    if argv[0] == "hooks":
+        deep = tmp_path / "settings.json"
+        deep.write_text("[" * 5000 + "]" * 5000)
+        argv = (*argv, "--path", str(deep))
+    result = pty(server, *argv, env=env)
+    assert result.returncode == 1, result
+    assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert case.says in result.stderr
+    assert len(result.stderr) < 400
+    if argv[0] == "create":
+        names = server.cmd("list-windows", "-a", "-F", "#{window_name}").stdout
+        assert not any("bad" in name or "\x1b" in name for name in names)
+
+
+@pytest.mark.skipif(not _can_mount(), reason="needs root to bind-mount a read-only store")
+def test_watch_on_a_read_only_store_is_one_line(server: Any, tmp_path: Path,
+                                                isolated_env: Path) -> None:
+    store.StoreWriter(isolated_env).close()
+    mounted = tmp_path / "ro"
+    mounted.mkdir()
+    if subprocess.run(["mount", "--bind", str(isolated_env), str(mounted)],
+                      check=False).returncode != 0:
+        pytest.skip("bind mount refused")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(mounted)], check=True)
+        result = pty(server, "watch", "--once", env={"CONDUCTOR_WORKERS_DIR": str(mounted)})
+        assert result.returncode == 1
+        assert result.stderr.startswith("Error: cannot use the status store folder") and \
+            "Read-only file system" in result.stderr and result.stderr.count("\n") == 1
+    finally:
+        subprocess.run(["umount", str(mounted)], check=False)
+
+
+def test_classify_of_several_files_prints_text_unless_json(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.txt", tmp_path / "b.txt"
+    first.write_text("lab$ ls\nx\nlab$ \n")
+    second.write_text("Continue? (y/N) \n")
+    text = conductor("pty", "classify", str(first), str(second), "--cli", "shell")
+    assert text.returncode == 0
+    lines = text.stdout.splitlines()
+    assert lines[0].startswith(f"{first}: READY") and any(
+        line.startswith(f"{second}: NEEDS_CONFIRMATION") for line in lines)
+    as_json = conductor("pty", "classify", str(first), str(second), "--cli", "shell", "--json")
+    assert [json.loads(line)["state"] for line in as_json.stdout.splitlines()] == \
+        ["READY", "NEEDS_CONFIRMATION"]
+
+
+def test_the_status_table_is_cut_to_the_terminal_width() -> None:
+    worker = {"id": "abc", "name": "api", "cli_type": "shell", "state": "BUSY",
+              "summary": "x" * 300}
+    lines = render_table([worker], time.time(), 120.0, 60).splitlines()
+    assert all(len(line) <= 60 for line in lines) and lines[1].endswith("…")
+    assert len(render_table([worker], time.time(), 120.0).splitlines()[1]) > 60
+
+
+def test_a_wait_that_times_out_says_how_long_the_pane_has_been_busy(
+        server: Any, session: Any, tmp_path: Path, isolated_env: Path) -> None:
+    window = session.new_window(window_name="busy", attach=False, window_shell=(
+        "sh -c 'while :; do date +%s%N; sleep 0.2; done'"))
+    pane = window.active_pane
+    retry_until(lambda: len(screen(pane).split()) > 2, 10)
+    result = pty(server, "wait", pane.pane_id, "--timeout", "3")
+    assert result.returncode == 124
+    # The pane was BUSY for the whole wait: at least the 3 s waited, never "0s".
+    seconds = int(result.stderr.split(" is BUSY for ")[1].split("s")[0])
+    assert seconds >= 3, result.stderr
+    # The watcher saw it BUSY for ten minutes: wait says so rather than its own few seconds.
+    writer = store.StoreWriter(isolated_env)
+    watcher = Watcher(Tmux(socket_name=server.socket_name), writer, load_packs(),
+                      WatchSettings(interval_s=0.2))
+    retry_until(lambda: watcher.tick() is not None and any(
+        t.assessment is not None and t.assessment.state is State.BUSY and t.pane.pane_id ==
+        pane.pane_id for t in watcher.tracked.values()), 10, interval=0.2)
+    with writer.transaction() as conn:
+        conn.execute("UPDATE status SET state_entered_ts = ?", (time.time() - 600,))
+    writer.close()
+    result = pty(server, "wait", pane.pane_id, "--timeout", "1")
+    assert result.returncode == 124 and " is BUSY for 10m0" in result.stderr, result.stderr
