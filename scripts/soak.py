@@ -140,6 +140,9 @@ class Soak:
         self.figures.problems.append(f"{what}: not within {seconds:g} s")
         return None
 
+    def _cycled_since(self, since: float) -> Callable[[], bool]:
+        return lambda: self.last_cycle() > since
+
     def stop_watcher(self) -> None:
         if self.watcher is not None and self.watcher.poll() is None:
             self.watcher.send_signal(signal.SIGTERM)
@@ -207,10 +210,8 @@ class Soak:
             self.watcher.send_signal(signal.SIGKILL)
             self.watcher.wait()
             self.figures.kills += 1
-            before = time.time()
             self.start_watcher()
-            took = self.wait_for("a cycle after restart",
-                                 lambda since=before: self.last_cycle() > since, 30)
+            took = self.wait_for("a cycle after restart", self._cycled_since(time.time()), 30)
             if took is not None:
                 self.figures.restart_to_cycle_s.append(took)
         # Let the last watcher settle with the load still on, then stop the load.
