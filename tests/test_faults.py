@@ -626,3 +626,22 @@ def test_a_wait_that_times_out_says_how_long_the_pane_has_been_busy(
     writer.close()
     result = pty(server, "wait", pane.pane_id, "--timeout", "1")
     assert result.returncode == 124 and " is BUSY for 10m0" in result.stderr, result.stderr
+
+
+def test_a_window_renamed_with_a_newline_is_still_listed_and_watched(
+        server: Any, session: Any, tmp_path: Path, isolated_env: Path) -> None:
+    pane = bash_pane(session, tmp_path, "plain")
+    server.cmd("rename-window", "-t", pane.window_id, "two\nlines")
+    listing = Tmux(socket_name=server.socket_name).list_panes()
+    named = {p.pane_id: p.window_name for p in listing.panes}
+    # tmux 3.3 prints the newline escaped (two\\nlines); older ones print it raw, and the
+    # listing joins that row back together.
+    assert named[pane.pane_id] in ("two\nlines", "two\\nlines")
+    writer = store.StoreWriter(isolated_env)
+    watcher = Watcher(Tmux(socket_name=server.socket_name), writer, load_packs(),
+                      WatchSettings(interval_s=0.2))
+    watcher.tick()
+    assert any(t.pane.pane_id == pane.pane_id for t in watcher.tracked.values())
+    writer.close()
+    table = pty(server, "status")
+    assert any("two" in line and "lines" in line for line in table.stdout.splitlines())
