@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from app import config, render
+from app.completion import complete_panes
 from app.errors import ConductorError
 
 if TYPE_CHECKING:
@@ -69,6 +70,7 @@ def conductor(ctx: click.Context, socket_name: str | None, workers_dir: Path | N
 
 @conductor.group()
 @_socket_option
+@click.version_option(package_name="conductor-pty")
 @click.pass_obj
 def pty(obj: Context, socket_name: str | None) -> None:
     """Watch tmux panes and tell which agents are READY, BUSY, NEEDS_CONFIRMATION or ERROR."""
@@ -124,7 +126,8 @@ def create(obj: Context, directory: Path, name: str | None, cli_name: str | None
     """Open a new tmux window rooted in DIRECTORY and register it; prints its id."""
     from app.workers import create_worker
 
-    created = create_worker(obj.tmux(), obj.workers_dir, directory, name, cli_name, command)
+    created = create_worker(obj.tmux(), obj.workers_dir, directory, name, cli_name, command,
+                            remain_on_exit=_read_config().remain_on_exit)
     click.echo(created.id)
 
 
@@ -137,17 +140,27 @@ def create(obj: Context, directory: Path, name: str | None, cli_name: str | None
               help="Redraw in place every --interval seconds until Ctrl-C.")
 @click.option("--interval", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
               help="With --watch: seconds between redraws.")
+@click.option("--all", "show_all", is_flag=True,
+              help="Also panes that exited longer ago than states.exited_shown.")
 @click.pass_obj
 @friendly_errors
 def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching: bool,
-           interval: float) -> None:
+           interval: float, show_all: bool) -> None:
     """Every watched pane, the ones needing a human first, with how long each has waited."""
-    from app.status import short_line, snapshot
+    from app import status as status_module
 
     if short:
-        click.echo(short_line(obj.workers_dir, colour))
+        click.echo(status_module.short_line(obj.workers_dir, colour))
         return
-    grace = _read_config().watch.waiting_grace_s
+    settings = _read_config().watch
+    grace = settings.waiting_grace_s
+    keep_s = float("inf") if show_all else settings.exited_shown_s
+
+    def snapshot(workers_dir: Path) -> Any:
+        snap = status_module.snapshot(workers_dir)
+        snap.workers = status_module.shown(snap.workers, time.time(), keep_s)
+        return snap
+
     if not keep_watching:
         snap = snapshot(obj.workers_dir)
         for line in _watcher_warnings(snap):
@@ -185,7 +198,7 @@ def _watcher_warnings(snap: Any) -> list[str]:
 
 
 @pty.command()
-@click.argument("ident", metavar="ID")
+@click.argument("ident", metavar="ID", shell_complete=complete_panes)
 @click.option("-n", "lines", type=click.IntRange(min=1), default=20, show_default=True,
               help="How many transitions to show.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new transitions.")
@@ -220,20 +233,35 @@ def _history(row: Any) -> str:
 
 
 @pty.command()
-@click.argument("ident", metavar="ID|NAME")
+@click.argument("ident", metavar="ID|NAME", required=False, shell_complete=complete_panes)
+@click.option("--next", "go_next", is_flag=True,
+              help="The pane that needs you most: NEEDS_CONFIRMATION, then ERROR, then the "
+                   "longest-waiting READY.")
+@click.option("--from", "current_pane", default=None, metavar="%PANE",
+              help="With --next: the pane you are on, taken last (the tmux key binding).")
 @click.pass_obj
 @friendly_errors
-def switch(obj: Context, ident: str) -> None:
+def switch(obj: Context, ident: str | None, go_next: bool, current_pane: str | None) -> None:
     """Bring a pane to the front (switch-client, or select-window with no client attached)."""
-    from app.status import find_worker, snapshot
+    from app.status import find_worker, next_needing_human, snapshot
 
-    worker = find_worker(snapshot(obj.workers_dir).workers, ident)
+    if go_next == bool(ident):
+        raise ConductorError("give a pane ID|NAME or --next, not both")
+    workers = [w for w in snapshot(obj.workers_dir).workers if w.get("state") != "EXITED"]
+    if go_next:
+        found = next_needing_human(workers, current_pane)
+        if found is None:
+            click.echo("no pane needs you: none is NEEDS_CONFIRMATION, ERROR or READY")
+            return
+        worker = found
+    else:
+        worker = find_worker(workers, str(ident))
     done = obj.tmux().switch_to(worker["pane_id"])
     click.echo(f"{worker['name']} ({worker['id']}): {done}")
 
 
 @pty.command()
-@click.argument("ident", metavar="ID|NAME|%PANE")
+@click.argument("ident", metavar="ID|NAME|%PANE", shell_complete=complete_panes)
 @click.argument("words", nargs=-1, metavar="TEXT...")
 @click.option("--no-enter", is_flag=True, help="Type the text but do not press Enter.")
 @click.option("--force", is_flag=True,
@@ -261,7 +289,7 @@ def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force
 
 
 @pty.command()
-@click.argument("ident", metavar="ID|NAME|%PANE")
+@click.argument("ident", metavar="ID|NAME|%PANE", shell_complete=complete_panes)
 @click.option("--until", "until_text", default="READY", show_default=True,
               help="State to wait for; several separated by commas, e.g. READY,NEEDS_CONF.")
 @click.option("--timeout", type=click.FloatRange(min=0), default=None,
@@ -374,7 +402,7 @@ def _read_config() -> Config:
 
 
 @pty.command()
-@click.argument("ident", metavar="ID|NAME")
+@click.argument("ident", metavar="ID|NAME", shell_complete=complete_panes)
 @click.option("-n", "lines", type=click.IntRange(min=0), default=5, show_default=True,
               help="How many recent transitions to show.")
 @click.pass_obj
@@ -405,7 +433,9 @@ def explain(obj: Context, ident: str, lines: int) -> None:
     if worker.get("actions_needed"):
         click.echo(f"  actions: {worker['actions_needed']}")
     packs = load_packs()
-    screen = obj.tmux().capture([worker["pane_id"]]).get(worker["pane_id"])
+    # An exited pane's %N may belong to another pane by now (a new tmux server reuses them).
+    screen = None if worker["state"] == "EXITED" else \
+        obj.tmux().capture([worker["pane_id"]]).get(worker["pane_id"])
     if screen is None:
         click.echo("live screen: the pane is gone")
     else:

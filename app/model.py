@@ -14,6 +14,9 @@ class State(str, enum.Enum):
     # No positive evidence either way (a stable screen no rule recognises, or a pane just seen).
     # Never treated as READY.
     UNKNOWN = "UNKNOWN"
+    # The pane is gone (its program exited with tmux's remain-on-exit off, or it was closed).
+    # Final: its row and history stay readable until the history retention prunes them.
+    EXITED = "EXITED"
 
     @property
     def short(self) -> str:
