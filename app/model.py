@@ -23,6 +23,11 @@ class State(str, enum.Enum):
         return "NEEDS_CONF" if self is State.NEEDS_CONFIRMATION else self.value
 
 
+# What a screen can show: EXITED is only ever decided by tmux (the pane is gone), never by a
+# pack rule or the LLM.
+SCREEN_STATES: tuple[State, ...] = tuple(s for s in State if s is not State.EXITED)
+
+
 @dataclass(frozen=True)
 class Pane:
     """One tmux pane as listed by the server in one poll."""
