@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -179,9 +180,12 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching
                 "no panes watched yet"
             header = [time.strftime("%H:%M:%S", time.localtime(now)) + "  conductor pty status"
                       f"  (every {interval:g}s, Ctrl-C to stop)", *_watcher_warnings(snap), ""]
-            # Home, draw, clear the rest: redrawn in place without a blank flash.
-            sys.stdout.write("\x1b[H" + "\x1b[K\n".join([*header, *body.splitlines()])
-                             + "\x1b[K\n\x1b[J")
+            # Home, draw, clear the rest: redrawn in place without a blank flash. Cut to the
+            # terminal's height and no newline after the last row, so a small pane or popup
+            # never scrolls (which would push the header out of sight).
+            rows = max(1, shutil.get_terminal_size().lines)
+            lines = [*header, *body.splitlines()][:rows]
+            sys.stdout.write("\x1b[H" + "\x1b[K\n".join(lines) + "\x1b[K\x1b[J")
             sys.stdout.flush()
             time.sleep(interval)
     except KeyboardInterrupt:
