@@ -89,21 +89,26 @@ def pty(obj: Context, socket_name: str | None) -> None:
 @click.option("--no-notify", is_flag=True, help="No tmux or desktop notifications.")
 @click.option("-v", "--verbose", count=True, help="More logging (-vv for debug).")
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
+@click.option("--stop", is_flag=True, help="Stop the running watcher of this store instead.")
 @click.pass_obj
 @friendly_errors
 def watch(obj: Context, interval: float | None, stable_polls: int | None, once: bool,
-          no_notify: bool, verbose: int, quiet: bool) -> None:
+          no_notify: bool, verbose: int, quiet: bool, stop: bool) -> None:
     """Poll every pane and keep the status store up to date (runs until stopped).
 
     Settings come from the config file (created with every default on first start, and given
-    any keys a newer version added), then the environment, then these options.
+    any keys a newer version added), then the environment, then these options. The log also
+    goes to watch.log in the store (`conductor pty logs`).
     """
     from dataclasses import replace
 
     from app.configfile import load_config
     from app.daemon import Daemon, setup_logging
 
-    setup_logging(-1 if quiet else verbose)
+    if stop:
+        _stop(obj)
+        return
+    setup_logging(-1 if quiet else verbose, obj.workers_dir)
     cfg = load_config()
     notes = [f"wrote the default config to {cfg.path}"] if cfg.created else \
         [f"config {cfg.path}: added new settings {', '.join(cfg.added)}"] if cfg.added else []
@@ -391,11 +396,118 @@ def hooks_install(obj: Context, cli_name: str, path: Path | None, show_only: boo
 def _hook_command(obj: Context) -> list[str]:
     """An absolute command, so the hook works whatever PATH the agent runs with, naming the
     store explicitly, so it reaches the same store as this command whatever the agent's env."""
+    return [*_conductor_program(), "--workers-dir", str(obj.workers_dir), "pty", "hook"]
+
+
+@pty.command("stop")
+@click.pass_obj
+@friendly_errors
+def stop_command(obj: Context) -> None:
+    """Stop the running watcher of this store (SIGTERM to the pid in its lock); same as
+    `watch --stop`."""
+    _stop(obj)
+
+
+def _stop(obj: Context) -> None:
+    from app.service import stop_watcher
+
+    pid = stop_watcher(obj.workers_dir)
+    click.echo(f"stopped the watcher (pid {pid})")
+
+
+@pty.command()
+@click.option("-n", "lines", type=click.IntRange(min=0), default=30, show_default=True,
+              help="How many of the last lines to show.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines (Ctrl-C to stop).")
+@click.pass_obj
+@friendly_errors
+def logs(obj: Context, lines: int, follow: bool) -> None:
+    """The watcher's log (watch.log in the store, rotated at 1 MB, 3 kept)."""
+    from app.service import follow_log, read_log
+
+    try:
+        for line in read_log(obj.workers_dir, lines):
+            click.echo(line)
+    except ConductorError:
+        if not follow:
+            raise
+    if follow:
+        try:
+            for line in follow_log(obj.workers_dir):
+                click.echo(line)
+        except KeyboardInterrupt:
+            pass
+
+
+@pty.group()
+def service() -> None:
+    """Run the watcher as a systemd user service (Linux) or launchd agent (macOS)."""
+
+
+_kind_option = click.option(
+    "--kind", type=click.Choice(["systemd", "launchd"]), default=None,
+    help="Service manager (default: launchd on macOS, else systemd).")
+
+
+@service.command("install")
+@_kind_option
+@click.option("--no-start", is_flag=True, help="Only write the unit; do not start it.")
+@click.option("--print", "show_only", is_flag=True, help="Only print the unit; write nothing.")
+@click.pass_obj
+@friendly_errors
+def service_install(obj: Context, kind: str | None, no_start: bool, show_only: bool) -> None:
+    """Write and start a service running `conductor pty watch` for this store and tmux socket;
+    it restarts the watcher when it fails."""
+    import os
+
+    from app import service as svc
+
+    unit = svc.build(kind or svc.default_kind(), _conductor_program(), obj.workers_dir,
+                     obj.socket_name, os.environ)
+    if show_only:
+        click.echo(f"# {unit.path}")
+        click.echo(unit.text, nl=False)
+        return
+    for line in svc.install(unit, start=not no_start):
+        click.echo(line)
+
+
+@service.command("uninstall")
+@_kind_option
+@click.pass_obj
+@friendly_errors
+def service_uninstall(obj: Context, kind: str | None) -> None:
+    """Stop and remove the service."""
+    import os
+
+    from app import service as svc
+
+    kind = kind or svc.default_kind()
+    for line in svc.uninstall(kind, svc.service_path(kind, os.environ)):
+        click.echo(line)
+
+
+@service.command("status")
+@_kind_option
+@click.pass_obj
+@friendly_errors
+def service_status(obj: Context, kind: str | None) -> None:
+    """Whether the service is installed and running, and the watcher's pid."""
+    import os
+
+    from app import service as svc
+
+    kind = kind or svc.default_kind()
+    for line in svc.status_lines(kind, svc.service_path(kind, os.environ), obj.workers_dir):
+        click.echo(line)
+
+
+def _conductor_program() -> list[str]:
+    """This installation's conductor as an absolute command (services start with a bare PATH)."""
     import shutil
 
     script = shutil.which("conductor", path=str(Path(sys.executable).parent))
-    program = [script] if script else [sys.executable, "-m", "app"]
-    return [*program, "--workers-dir", str(obj.workers_dir), "pty", "hook"]
+    return [script] if script else [sys.executable, "-m", "app"]
 
 
 def _read_config() -> Config:
