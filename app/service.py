@@ -50,7 +50,7 @@ class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
         return os.fdopen(fd, "a", encoding=self.encoding or "utf-8", errors=self.errors)
 
 
-def log_handler(workers_dir: Path) -> logging.Handler:
+def log_handler(workers_dir: Path) -> PrivateRotatingFileHandler:
     """The handler for ``<store>/watch.log``; raises OSError when it cannot be opened."""
     workers_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     handler = PrivateRotatingFileHandler(workers_dir / LOG_NAME, maxBytes=LOG_BYTES,

@@ -6,6 +6,7 @@ A real `systemd --user` is rarely reachable in a container, so units are checked
 
 from __future__ import annotations
 
+import functools
 import logging
 import plistlib
 import shutil
@@ -101,18 +102,24 @@ def test_the_log_rotates_privately_and_follow_keeps_reading_across_rotations(
         for line in service.follow_log(tmp_path, poll_s=0.02, stop=done.is_set):
             seen.append(line)
 
+    def shown(text: str) -> bool:
+        return any(text in s for s in seen)
+
     reader = threading.Thread(target=follow)
     reader.start()
     try:
         retry_until(lambda: reader.is_alive(), 5)
         # follow_log starts at the end of the file; give it a moment to open it, then write.
-        retry_until(lambda: (logger.info("probe"), any("probe" in s for s in seen))[1], 10,
-                    interval=0.1)
+        def probe_seen() -> bool:
+            logger.info("probe")
+            return any("probe" in s for s in seen)
+
+        retry_until(probe_seen, 10, interval=0.1)
         # One line at a time, as a watcher writes: several rotations between two looks lose the
         # files in between (as `tail -F` would), which a 1 MB log never does in half a second.
         for n in range(30):
             logger.info("line %02d of the test", n)
-            retry_until(lambda n=n: any(f"line {n:02d}" in s for s in seen), 10)
+            retry_until(functools.partial(shown, f"line {n:02d}"), 10)
     finally:
         done.set()
         reader.join(timeout=10)
