@@ -393,6 +393,24 @@ def hooks_install(obj: Context, cli_name: str, path: Path | None, show_only: boo
         click.echo(f"conductor pty hooks for {cli_name} already in {result.path}")
 
 
+@hooks.command("uninstall")
+@click.option("--cli", "cli_name", type=click.Choice(["claude", "codex", "gemini"]),
+              required=True, help="Which agent CLI to change.")
+@click.option("--path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Settings file to change (default: the CLI's user settings).")
+@friendly_errors
+def hooks_uninstall(cli_name: str, path: Path | None) -> None:
+    """Remove our hook from an agent CLI's settings, keeping everything else (with a backup)."""
+    from app.hookconfig import uninstall
+
+    result = uninstall(cli_name, path)
+    if result.changed:
+        click.echo(f"removed conductor pty hooks for {cli_name} from {result.path} "
+                   f"(backup: {result.backup})")
+    else:
+        click.echo(f"no conductor pty hooks for {cli_name} in {result.path}")
+
+
 def _hook_command(obj: Context) -> list[str]:
     """An absolute command, so the hook works whatever PATH the agent runs with, naming the
     store explicitly, so it reaches the same store as this command whatever the agent's env."""

@@ -223,3 +223,59 @@ def test_completion_scripts_are_printed_for_each_shell() -> None:
     for shell, marker in (("bash", "complete -o"), ("zsh", "compdef"), ("fish", "complete ")):
         done = conductor(env={"_CONDUCTOR_COMPLETE": f"{shell}_source"})
         assert done.returncode == 0 and marker in done.stdout, (shell, done.stdout)
+
+
+@pytest.mark.parametrize("cli", ["claude", "gemini"])
+def test_hooks_uninstall_removes_only_ours_from_json_settings(tmp_path: Path, cli: str) -> None:
+    settings = tmp_path / "settings.json"
+    theirs = {"type": "command", "command": "my-logger --event"}
+    original = {"model": "x", "hooks": {"Notification": [{"hooks": [theirs]}],
+                                        "Custom": []}}
+    settings.write_text(json.dumps(original))
+    installed = conductor("pty", "hooks", "install", "--cli", cli, "--path", str(settings))
+    assert installed.returncode == 0, installed.stderr
+    assert "pty hook" in settings.read_text()
+
+    done = conductor("pty", "hooks", "uninstall", "--cli", cli, "--path", str(settings))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"removed conductor pty hooks for {cli} from {settings}")
+    assert json.loads(settings.read_text()) == original
+    again = conductor("pty", "hooks", "uninstall", "--cli", cli, "--path", str(settings))
+    assert again.stdout.strip() == f"no conductor pty hooks for {cli} in {settings}"
+
+
+def test_hooks_uninstall_codex_keeps_comments_and_another_notify(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('# mine\nmodel = "o3"\n\n[tui]\nx = 1\n')
+    assert conductor("pty", "hooks", "install", "--cli", "codex", "--path",
+                     str(config)).returncode == 0
+    assert conductor("pty", "hooks", "uninstall", "--cli", "codex", "--path",
+                     str(config)).returncode == 0
+    assert config.read_text() == '# mine\nmodel = "o3"\n\n[tui]\nx = 1\n'
+
+    config.write_text('notify = ["their-notifier"]\n')
+    done = conductor("pty", "hooks", "uninstall", "--cli", "codex", "--path", str(config))
+    assert done.stdout.strip() == f"no conductor pty hooks for codex in {config}"
+    assert config.read_text() == 'notify = ["their-notifier"]\n'
+
+
+def test_hooks_uninstall_of_a_broken_file_is_one_line(tmp_path: Path) -> None:
+    settings = tmp_path / "settings.json"
+    settings.write_text("{oops")
+    done = conductor("pty", "hooks", "uninstall", "--cli", "claude", "--path", str(settings))
+    assert done.returncode == 1
+    assert done.stderr.strip() == (f"Error: {settings}:1: not valid JSON: Expecting property "
+                                   "name enclosed in double quotes")
+    assert settings.read_text() == "{oops"
+
+
+def test_status_line_styles_accept_tmux_style_words_only() -> None:
+    from app.render import TMUX_STYLE, short_line, styles
+
+    assert styles("ready=fg=black,bg=white; NEEDS_CONF=fg=red,bg=black")["READY"] == \
+        "fg=black,bg=white"
+    assert styles("NEEDS_CONF=fg=red,bg=black")["NEEDS_CONFIRMATION"] == "fg=red,bg=black"
+    assert styles("READY=fg=red]#(touch x);BOGUS=fg=red") == TMUX_STYLE
+    line = short_line([{"name": "a#b", "state": "READY"}, {"name": "c", "state": "EXITED"}],
+                      colour=True)
+    assert line == "#[fg=white,bg=blue,bold][a##b: READY]#[default]"
