@@ -28,13 +28,9 @@ quote() {  # one word for sh -c, whatever it holds
 conductor_bin() {
 	local bin
 	bin="$(option @conductor-bin "")"
-	if [ -z "$bin" ]; then
-		if [ -x "$HERE/.venv/bin/conductor" ]; then
-			bin="$HERE/.venv/bin/conductor"
-		else
-			bin="$(command -v conductor || true)"
-		fi
-	fi
+	# Installed on PATH (pipx, uv tool) first, then this checkout's own venv (scripts/install.sh).
+	[ -z "$bin" ] && bin="$(command -v conductor || true)"
+	[ -z "$bin" ] && [ -x "$HERE/.venv/bin/conductor" ] && bin="$HERE/.venv/bin/conductor"
 	printf '%s' "$bin"
 }
 
