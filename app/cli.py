@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from app import config, render
+from app.completion import complete_panes
 from app.errors import ConductorError
 
 if TYPE_CHECKING:
@@ -100,6 +102,7 @@ def conductor(ctx: click.Context, socket_name: str | None, workers_dir: Path | N
 
 @conductor.group()
 @_socket_option
+@click.version_option(package_name="conductor-pty")
 @click.pass_obj
 def pty(obj: Context, socket_name: str | None) -> None:
     """Watch tmux panes and tell which agents are READY, BUSY, NEEDS_CONFIRMATION or ERROR."""
@@ -111,27 +114,32 @@ def pty(obj: Context, socket_name: str | None) -> None:
 @click.option("--interval", type=Seconds(0.05, 86400), default=None,
               help=f"Seconds between polls (default {config.DEFAULT_INTERVAL_S:g}, or the "
                    "config file's).")
-@click.option("--stable-polls", type=click.IntRange(min=1), default=None,
+@click.option("--stable-polls", type=click.IntRange(min=1, max=1000), default=None,
               help="Polls a screen must stay unchanged before READY (default: per CLI pack).")
 @click.option("--once", is_flag=True, help="Run one poll cycle and exit.")
 @click.option("--no-notify", is_flag=True, help="No tmux or desktop notifications.")
 @click.option("-v", "--verbose", count=True, help="More logging (-vv for debug).")
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
+@click.option("--stop", is_flag=True, help="Stop the running watcher of this store instead.")
 @click.pass_obj
 @friendly_errors
 def watch(obj: Context, interval: float | None, stable_polls: int | None, once: bool,
-          no_notify: bool, verbose: int, quiet: bool) -> None:
+          no_notify: bool, verbose: int, quiet: bool, stop: bool) -> None:
     """Poll every pane and keep the status store up to date (runs until stopped).
 
     Settings come from the config file (created with every default on first start, and given
-    any keys a newer version added), then the environment, then these options.
+    any keys a newer version added), then the environment, then these options. The log also
+    goes to watch.log in the store (`conductor pty logs`).
     """
     from dataclasses import replace
 
     from app.configfile import load_config
     from app.daemon import Daemon, setup_logging
 
-    setup_logging(-1 if quiet else verbose)
+    if stop:
+        _stop(obj)
+        return
+    setup_logging(-1 if quiet else verbose, obj.workers_dir)
     cfg = load_config()
     notes = [f"wrote the default config to {cfg.path}"] if cfg.created else \
         [f"config {cfg.path}: added new settings {', '.join(cfg.added)}"] if cfg.added else []
@@ -155,7 +163,8 @@ def create(obj: Context, directory: Path, name: str | None, cli_name: str | None
     """Open a new tmux window rooted in DIRECTORY and register it; prints its id."""
     from app.workers import create_worker
 
-    created = create_worker(obj.tmux(), obj.workers_dir, directory, name, cli_name, command)
+    created = create_worker(obj.tmux(), obj.workers_dir, directory, name, cli_name, command,
+                            remain_on_exit=_read_config().remain_on_exit)
     click.echo(created.id)
 
 
@@ -168,12 +177,14 @@ def create(obj: Context, directory: Path, name: str | None, cli_name: str | None
               help="Redraw in place every --interval seconds until Ctrl-C.")
 @click.option("--interval", type=Seconds(0.2, 86400), default=2.0, show_default=True,
               help="With --watch: seconds between redraws.")
+@click.option("--all", "show_all", is_flag=True,
+              help="Also panes that exited longer ago than states.exited_shown.")
 @click.pass_obj
 @friendly_errors
 def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching: bool,
-           interval: float) -> None:
+           interval: float, show_all: bool) -> None:
     """Every watched pane, the ones needing a human first, with how long each has waited."""
-    from app.status import short_line, snapshot
+    from app import status as status_module
 
     if short and (as_json or keep_watching):
         raise click.UsageError("--short is one line for tmux; it cannot be combined with "
@@ -181,9 +192,17 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching
     if as_json and keep_watching:
         raise click.UsageError("--json and --watch cannot be combined")
     if short:
-        click.echo(short_line(obj.workers_dir, colour))
+        click.echo(status_module.short_line(obj.workers_dir, colour))
         return
-    grace = _read_config().watch.waiting_grace_s
+    settings = _read_config().watch
+    grace = settings.waiting_grace_s
+    keep_s = float("inf") if show_all else settings.exited_shown_s
+
+    def snapshot(workers_dir: Path) -> Any:
+        snap = status_module.snapshot(workers_dir)
+        snap.workers = status_module.shown(snap.workers, time.time(), keep_s)
+        return snap
+
     if not keep_watching:
         snap = snapshot(obj.workers_dir)
         for line in _watcher_warnings(snap):
@@ -200,13 +219,15 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching
             now = time.time()
             snap = snapshot(obj.workers_dir)
             body = render.table(snap.workers, now, grace, _terminal_width()) if snap.workers \
-                else \
-                "no panes watched yet"
+                else "no panes watched yet"
             header = [time.strftime("%H:%M:%S", time.localtime(now)) + "  conductor pty status"
                       f"  (every {interval:g}s, Ctrl-C to stop)", *_watcher_warnings(snap), ""]
-            # Home, draw, clear the rest: redrawn in place without a blank flash.
-            sys.stdout.write("\x1b[H" + "\x1b[K\n".join([*header, *body.splitlines()])
-                             + "\x1b[K\n\x1b[J")
+            # Home, draw, clear the rest: redrawn in place without a blank flash. Cut to the
+            # terminal's height and no newline after the last row, so a small pane or popup
+            # never scrolls (which would push the header out of sight).
+            rows = max(1, shutil.get_terminal_size().lines)
+            lines = [*header, *body.splitlines()][:rows]
+            sys.stdout.write("\x1b[H" + "\x1b[K\n".join(lines) + "\x1b[K\x1b[J")
             sys.stdout.flush()
             time.sleep(interval)
     except KeyboardInterrupt:
@@ -217,8 +238,6 @@ def _terminal_width() -> int | None:
     """The terminal's width when printing to one; None (no cut) into a pipe or a file."""
     if not sys.stdout.isatty():
         return None
-    import shutil
-
     return shutil.get_terminal_size().columns
 
 
@@ -235,7 +254,7 @@ def _watcher_warnings(snap: Any) -> list[str]:
 
 
 @pty.command()
-@click.argument("ident", metavar="ID")
+@click.argument("ident", metavar="ID", shell_complete=complete_panes)
 @click.option("-n", "lines", type=click.IntRange(min=1, max=_MAX_ROWS), default=20,
               show_default=True,
               help="How many transitions to show.")
@@ -271,20 +290,35 @@ def _history(row: Any) -> str:
 
 
 @pty.command()
-@click.argument("ident", metavar="ID|NAME")
+@click.argument("ident", metavar="ID|NAME", required=False, shell_complete=complete_panes)
+@click.option("--next", "go_next", is_flag=True,
+              help="The pane that needs you most: NEEDS_CONFIRMATION, then ERROR, then the "
+                   "longest-waiting READY.")
+@click.option("--from", "current_pane", default=None, metavar="%PANE",
+              help="With --next: the pane you are on, taken last (the tmux key binding).")
 @click.pass_obj
 @friendly_errors
-def switch(obj: Context, ident: str) -> None:
+def switch(obj: Context, ident: str | None, go_next: bool, current_pane: str | None) -> None:
     """Bring a pane to the front (switch-client, or select-window with no client attached)."""
-    from app.status import find_worker, snapshot
+    from app.status import find_worker, next_needing_human, snapshot
 
-    worker = find_worker(snapshot(obj.workers_dir).workers, ident)
+    if go_next == bool(ident):
+        raise ConductorError("give a pane ID|NAME or --next, not both")
+    workers = [w for w in snapshot(obj.workers_dir).workers if w.get("state") != "EXITED"]
+    if go_next:
+        found = next_needing_human(workers, current_pane)
+        if found is None:
+            click.echo("no pane needs you: none is NEEDS_CONFIRMATION, ERROR or READY")
+            return
+        worker = found
+    else:
+        worker = find_worker(workers, str(ident))
     done = obj.tmux().switch_to(worker["pane_id"])
     click.echo(f"{worker['name']} ({worker['id']}): {done}")
 
 
 @pty.command()
-@click.argument("ident", metavar="ID|NAME|%PANE")
+@click.argument("ident", metavar="ID|NAME|%PANE", shell_complete=complete_panes)
 @click.argument("words", nargs=-1, metavar="TEXT...")
 @click.option("--no-enter", is_flag=True, help="Type the text but do not press Enter.")
 @click.option("--force", is_flag=True,
@@ -312,7 +346,7 @@ def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force
 
 
 @pty.command()
-@click.argument("ident", metavar="ID|NAME|%PANE")
+@click.argument("ident", metavar="ID|NAME|%PANE", shell_complete=complete_panes)
 @click.option("--until", "until_text", default="READY", show_default=True,
               help="State to wait for; several separated by commas, e.g. READY,NEEDS_CONF.")
 @click.option("--timeout", type=Seconds(0, 10**9), default=None,
@@ -407,14 +441,140 @@ def hooks_install(obj: Context, cli_name: str, path: Path | None, show_only: boo
         click.echo(f"conductor pty hooks for {cli_name} already in {result.path}")
 
 
+@hooks.command("uninstall")
+@click.option("--cli", "cli_name", type=click.Choice(["claude", "codex", "gemini"]),
+              required=True, help="Which agent CLI to change.")
+@click.option("--path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Settings file to change (default: the CLI's user settings).")
+@friendly_errors
+def hooks_uninstall(cli_name: str, path: Path | None) -> None:
+    """Remove our hook from an agent CLI's settings, keeping everything else (with a backup)."""
+    from app.hookconfig import uninstall
+
+    result = uninstall(cli_name, path)
+    if result.changed:
+        click.echo(f"removed conductor pty hooks for {cli_name} from {result.path} "
+                   f"(backup: {result.backup})")
+    else:
+        click.echo(f"no conductor pty hooks for {cli_name} in {result.path}")
+
+
 def _hook_command(obj: Context) -> list[str]:
     """An absolute command, so the hook works whatever PATH the agent runs with, naming the
     store explicitly, so it reaches the same store as this command whatever the agent's env."""
+    return [*_conductor_program(), "--workers-dir", str(obj.workers_dir), "pty", "hook"]
+
+
+@pty.command("stop")
+@click.pass_obj
+@friendly_errors
+def stop_command(obj: Context) -> None:
+    """Stop the running watcher of this store (SIGTERM to the pid in its lock); same as
+    `watch --stop`."""
+    _stop(obj)
+
+
+def _stop(obj: Context) -> None:
+    from app.service import stop_watcher
+
+    pid = stop_watcher(obj.workers_dir)
+    click.echo(f"stopped the watcher (pid {pid})")
+
+
+@pty.command()
+@click.option("-n", "lines", type=click.IntRange(min=0, max=_MAX_ROWS), default=30,
+              show_default=True,
+              help="How many of the last lines to show.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines (Ctrl-C to stop).")
+@click.pass_obj
+@friendly_errors
+def logs(obj: Context, lines: int, follow: bool) -> None:
+    """The watcher's log (watch.log in the store, rotated at 1 MB, 3 kept)."""
+    from app.service import follow_log, read_log
+
+    try:
+        for line in read_log(obj.workers_dir, lines):
+            click.echo(line)
+    except ConductorError:
+        if not follow:
+            raise
+    if follow:
+        try:
+            for line in follow_log(obj.workers_dir):
+                click.echo(line)
+        except KeyboardInterrupt:
+            pass
+
+
+@pty.group()
+def service() -> None:
+    """Run the watcher as a systemd user service (Linux) or launchd agent (macOS)."""
+
+
+_kind_option = click.option(
+    "--kind", type=click.Choice(["systemd", "launchd"]), default=None,
+    help="Service manager (default: launchd on macOS, else systemd).")
+
+
+@service.command("install")
+@_kind_option
+@click.option("--no-start", is_flag=True, help="Only write the unit; do not start it.")
+@click.option("--print", "show_only", is_flag=True, help="Only print the unit; write nothing.")
+@click.pass_obj
+@friendly_errors
+def service_install(obj: Context, kind: str | None, no_start: bool, show_only: bool) -> None:
+    """Write and start a service running `conductor pty watch` for this store and tmux socket;
+    it restarts the watcher when it fails."""
+    import os
+
+    from app import service as svc
+
+    unit = svc.build(kind or svc.default_kind(), _conductor_program(), obj.workers_dir,
+                     obj.socket_name, os.environ)
+    if show_only:
+        click.echo(f"# {unit.path}")
+        click.echo(unit.text, nl=False)
+        return
+    for line in svc.install(unit, start=not no_start):
+        click.echo(line)
+
+
+@service.command("uninstall")
+@_kind_option
+@click.pass_obj
+@friendly_errors
+def service_uninstall(obj: Context, kind: str | None) -> None:
+    """Stop and remove the service."""
+    import os
+
+    from app import service as svc
+
+    kind = kind or svc.default_kind()
+    for line in svc.uninstall(kind, svc.service_path(kind, os.environ)):
+        click.echo(line)
+
+
+@service.command("status")
+@_kind_option
+@click.pass_obj
+@friendly_errors
+def service_status(obj: Context, kind: str | None) -> None:
+    """Whether the service is installed and running, and the watcher's pid."""
+    import os
+
+    from app import service as svc
+
+    kind = kind or svc.default_kind()
+    for line in svc.status_lines(kind, svc.service_path(kind, os.environ), obj.workers_dir):
+        click.echo(line)
+
+
+def _conductor_program() -> list[str]:
+    """This installation's conductor as an absolute command (services start with a bare PATH)."""
     import shutil
 
     script = shutil.which("conductor", path=str(Path(sys.executable).parent))
-    program = [script] if script else [sys.executable, "-m", "app"]
-    return [*program, "--workers-dir", str(obj.workers_dir), "pty", "hook"]
+    return [script] if script else [sys.executable, "-m", "app"]
 
 
 def _read_config() -> Config:
@@ -425,7 +585,7 @@ def _read_config() -> Config:
 
 
 @pty.command()
-@click.argument("ident", metavar="ID|NAME")
+@click.argument("ident", metavar="ID|NAME", shell_complete=complete_panes)
 @click.option("-n", "lines", type=click.IntRange(min=0, max=_MAX_ROWS), default=5,
               show_default=True,
               help="How many recent transitions to show.")
@@ -457,7 +617,9 @@ def explain(obj: Context, ident: str, lines: int) -> None:
     if worker.get("actions_needed"):
         click.echo(f"  actions: {render.clean_text(worker['actions_needed'])}")
     packs = load_packs()
-    screen = obj.tmux().capture([worker["pane_id"]]).get(worker["pane_id"])
+    # An exited pane's %N may belong to another pane by now (a new tmux server reuses them).
+    screen = None if worker["state"] == "EXITED" else \
+        obj.tmux().capture([worker["pane_id"]]).get(worker["pane_id"])
     if screen is None:
         click.echo("live screen: the pane is gone")
     else:

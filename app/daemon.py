@@ -73,13 +73,23 @@ class InstanceLock:
             self._handle = None
 
 
-def setup_logging(verbosity: int) -> None:
+def setup_logging(verbosity: int, workers_dir: Path | None = None) -> None:
+    """stderr at the chosen verbosity; with ``workers_dir``, also ``watch.log`` there (rotated,
+    at least INFO even with -q, so `conductor pty logs` shows every transition)."""
     level = {-1: logging.WARNING, 0: logging.INFO}.get(verbosity, logging.DEBUG)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    handler.setLevel(level)
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level)
+    root.setLevel(min(level, logging.INFO))
+    if workers_dir is not None:
+        from app.service import LOG_NAME, log_handler
+
+        try:
+            root.addHandler(log_handler(workers_dir))
+        except OSError as exc:
+            log.warning("no log file %s: %s", workers_dir / LOG_NAME, exc.strerror or exc)
 
 
 def _start_llm(settings: LLMSettings) -> AsyncLLM | None:

@@ -88,6 +88,9 @@ def resolve(tmux: Tmux, workers_dir: Path, ident: str) -> Target:
             except PaneNotFound:
                 if not ident.startswith("%"):
                     raise
+            if stored is not None and stored["state"] == "EXITED":
+                raise PaneNotFound(f"pane {ident!r} has exited ({stored['summary']}); see "
+                                   f"`conductor pty tail {stored['id']}`")
             if stored is not None:
                 registered = reader.pty(stored["id"])
         finally:

@@ -12,15 +12,21 @@ if TYPE_CHECKING:
 
 # Plain strings rather than app.model.State: importing the model (enum, dataclasses) would cost
 # the status line several ms per refresh.
-_ATTENTION = {"NEEDS_CONFIRMATION": 0, "ERROR": 1, "READY": 2, "BUSY": 3, "UNKNOWN": 4}
+_ATTENTION = {"NEEDS_CONFIRMATION": 0, "ERROR": 1, "READY": 2, "BUSY": 3, "UNKNOWN": 4,
+              "EXITED": 5}
 _SHORT = {"NEEDS_CONFIRMATION": "NEEDS_CONF"}
-_TMUX_COLOUR = {
-    "NEEDS_CONFIRMATION": "#[fg=black,bg=yellow,bold]",
-    "ERROR": "#[fg=white,bg=red,bold]",
-    "READY": "#[fg=green]",
-    "BUSY": "#[fg=cyan]",
-    "UNKNOWN": "#[fg=colour244]",
+# Every style that colours sets both fg and bg, so it reads the same on tmux's default green bar
+# and on a dark theme; BUSY and UNKNOWN ask nothing of you and keep the bar's own colours.
+TMUX_STYLE = {
+    "NEEDS_CONFIRMATION": "fg=black,bg=yellow,bold",
+    "ERROR": "fg=white,bg=red,bold",
+    "READY": "fg=white,bg=blue,bold",
+    "BUSY": "default",
+    "UNKNOWN": "default",
 }
+# `NAME=STYLE;NAME=STYLE`, e.g. `READY=fg=black,bg=white`: the tmux plugin's @conductor-colour-*.
+ENV_STYLE = "CONDUCTOR_STATUS_STYLE"
+_STYLE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789,=#-")
 
 
 # Bidirectional overrides and isolates reorder what a terminal shows (a summary could display
@@ -83,16 +89,36 @@ def coarse(seconds: float) -> str:
     return f"{seconds}s"
 
 
-def short_line(workers: Sequence[Mapping[str, Any]], colour: bool = False) -> str:
-    """``[worker-a: READY] [api: NEEDS_CONF]`` for tmux's status-right."""
+def styles(spec: str | None) -> dict[str, str]:
+    """The status-line styles, with ``spec`` (:data:`ENV_STYLE`'s format) overriding the
+    defaults; a part that is not a state name and a plain tmux style is ignored, so a typo cannot
+    break the status line nor smuggle in a tmux format."""
+    out = dict(TMUX_STYLE)
+    for part in (spec or "").split(";"):
+        state, _, style = part.strip().partition("=")
+        state = state.strip().upper()
+        style = style.strip().lower()
+        if state == "NEEDS_CONF":
+            state = "NEEDS_CONFIRMATION"
+        if state in out and style and set(style) <= _STYLE_CHARS:
+            out[state] = style
+    return out
+
+
+def short_line(workers: Sequence[Mapping[str, Any]], colour: bool = False,
+               style_spec: str | None = None) -> str:
+    """``[worker-a: READY] [api: NEEDS_CONF]`` for tmux's status-right; exited panes are left
+    out (their exit was notified, and the line is for the panes you can act on)."""
+    style = styles(style_spec) if colour else {}
     parts = []
     for w in by_attention(workers):
         state = w.get("state") or "UNKNOWN"
+        if state == "EXITED":
+            continue
         # '#' would start a tmux format in status-right; double it to print it literally.
         name = clean_text(str(w.get("name") or w.get("id"))).replace("#", "##")
         text = f"[{name}: {_SHORT.get(state, state)}]"
-        parts.append(f"{_TMUX_COLOUR[state]}{text}#[default]" if colour and state in _TMUX_COLOUR
-                     else text)
+        parts.append(f"#[{style[state]}]{text}#[default]" if state in style else text)
     return " ".join(parts)
 
 

@@ -76,6 +76,9 @@ def find_worker(workers: list[dict[str, Any]], ident: str) -> dict[str, Any]:
     """A worker by id, id prefix, tmux pane id (``%3``) or name; ambiguity is an error."""
     for key in ("id", "pane_id", "name"):
         exact = [w for w in workers if w.get(key) == ident]
+        if len(exact) > 1:
+            # A name reused after its first pane exited means the live one.
+            exact = [w for w in exact if w.get("state") != "EXITED"] or exact
         if len(exact) == 1:
             return exact[0]
         if len(exact) > 1:
@@ -107,4 +110,27 @@ def short_line(workers_dir: str | Path, colour: bool = False) -> str:
     if stale is not None:
         # Old states are worse than none on a status line: a READY there may be long over.
         return f"[conductor: stale {render.coarse(stale)}]"
-    return render.short_line(snap.workers, colour=colour) or "[conductor: no panes]"
+    return render.short_line(snap.workers, colour=colour,
+                             style_spec=os.environ.get(render.ENV_STYLE)) or \
+        "[conductor: no panes]"
+
+
+def shown(workers: list[dict[str, Any]], now: float, exited_shown_s: float
+          ) -> list[dict[str, Any]]:
+    """What ``status`` lists: every pane but those EXITED longer than ``exited_shown_s`` ago."""
+    return [w for w in workers if w.get("state") != "EXITED"
+            or now - (w.get("state_entered_ts") or 0.0) < exited_shown_s]
+
+
+def next_needing_human(workers: list[dict[str, Any]], current_pane: str | None = None
+                       ) -> dict[str, Any] | None:
+    """The pane to go to next: NEEDS_CONFIRMATION first, then ERROR, then the READY pane that
+    has waited longest (the order of ``status``); None when nobody waits. The pane you are on
+    (``current_pane``, a tmux ``%N``) comes last, so pressing the key again moves on."""
+    from app import render
+
+    waiting = [w for w in render.by_attention(workers)
+               if w.get("state") in ("NEEDS_CONFIRMATION", "ERROR", "READY")]
+    others = [w for w in waiting if w.get("pane_id") != current_pane]
+    chosen = (others or waiting)[:1]
+    return dict(chosen[0]) if chosen else None

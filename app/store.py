@@ -42,7 +42,7 @@ PUBLIC_FIELDS = (
 EVENT_KINDS = ("send", "hook")
 _MAX_SQL_INT = 2**63 - 1
 # app.model.State's values, spelled out: importing the model costs the status line several ms.
-KNOWN_STATES = ("READY", "BUSY", "NEEDS_CONFIRMATION", "ERROR", "UNKNOWN")
+KNOWN_STATES = ("READY", "BUSY", "NEEDS_CONFIRMATION", "ERROR", "UNKNOWN", "EXITED")
 
 
 def _migrations() -> Migrations:
@@ -276,6 +276,20 @@ class StoreWriter:
 
     def known_ids(self) -> set[str]:
         return {row[0] for row in self.conn.execute("SELECT id FROM ptys")}
+
+    def live_ids(self) -> set[str]:
+        """Panes not yet given their final EXITED row."""
+        return {row[0] for row in self.conn.execute(
+            "SELECT p.id FROM ptys p LEFT JOIN status s ON s.id = p.id "
+            "WHERE s.state IS NULL OR s.state != 'EXITED'")}
+
+    def prune_exited(self, conn: sqlite3.Connection, older_than_ts: float) -> list[str]:
+        """Remove the panes that exited before the cut-off, with their history; their ids."""
+        ids = [row[0] for row in conn.execute(
+            "SELECT id FROM status WHERE state = 'EXITED' AND state_entered_ts < ?",
+            (older_than_ts,))]
+        self.remove(conn, ids)
+        return ids
 
     def pty(self, worker_id: str) -> dict[str, Any] | None:
         cursor = self.conn.execute("SELECT * FROM ptys WHERE id = ?", (worker_id,))

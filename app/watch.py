@@ -79,7 +79,8 @@ class CycleReport:
     panes: int = 0
     captured: int = 0
     transitions: list[Transition] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
+    exited: list[str] = field(default_factory=list)  # panes that got their final EXITED row
+    removed: list[str] = field(default_factory=list)  # rows and folders deleted (retention)
     server_running: bool = True
 
 
@@ -208,7 +209,6 @@ class Watcher:
         self._cycles = 0
         self._cleaned_at_start = False
         self._unwritten: list[Transition] = []  # transitions whose cycle failed to commit
-        self._unremoved: set[str] = set()  # panes gone whose rows a failed cycle kept
 
     @property
     def workers_dir(self) -> Path:
@@ -231,10 +231,12 @@ class Watcher:
         report.panes = len(current)
 
         gone = [wid for wid in self.tracked if wid not in current]
+        orphans: list[str] = []
         if not self._cleaned_at_start:
-            stale = (self.store.known_ids() | self._folders()) - set(current)
-            gone = sorted(set(gone) | stale)
-            self._cleaned_at_start = True
+            # Panes that vanished while no watcher ran still get their final row; folders no
+            # row owns are a killed daemon's leftovers.
+            gone = sorted(set(gone) | (self.store.live_ids() - set(current)))
+            orphans = sorted(self._folders() - self.store.known_ids() - set(current))
         for wid in current.keys() - self.tracked.keys():
             self.tracked[wid] = self._track(wid, current[wid])
 
@@ -282,44 +284,55 @@ class Watcher:
             if pty != tracked.pty_row:
                 pty_rows.append(pty)
 
+        exits = [exit_row(wid, self.tracked.get(wid), self.store, now) for wid in gone]
         # Transitions of a cycle whose write failed are written (and notified) with this one.
         transitions = [t for t in self._unwritten if t.pane_key in current]
         transitions += report.transitions
-        gone = sorted(set(gone) | (self._unremoved - set(current)))
+        history_rows = [_history_row(t) for t in transitions]
+        history_rows += [_history_row(final.transition) for final in exits]
+        status_rows += [final.status_row for final in exits]
         self._cycles += 1
+        pruned: list[str] = []
         try:
             with self.store.transaction() as conn:
-                self.store.remove(conn, gone)
+                self.store.remove(conn, orphans)
                 for pty in pty_rows:
                     self.store.upsert_pty(conn, {**pty, "last_seen_ts": now})
                 self.store.upsert_status(conn, status_rows)
-                self.store.add_history(conn, [_history_row(t) for t in transitions])
+                self.store.add_history(conn, history_rows)
                 self.store.heartbeat(conn, last_cycle_ts=now)
                 if self._cycles % _PRUNE_EVERY == 1:
-                    self.store.prune_history(conn, self.settings.history_rows_per_pane,
-                                             now - self.settings.history_days * 86400)
+                    cutoff = now - self.settings.history_days * 86400
+                    pruned = self.store.prune_exited(conn, cutoff)
+                    self.store.prune_history(conn, self.settings.history_rows_per_pane, cutoff)
         except BaseException:
-            # Nothing of this cycle reached the store: remember it so the next cycle writes it,
-            # and leave the "last written" rows as they were so those rows differ again.
+            # Nothing of this cycle reached the store: the next cycle writes its transitions. Gone
+            # panes stay tracked and the start-up sweep is redone, so their final rows come then;
+            # the "last written" rows stay as they were, so they differ again.
             self._unwritten = transitions
-            self._unremoved = set(gone)
             raise
         # Only now is it true that the store holds these rows.
-        self._unwritten, self._unremoved = [], set()
+        self._unwritten = []
+        self._cleaned_at_start = True
         for row in status_rows:
-            self.tracked[row["id"]].status_row = row
+            if row["id"] in current:
+                self.tracked[row["id"]].status_row = row
         for pty in pty_rows:
             self.tracked[pty["id"]].pty_row = pty
         for wid in gone:
             self.tracked.pop(wid, None)
             if self.llm is not None:
                 self.llm.forget(wid)
-        report.removed = gone
-        for wid in gone:
+        report.exited = [final.worker_id for final in exits]
+        report.removed = orphans + pruned
+        for wid in report.removed:
             self._remove_folder(wid)
         # status.json holds a subset of the two rows: only a changed row can change it.
-        for wid in {r["id"] for r in status_rows} | {r["id"] for r in pty_rows}:
+        for wid in ({r["id"] for r in status_rows} | {r["id"] for r in pty_rows}) - set(gone):
             self._write_status_file(self.tracked[wid])
+        for final in exits:
+            self._write_final_file(final)
+            self._notify(final.transition, final.tracked, final.name)
         for transition in transitions:
             self._notify(transition)
         return report
@@ -422,11 +435,21 @@ class Watcher:
             else:
                 shutil.rmtree(folder, ignore_errors=True)
 
-    def _notify(self, transition: Transition) -> None:
-        tracked = self.tracked.get(transition.pane_key)
+    def _write_final_file(self, final: FinalRow) -> None:
+        folder = self.workers_dir / final.worker_id
+        try:
+            statusfile.write_status(folder, public_row(final.public), None)
+        except OSError as exc:
+            log.error("cannot write %s: %s", folder / statusfile.STATUS_FILE, exc)
+
+    def _notify(self, transition: Transition, tracked: Tracked | None = None,
+                name: str = "") -> None:
+        # A pane that exited while no watcher ran has no Tracked: logged, never notified (a
+        # restarted tmux server would otherwise ping once per pane it had).
+        tracked = tracked or self.tracked.get(transition.pane_key)
         log.info(
             "%s (%s): %s -> %s after %.1f s [%s] %s",
-            tracked.name if tracked else transition.pane_key, transition.pane_key,
+            tracked.name if tracked else name or transition.pane_key, transition.pane_key,
             transition.previous.value if transition.previous else "-", transition.state.value,
             transition.previous_lasted_s, ", ".join(transition.verdict.reasons),
             transition.verdict.summary,
@@ -474,3 +497,55 @@ def _status_row(worker: str, a: Assessment) -> dict[str, Any]:
         "stable_count": min(a.stable_count, _STABLE_COUNT_CAP),
         "signals": list(a.signals),
     }
+
+
+# What a notification calls the program that ended: "api: Claude Code exited".
+_CLI_LABELS = {"claude": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI",
+               "aider": "aider", "opencode": "opencode", "shell": "the shell"}
+
+
+def program_label(cli: str | None) -> str:
+    return _CLI_LABELS.get(cli or "", "the program")
+
+
+@dataclass
+class FinalRow:
+    """A pane that is gone, as it is kept: its last status row (EXITED) and the transition."""
+
+    worker_id: str
+    name: str
+    transition: Transition
+    status_row: dict[str, Any]
+    public: dict[str, Any]  # status.json: the pty row as last seen plus the final status
+    tracked: Tracked | None
+
+
+def exit_row(wid: str, tracked: Tracked | None, store: StoreWriter, now: float) -> FinalRow:
+    """The final row of a pane that left the server. ``tracked`` is None for a pane that vanished
+    while no watcher ran: what it was is then read back from the store."""
+    if tracked is not None:
+        a = tracked.assessment
+        previous, entered = (a.state, a.state_entered) if a is not None else (None, now)
+        cli = tracked.pack.name if tracked.pack else None
+        name = tracked.name
+        pty = tracked.pty_row or {}
+        last_hash = a.screen_hash if a is not None else None
+    else:
+        pty = store.pty(wid) or {}
+        row = store.statuses().get(wid) or {}
+        previous = State(row["state"]) if row.get("state") in State.__members__ else None
+        entered = row.get("state_entered_ts") or now
+        cli, name = pty.get("cli_type"), pty.get("name") or wid
+        last_hash = row.get("last_snapshot_hash")
+    verdict = Verdict(state=State.EXITED, confidence=100, reasons=("pane_gone",),
+                      rule_id="pane-gone", summary=f"{program_label(cli)} exited",
+                      classifier="tmux")
+    transition = Transition(wid, now, previous, State.EXITED, verdict,
+                            max(0.0, now - entered) if previous is not None else 0.0)
+    status_row = {
+        "id": wid, "state": State.EXITED.value, "summary": verdict.summary, "actions_needed": "",
+        "confidence": 100, "reasons": list(verdict.reasons), "rule_id": verdict.rule_id,
+        "classifier": verdict.classifier, "last_snapshot_hash": last_hash,
+        "state_entered_ts": now, "last_change_ts": now, "stable_count": 0, "signals": [],
+    }
+    return FinalRow(wid, name, transition, status_row, {**pty, **status_row}, tracked)

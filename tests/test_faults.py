@@ -645,3 +645,8 @@ def test_a_window_renamed_with_a_newline_is_still_listed_and_watched(
     writer.close()
     table = pty(server, "status")
     assert any("two" in line and "lines" in line for line in table.stdout.splitlines())
+
+
+def test_the_store_knows_every_state_of_the_model() -> None:
+    # A state missing here would make the watcher refuse its own store as "from a newer release".
+    assert set(store.KNOWN_STATES) == {s.value for s in State}

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.classify.redact import MASK, redact
 from app.errors import ConfigError, LLMError
-from app.model import State, Verdict
+from app.model import SCREEN_STATES, State, Verdict
 from app.render import clean_text
 from app.screen import normalise, screen_hash
 
@@ -116,7 +116,7 @@ busy markers and pending dialogs first.
 RESPONSE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "state": {"type": "string", "enum": [s.value for s in State]},
+        "state": {"type": "string", "enum": [s.value for s in SCREEN_STATES]},
         "summary": {"type": "string", "description": "one line: what the pane shows"},
         "actions_needed": {"type": "string", "description": "what the human should do, or ''"},
     },
@@ -511,7 +511,7 @@ def _parse_reply(body: bytes) -> dict[str, str]:
         if not isinstance(data[name], str):
             raise LLMError(f"LLM reply's {name!r} is not a string")
     state = data["state"].strip().upper()
-    if state not in State.__members__:
+    if state not in {s.value for s in SCREEN_STATES}:
         raise LLMError(f"LLM reply has unknown state {_one_line(data['state'], 40)!r}")
     return {"state": state, "summary": data["summary"], "actions_needed": data["actions_needed"]}
 

@@ -23,7 +23,7 @@ import regex
 import yaml
 
 from app.errors import ConductorError, PackError
-from app.model import State, Verdict
+from app.model import SCREEN_STATES, State, Verdict
 from app.screen import first_lines, last_lines, normalise, screen_hash
 
 # Neutral screens first (they stop evaluation with UNKNOWN), then what must never be missed.
@@ -431,9 +431,12 @@ def _check_keys(raw: dict[str, Any], allowed: set[str], where: str, what: str) -
 
 def _parse_state(value: Any, where: str, line: int | None, what: str) -> State:
     try:
-        return State(str(value))
+        state = State(str(value))
+        if state not in SCREEN_STATES:
+            raise ValueError(state)
+        return state
     except ValueError:
-        names = ", ".join(s.value for s in State)
+        names = ", ".join(s.value for s in SCREEN_STATES)
         raise PackError(where, line,
                         f"{what}: unknown state {value!r}; use one of {names}") from None
 
