@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import time
@@ -134,11 +135,13 @@ def watch(obj: Context, interval: float | None, stable_polls: int | None, once: 
     from dataclasses import replace
 
     from app.configfile import load_config
-    from app.daemon import Daemon, setup_logging
+    from app.daemon import LOCK_NAME, Daemon, InstanceLock, setup_logging
 
     if stop:
         _stop(obj)
         return
+    # A store folder that cannot be used is one line, before logging would add its own.
+    os.close(InstanceLock(obj.workers_dir / LOCK_NAME).open())
     setup_logging(-1 if quiet else verbose, obj.workers_dir)
     cfg = load_config()
     notes = [f"wrote the default config to {cfg.path}"] if cfg.created else \

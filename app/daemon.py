@@ -45,14 +45,18 @@ class InstanceLock:
         self.path = path
         self._handle: IO[str] | None = None
 
-    def acquire(self) -> None:
+    def open(self) -> int:
+        """The lock file, opened for writing (the store folder made if need be); StoreError in
+        one line when the folder cannot be used (a file, read-only, a link)."""
         try:
             make_private_dir(self.path.parent)
-            fd = open_private(str(self.path), os.O_RDWR)
+            return open_private(str(self.path), os.O_RDWR)
         except OSError as exc:
             raise StoreError(f"cannot use the status store folder {self.path.parent}: "
                              f"{exc.strerror or exc}") from None
-        handle = os.fdopen(fd, "r+", encoding="utf-8")
+
+    def acquire(self) -> None:
+        handle = os.fdopen(self.open(), "r+", encoding="utf-8")
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
