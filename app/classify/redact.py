@@ -84,6 +84,12 @@ def _mask_value(found: re.Match[str]) -> str:
 _KEY_CHARS = re.compile(r"[A-Za-z0-9_\-+/=.]*")
 
 
+def _looks_like_key_tail(run: str) -> bool:
+    """A key's random tail has a digit or a symbol, or is long; a word starting the next line
+    ("Ship", "Do") has neither."""
+    return len(run) >= 12 or any(not char.isalpha() for char in run) and bool(run)
+
+
 def _mask_wrapped(text: str) -> str:
     """Mask secrets a terminal wrapped over two or more lines.
 
@@ -108,6 +114,8 @@ def _mask_wrapped(text: str) -> str:
                 for piece in pieces[1:]:
                     run = _KEY_CHARS.match(piece)
                     length = run.end() if run else 0
+                    if not _looks_like_key_tail(piece[:length]):
+                        break  # "Ship it?" on the line after a key is prose, not its tail
                     cut += 1 + length
                     if length < len(piece):
                         break
