@@ -87,7 +87,7 @@ _KEY_CHARS = re.compile(r"[A-Za-z0-9_\-+/=.]*")
 def _looks_like_key_tail(run: str) -> bool:
     """A key's random tail has a digit or a symbol, or is long; a word starting the next line
     ("Ship", "Do") has neither."""
-    return len(run) >= 12 or any(not char.isalpha() for char in run) and bool(run)
+    return len(run) >= 12 or (any(not char.isalpha() for char in run) and bool(run))
 
 
 def _mask_wrapped(text: str) -> str:
