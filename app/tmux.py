@@ -38,8 +38,9 @@ _PANE_FIELDS = (
     "pane_title",  # title last: it may hold anything
 )
 _LIST_FORMAT = _SEP.join(f"#{{{name}}}" for name in _PANE_FIELDS)
-# Listed in the same tmux call as the panes: a row starting with this is a client, not a pane.
-_CLIENT_ROW = "\x1eclient"
+# Listed in the same tmux call as the panes: a row starting with this is a client, not a pane
+# (pane rows start with the pane id, "%N").
+_CLIENT_ROW = "client"
 _CLIENT_FORMAT = _SEP.join((_CLIENT_ROW, "#{client_control_mode}", "#{session_name}"))
 _CAPTURE_BATCH = 100
 _TIMEOUT_S = 10.0
@@ -475,7 +476,7 @@ class ControlClient:
                 fresh = pane not in self._paused
                 self._paused.add(pane)
             if fresh and note.name != "pause":
-                self._write(f"refresh-client -A {pane}:pause")
+                self._write(f"refresh-client -A '{pane}:pause'")
             self.owner._on_output(pane)
         elif note.name in _STRUCTURE:
             if note.name == "session-changed":
@@ -488,7 +489,7 @@ class ControlClient:
             paused = [p for p in pane_ids if p in self._paused]
             self._paused.difference_update(paused)
         if paused:
-            self._write("refresh-client " + " ".join(f"-A {p}:continue" for p in paused))
+            self._write("refresh-client " + " ".join(f"-A '{p}:continue'" for p in paused))
 
     def _write(self, command: str) -> None:
         stdin = self.proc.stdin
