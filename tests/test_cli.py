@@ -359,7 +359,7 @@ def test_status_shows_waiting_time_and_redraws_with_watch(
     assert asks["state"] == "NEEDS_CONFIRMATION"
     assert asks["waiting_s"] >= 0.5 and asks["waiting_long"] is True
     assert asks["inactive_s"] >= 0.5
-    assert asks["signals"] == ["screen=NEEDS_CONFIRMATION"]
+    assert asks["signals"] == ["screen=NEEDS_CONFIRMATION", "watch=poll"]  # --once only polls
     assert workers[0]["name"] == "asks"  # the pane needing a human comes first
     table = conductor("pty", "status").stdout.splitlines()
     assert table[0].split() == ["ID", "NAME", "CLI", "STATE", "SINCE", "WAITING", "SUMMARY"]
