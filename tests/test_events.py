@@ -1,0 +1,227 @@
+"""Event-driven watching: tmux control mode against real tmux servers, the light ticks of the
+watcher, and a real ``conductor pty watch`` through sessions, floods, killed clients and a
+restarted server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+from app.classify.packs import load_packs
+from app.config import WatchSettings
+from app.store import StoreReader, StoreWriter
+from app.tmux import ControlMode, Notification, Tmux, decode_output, parse_notification
+from app.watch import EVENTS, Watcher
+from tests.waiting import retry_until, stays_false
+
+QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 600\""
+PRINTER = "sh -c 'i=0; while :; do i=$((i+1)); echo line $i; sleep 0.05; done'"
+SHELL = "env PS1='$ ' sh"
+
+
+class ParseCase(NamedTuple):
+    line: bytes
+    expected: Notification | None
+
+
+PARSE_CASES = {
+    "output": ParseCase(b"%output %3 hi\\015\\012\n",
+                        Notification("output", ("%3",), b"hi\\015\\012")),
+    "output-empty": ParseCase(b"%output %3", Notification("output", ("%3",), b"")),
+    "extended-output": ParseCase(b"%extended-output %7 120 x y : data \\134 :",
+                                 Notification("extended-output", ("%7", "120", "x", "y"),
+                                              b"data \\134 :")),
+    "sessions-changed": ParseCase(b"%sessions-changed\r\n", Notification("sessions-changed")),
+    "window-add": ParseCase(b"%window-add @12\n", Notification("window-add", ("@12",))),
+    "odd-utf8": ParseCase(b"%window-renamed @1 \xff\xfe",
+                          Notification("window-renamed", ("@1", "\ufffd\ufffd"))),
+    "command-output": ParseCase(b"0: ksh* (1 panes) [80x24]\n", None),
+    "blank": ParseCase(b"\n", None),
+    "lone-percent": ParseCase(b"%\n", None),
+    "empty": ParseCase(b"", None),
+}
+
+
+@pytest.mark.parametrize("case", PARSE_CASES.values(), ids=PARSE_CASES.keys())
+def test_control_lines_parse_and_odd_ones_are_not_notifications(case: ParseCase) -> None:
+    assert parse_notification(case.line) == case.expected
+
+
+@pytest.mark.parametrize(("line", "pane"), [
+    (b"%output %3 x", "%3"), (b"%pause %12", "%12"), (b"%output %x y", None),
+    (b"%output", None), (b"%output %3;kill-server x", None), (b"%window-add @3", None),
+])
+def test_only_a_well_formed_pane_id_is_taken_from_a_notification(line: bytes,
+                                                                 pane: str | None) -> None:
+    note = parse_notification(line)
+    assert note is not None and note.pane_id == pane
+
+
+def tmux_escape(data: bytes) -> bytes:
+    """What tmux does to pane output in %output: control characters and backslash as octal."""
+    return b"".join(b"\\%03o" % c if c < 32 or c == 92 else bytes((c,)) for c in data)
+
+
+def test_output_escaping_round_trips_every_byte_and_leaves_odd_escapes_alone() -> None:
+    every = bytes(range(256)) * 2
+    assert decode_output(tmux_escape(every)) == every
+    # Not escapes tmux would write: taken as they are, never an error.
+    for odd in (b"\\", b"ab\\", b"\\9", b"\\77", b"\\777", b"\\400x", b"\\\\\\", b"\xff\\0"):
+        assert decode_output(odd) == odd
+
+
+# --- control mode against a real tmux server ---------------------------------------------------
+
+
+@pytest.fixture
+def control(server: Any) -> Iterator[tuple[ControlMode, threading.Event]]:
+    woken = threading.Event()
+    mode = ControlMode(Tmux(socket_name=server.socket_name), woken.set)
+    yield mode, woken
+    mode.close()
+
+
+def session_ids(server: Any) -> set[str]:
+    return set(server.cmd("list-sessions", "-F", "#{session_id}").stdout)
+
+
+def control_clients(server: Any) -> list[str]:
+    """(pid) of every control-mode client attached to the server."""
+    rows = server.cmd("list-clients", "-F", "#{client_control_mode} #{client_pid}").stdout
+    return [row.split()[1] for row in rows if row.startswith("1 ")]
+
+
+def test_a_printing_pane_is_reported_once_until_resumed(
+        server: Any, session: Any, control: tuple[ControlMode, threading.Event]) -> None:
+    mode, woken = control
+    pane = session.new_window(window_name="printer", window_shell=PRINTER,
+                              attach=False).active_pane
+    mode.follow(session_ids(server))
+    retry_until(lambda: session.session_id in mode.watching(), 10)
+    seen: dict[str, float] = {}
+
+    def reported() -> bool:
+        seen.update(mode.take()[0])
+        return pane.pane_id in seen
+
+    retry_until(reported, 10)
+    assert woken.is_set()
+    # Paused for our client after its first report: it keeps printing, we hear nothing more.
+    assert stays_false(lambda: pane.pane_id in mode.take()[0], 1.0)
+    mode.resume([pane.pane_id])
+    retry_until(lambda: pane.pane_id in mode.take()[0], 10)
+    # Pausing is per client: the pane itself kept printing all along.
+    retry_until(lambda: "line 30" in "\n".join(pane.capture_pane(start=-200)), 10)
+
+
+def test_control_clients_neither_resize_windows_nor_count_as_someone_looking(
+        server: Any, session: Any, control: tuple[ControlMode, threading.Event]) -> None:
+    mode, _ = control
+    tmux = Tmux(socket_name=server.socket_name)
+    sizes = {p.pane_id: (p.width, p.height) for p in tmux.list_panes().panes}
+    mode.follow(session_ids(server))
+    retry_until(lambda: mode.watching() == session_ids(server), 10)
+    assert len(control_clients(server)) == len(session_ids(server))
+    listing = tmux.list_panes()
+    assert {p.pane_id: (p.width, p.height) for p in listing.panes} == sizes
+    assert not any(p.focused for p in listing.panes)
+    target = listing.panes[0].pane_id
+    assert tmux.switch_to(target) == "selected (no client attached)"
+    tmux.display_message("nobody sees this")  # no client to show it to, and no error
+    tmux.refresh_status()
+
+
+def test_sessions_coming_and_going_and_a_killed_client_are_followed(
+        server: Any, session: Any, control: tuple[ControlMode, threading.Event]) -> None:
+    mode, _ = control
+    mode.follow(session_ids(server))
+    retry_until(lambda: mode.watching() == session_ids(server), 10)
+    mode.take()
+
+    extra = server.new_session(session_name="extra", attach=False)
+    retry_until(lambda: mode.take()[1], 10, message="no %sessions-changed")
+    mode.follow(session_ids(server))
+    retry_until(lambda: extra.session_id in mode.watching(), 10)
+
+    extra.kill()
+    retry_until(lambda: mode.take()[1], 10)
+    mode.follow(session_ids(server))
+    assert extra.session_id not in mode.watching()
+
+    victim = control_clients(server)[0]
+    os.kill(int(victim), signal.SIGKILL)
+    retry_until(lambda: mode.take()[1], 10, message="a killed client went unnoticed")
+    retry_until(lambda: victim not in control_clients(server), 10)
+    mode.follow(session_ids(server))
+    retry_until(lambda: mode.watching() == session_ids(server), 10)
+    assert victim not in control_clients(server)
+
+
+# --- the watcher's light ticks -----------------------------------------------------------------
+
+
+@pytest.fixture
+def event_watcher(server: Any, isolated_env: Path,
+                  control: tuple[ControlMode, threading.Event]) -> Iterator[Watcher]:
+    store = StoreWriter(isolated_env)
+    yield Watcher(Tmux(socket_name=server.socket_name), store, load_packs(),
+                  WatchSettings(interval_s=3600), control=control[0])
+    store.close()
+
+
+def stored(workers_dir: Path, name: str) -> dict[str, Any]:
+    reader = StoreReader(workers_dir)
+    try:
+        return next((w for w in reader.workers() if w["name"] == name), {})
+    finally:
+        reader.close()
+
+
+def test_light_ticks_alone_see_a_question_and_then_ready_once_the_screen_is_quiet(
+        server: Any, session: Any, event_watcher: Watcher, isolated_env: Path) -> None:
+    window = session.new_window(window_name="asker", window_shell=SHELL, attach=False)
+    pane = window.active_pane
+    retry_until(lambda: "$" in "\n".join(pane.capture_pane()), 10)
+    assert event_watcher.tick(time.time()).full
+    retry_until(lambda: session.session_id in event_watcher.control.watching(), 10)  # type: ignore[union-attr]
+    assert event_watcher.tick(time.time()).full  # the client attached: look once more
+
+    def light_until(state: str) -> bool:
+        report = event_watcher.tick(time.time(), full=False)
+        assert not report.full, "nothing came or went: a light tick must stay light"
+        return stored(isolated_env, "asker").get("state") == state
+
+    retry_until(lambda: light_until("READY"), 15)
+    pane.send_keys("read -p 'Go on? (y/N) ' x", enter=True)
+    retry_until(lambda: light_until("NEEDS_CONFIRMATION"), 15)
+    row = stored(isolated_env, "asker")
+    assert f"watch={EVENTS}" in row["signals"]
+    pane.send_keys("n", enter=True)
+    retry_until(lambda: light_until("READY"), 15)
+
+
+def test_a_streaming_pane_is_captured_no_more_often_than_min_capture(
+        server: Any, session: Any, event_watcher: Watcher) -> None:
+    session.new_window(window_name="printer", window_shell=PRINTER, attach=False)
+    event_watcher.tick(time.time())
+    retry_until(lambda: event_watcher.control.watching(), 10)  # type: ignore[union-attr]
+    event_watcher.tick(time.time())
+    printer = next(t for t in event_watcher.tracked.values() if t.name == "printer")
+    captures: list[float] = []
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        before = printer.captured_at
+        event_watcher.tick(time.time(), full=False)
+        if printer.captured_at != before:
+            captures.append(printer.captured_at)
+        time.sleep(0.01)
+    assert len(captures) >= 2, "a pane printing every 50 ms was not followed"
+    gaps = [b - a for a, b in zip(captures, captures[1:], strict=False)]
+    assert min(gaps) >= event_watcher.settings.min_capture_s
