@@ -4,6 +4,7 @@ restarted server."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import threading
@@ -223,5 +224,5 @@ def test_a_streaming_pane_is_captured_no_more_often_than_min_capture(
             captures.append(printer.captured_at)
         time.sleep(0.01)
     assert len(captures) >= 2, "a pane printing every 50 ms was not followed"
-    gaps = [b - a for a, b in zip(captures, captures[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(captures)]
     assert min(gaps) >= event_watcher.settings.min_capture_s
