@@ -17,6 +17,7 @@ import pytest
 
 from app.classify.packs import load_packs
 from app.config import WatchSettings
+from app.errors import StoreError
 from app.store import StoreReader, StoreWriter
 from app.tmux import ControlMode, Notification, Tmux, decode_output, parse_notification
 from app.watch import EVENTS, Watcher
@@ -178,9 +179,14 @@ def event_watcher(server: Any, isolated_env: Path,
 
 
 def stored(workers_dir: Path, name: str) -> dict[str, Any]:
-    reader = StoreReader(workers_dir)
+    try:
+        reader = StoreReader(workers_dir)
+    except StoreError:
+        return {}  # the daemon has not made its store yet
     try:
         return next((w for w in reader.workers() if w["name"] == name), {})
+    except StoreError:
+        return {}  # nor finished making it
     finally:
         reader.close()
 
@@ -226,3 +232,87 @@ def test_a_streaming_pane_is_captured_no_more_often_than_min_capture(
     assert len(captures) >= 2, "a pane printing every 50 ms was not followed"
     gaps = [b - a for a, b in itertools.pairwise(captures)]
     assert min(gaps) >= event_watcher.settings.min_capture_s
+
+
+# --- a real `conductor pty watch` --------------------------------------------------------------
+
+
+def write_config(text: str) -> None:
+    Path(os.environ["CONDUCTOR_CONFIG"]).write_text(text)
+
+
+def pane_state(workers_dir: Path, name: str, state: str, watched: str = EVENTS) -> bool:
+    row = stored(workers_dir, name)
+    return row.get("state") == state and f"watch={watched}" in row.get("signals", [])
+
+
+def test_between_polls_the_daemon_follows_output_sessions_floods_and_killed_clients(
+        server: Any, session: Any, watcher_process: Any, isolated_env: Path) -> None:
+    # A poll every 10 minutes: everything below can only be seen through control mode.
+    write_config("[watch]\ninterval = 600\n")
+    asker = session.new_window(window_name="asker", window_shell=SHELL,
+                               attach=False).active_pane
+    retry_until(lambda: "$" in "\n".join(asker.capture_pane()), 10)
+    daemon = watcher_process("-q")
+    retry_until(lambda: pane_state(isolated_env, "asker", "READY"), 30)
+
+    asker.send_keys("read -p 'Go on? (y/N) ' x", enter=True)
+    retry_until(lambda: pane_state(isolated_env, "asker", "NEEDS_CONFIRMATION"), 20)
+
+    # A session created while watching, then killed.
+    late = server.new_session(session_name="late", window_name="late", window_command=QUESTION,
+                              attach=False)
+    retry_until(lambda: pane_state(isolated_env, "late", "NEEDS_CONFIRMATION"), 20)
+    late.kill()
+    retry_until(lambda: not stored(isolated_env, "late"), 20)
+
+    # A pane flooding output and a pane printing random bytes, next to the one we care about.
+    session.new_window(window_name="flood", window_shell="yes", attach=False)
+    session.new_window(window_name="noise", attach=False,
+                       window_shell="sh -c 'head -c 65536 /dev/urandom; sleep 600'")
+    retry_until(lambda: pane_state(isolated_env, "flood", "BUSY")
+                or pane_state(isolated_env, "flood", "UNKNOWN"), 20)
+    retry_until(lambda: stored(isolated_env, "noise"), 20)
+
+    # Our control clients killed from outside: new ones take over.
+    victims = control_clients(server)
+    for pid in victims:
+        os.kill(int(pid), signal.SIGKILL)
+    retry_until(lambda: control_clients(server) and not set(control_clients(server))
+                & set(victims), 20, message="the killed control clients were not replaced")
+    asker.send_keys("n", enter=True)
+    retry_until(lambda: pane_state(isolated_env, "asker", "READY"), 20)
+    asker.send_keys("read -p 'Once more? (y/N) ' x", enter=True)
+    retry_until(lambda: pane_state(isolated_env, "asker", "NEEDS_CONFIRMATION"), 20)
+
+    assert daemon.poll() is None, daemon.stderr.read()
+
+
+def test_the_daemon_survives_a_tmux_server_restart_and_watches_the_new_one(
+        server: Any, session: Any, watcher_process: Any, isolated_env: Path) -> None:
+    write_config("[watch]\ninterval = 1\n")
+    session.new_window(window_name="before", window_shell=QUESTION, attach=False)
+    daemon = watcher_process("-q")
+    retry_until(lambda: pane_state(isolated_env, "before", "NEEDS_CONFIRMATION"), 30)
+
+    server.kill()
+    retry_until(lambda: not control_clients_alive(server.socket_name), 20)
+    again = server.new_session(session_name="again", window_name="after", window_command=SHELL,
+                               attach=False)
+    retry_until(lambda: pane_state(isolated_env, "after", "READY"), 30)
+    again.active_window.active_pane.send_keys("read -p 'Go on? (y/N) ' x", enter=True)
+    retry_until(lambda: pane_state(isolated_env, "after", "NEEDS_CONFIRMATION"), 20)
+    assert not stored(isolated_env, "before")
+    assert daemon.poll() is None, daemon.stderr.read()
+
+
+def control_clients_alive(socket_name: str) -> bool:
+    """Whether any `tmux -C` client process of ours for this socket still runs."""
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"-C" in argv and socket_name.encode() in argv:
+            return True
+    return False
