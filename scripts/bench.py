@@ -328,8 +328,11 @@ def replay_turns(events: bool) -> dict[str, tuple[list[float], list[float], list
                                   env=env, cwd=REPO)
         db = Path(folder) / "status.db"
         try:
-            wait_for(lambda: db.exists() and all(
-                s not in (None, "UNKNOWN") for s in states(db, changes).values()), 60)
+            wait_for(lambda: db.exists() and None not in states(db, changes).values(), 60)
+            try:  # past first sight (aider's first frame is UNKNOWN for good)
+                wait_for(lambda: list(states(db, changes).values()).count("UNKNOWN") <= 1, 30)
+            except TimeoutError:
+                pass
             start = time.time() + 0.5
             start_file.write_text(repr(start))
             stop = threading.Event()
@@ -350,7 +353,8 @@ def replay_turns(events: bool) -> dict[str, tuple[list[float], list[float], list
 
             sampler = threading.Thread(target=sample, daemon=True)
             sampler.start()
-            time.sleep(max(r.frames[-1][0] for r in replays) + 8 + start - time.time())
+            # Long enough after the last frame for the poller's READY at --interval 5.
+            time.sleep(max(r.frames[-1][0] for r in replays) + 25 + start - time.time())
             stop.set()
             sampler.join()
         finally:
