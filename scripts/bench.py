@@ -23,6 +23,7 @@ Figures:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import itertools
 import os
@@ -329,10 +330,8 @@ def replay_turns(events: bool) -> dict[str, tuple[list[float], list[float], list
         db = Path(folder) / "status.db"
         try:
             wait_for(lambda: db.exists() and None not in states(db, changes).values(), 60)
-            try:  # past first sight (aider's first frame is UNKNOWN for good)
+            with contextlib.suppress(TimeoutError):  # past first sight; aider's frame 0 stays
                 wait_for(lambda: list(states(db, changes).values()).count("UNKNOWN") <= 1, 30)
-            except TimeoutError:
-                pass
             start = time.time() + 0.5
             start_file.write_text(repr(start))
             stop = threading.Event()
