@@ -257,6 +257,7 @@ def test_explain_shows_the_deciding_rule_and_the_rules_tried(server: Any, sessio
     assert "rule yes-no-question" in done.stdout
     assert "matched: Overwrite? (y/N)" in done.stdout
     assert "-> NEEDS_CONFIRMATION" in done.stdout  # the transition history
+    assert "watched: by polling only" in done.stdout  # --once never starts control mode
     missing = conductor("-L", server.socket_name, "pty", "explain", "nope")
     assert missing.returncode == 1
 

@@ -21,6 +21,7 @@ from app.errors import StoreError
 from app.store import StoreReader, StoreWriter
 from app.tmux import ControlMode, Notification, Tmux, decode_output, parse_notification
 from app.watch import EVENTS, Watcher
+from tests.conftest import conductor
 from tests.waiting import retry_until, stays_false
 
 QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 600\""
@@ -285,6 +286,8 @@ def test_between_polls_the_daemon_follows_output_sessions_floods_and_killed_clie
     asker.send_keys("read -p 'Once more? (y/N) ' x", enter=True)
     retry_until(lambda: pane_state(isolated_env, "asker", "NEEDS_CONFIRMATION"), 20)
 
+    explained = conductor("-L", server.socket_name, "pty", "explain", "asker")
+    assert "watched: on output (tmux control mode)" in explained.stdout, explained.stderr
     assert daemon.poll() is None, daemon.stderr.read()
 
 
