@@ -319,3 +319,36 @@ def control_clients_alive(socket_name: str) -> bool:
         if b"-C" in argv and socket_name.encode() in argv:
             return True
     return False
+
+
+def test_wait_takes_ready_from_a_watcher_on_control_mode_for_the_screen_it_sees(
+        server: Any, session: Any, event_watcher: Watcher, isolated_env: Path) -> None:
+    from app.handoff import PaneWatch, resolve
+
+    pane = session.new_window(window_name="asker", window_shell=SHELL, attach=False).active_pane
+    retry_until(lambda: "$" in "\n".join(pane.capture_pane()), 10)
+    event_watcher.tick(time.time())
+    retry_until(lambda: event_watcher.control.watching(), 10)  # type: ignore[union-attr]
+    event_watcher.tick(time.time())
+
+    def ready_after(entered: float) -> bool:
+        event_watcher.tick(time.time(), full=False)
+        row = stored(isolated_env, "asker")
+        return row.get("state") == "READY" and row["state_entered_ts"] > entered
+
+    retry_until(lambda: ready_after(0.0), 15)
+
+    tmux = Tmux(socket_name=server.socket_name)
+    watch = PaneWatch(tmux, resolve(tmux, isolated_env, "asker"), load_packs(),
+                      WatchSettings(), isolated_env)
+    # An old READY, from before this wait began, vouches for nothing.
+    assert "watcher_verdict" not in watch.poll().reasons
+
+    pane.send_keys("echo done", enter=True)
+    retry_until(lambda: "done" in "\n".join(pane.capture_pane()), 10)
+    entered = stored(isolated_env, "asker")["state_entered_ts"]
+    retry_until(lambda: ready_after(entered), 15)
+    # Our own first look at this screen could not call it stable yet; the watcher's can.
+    assessment = watch.poll()
+    assert assessment.state.value == "READY"
+    assert assessment.reasons[-1] == "watcher_verdict"
