@@ -352,3 +352,32 @@ def test_wait_takes_ready_from_a_watcher_on_control_mode_for_the_screen_it_sees(
     assessment = watch.poll()
     assert assessment.state.value == "READY"
     assert assessment.reasons[-1] == "watcher_verdict"
+
+
+@pytest.mark.slow
+def test_a_transition_redraws_the_status_line_of_attached_clients_at_once(
+        server: Any, session: Any, watcher_process: Any, isolated_env: Path,
+        tmp_path: Path) -> None:
+    from tests.test_cli import attach_client
+
+    drawn = tmp_path / "drawn.txt"
+    # No tmux message either: its end redraws the status line too.
+    write_config("[watch]\ninterval = 600\n[notify.tmux]\nenabled = false\n")
+    # The status line runs its job only when told to: no timer would redraw it for an hour.
+    server.cmd("set-option", "-g", "status-interval", "3600")
+    server.cmd("set-option", "-g", "status-right", f"#(echo x >> {drawn})")
+    asker = session.new_window(window_name="asker", window_shell=SHELL,
+                               attach=False).active_pane
+    client = attach_client(server, session)
+    try:
+        watcher_process("-q")
+        retry_until(lambda: pane_state(isolated_env, "asker", "READY"), 30)
+        retry_until(drawn.exists, 10)
+        before = len(drawn.read_text().splitlines())
+        asker.send_keys("read -p 'Go on? (y/N) ' x", enter=True)
+        retry_until(lambda: pane_state(isolated_env, "asker", "NEEDS_CONFIRMATION"), 20)
+        retry_until(lambda: len(drawn.read_text().splitlines()) > before, 10,
+                    message="the status line was not redrawn after the transition")
+    finally:
+        client.kill()
+        client.wait(timeout=10)
