@@ -24,6 +24,7 @@ from app.classify.llm import AsyncLLM, merge, worth_asking
 from app.classify.packs import Pack, detect_pack
 from app.config import WatchSettings
 from app.errors import ConductorError, TmuxServerNotRunning
+from app.herd.step import HerdStep
 from app.model import Pane, State, Transition, Verdict
 from app.screen import normalise, screen_hash
 from app.store import StoreWriter, public_row
@@ -175,6 +176,7 @@ class Watcher:
         settings: WatchSettings | None = None,
         on_transition: Callable[[Transition, Tracked], None] | None = None,
         llm: AsyncLLM | None = None,
+        herd: HerdStep | None = None,
     ) -> None:
         self.tmux = tmux
         self.store = store
@@ -182,6 +184,7 @@ class Watcher:
         self.settings = settings or WatchSettings()
         self.on_transition = on_transition
         self.llm = llm
+        self.herd = herd  # app/herd: eligibility on each status row, nudges after the tick
         self.observer = PaneObserver(packs, self.settings, llm)
         self._event_seq = 0
         self._events_read = False
@@ -256,6 +259,8 @@ class Watcher:
                 history_rows.append(_history_row(transition))
             a = tracked.assessment
             row = _status_row(wid, a) if a is not None else None
+            if row is not None and self.herd is not None:
+                row.update(self.herd.annotate(tracked, now))
             if row is not None and row != tracked.status_row:
                 status_rows.append(row)
                 tracked.status_row = row
@@ -287,6 +292,8 @@ class Watcher:
             self._write_status_file(self.tracked[wid])
         for transition in report.transitions:
             self._notify(transition)
+        if self.herd is not None:
+            self.herd.act(gone, now)
         return report
 
     # --- per pane ------------------------------------------------------------------------------
