@@ -188,7 +188,12 @@ def test_a_half_typed_prompt_is_never_nudged(
 def test_cooldown_and_max_nudges_hold_until_a_person_acts(
         server: Any, herded: Any, tmp_path: Path, isolated_env: Path) -> None:
     write_config(tmp_path, cooldown=2.0, max_nudges=2)
-    agent, _ = herded()
+    # Unlike the bundled sets, this rule matches again after its own answer: only the gates
+    # stand between the pane and a nudge every tick.
+    always = tmp_path / "always.yml"
+    always.write_text("rules:\n  - id: always\n    when: [stalled]\n    states: [READY]\n"
+                      "    match: 'Shall I continue'\n    command: 'Yes, please continue.'\n")
+    agent, _ = herded("--rules", str(always))
     agent.send_keys(QUESTION, enter=True)
 
     retry_until(lambda: len(nudged(isolated_env)) == 2, 30, interval=0.2,

@@ -48,6 +48,8 @@ def test_conservative_answers_shall_i_continue_with_the_goal_when_there_is_one()
     assert first_match("conservative", SHALL_I, {**CONTEXT, "goal": "all tests pass"}) == \
         "Yes, please continue until this is done: all tests pass"
     assert first_match("conservative", "● All done.\n❯ \n", CONTEXT) is None
+    answered = SHALL_I.replace("────\n❯ \n", "❯ Yes, please continue.\n● On it.\n────\n❯ \n", 1)
+    assert first_match("conservative", answered, CONTEXT) is None
     # The same words in a dialog the pack missed: vetoed, and never for a dialog state anyway.
     dialog = " Shall I continue?\n Do you want to proceed?\n ❯ 1. Yes\n   2. No"
     assert first_match("conservative", dialog, CONTEXT) is None
