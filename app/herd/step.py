@@ -93,9 +93,10 @@ class HerdStep:
             self._tick = now
             self._pending.clear()
             self._rows = self.store.herd_rows()
-            since = min((r.get("last_nudge_ts") or 0.0 for r in self._rows.values()),
-                        default=now)
-            self._person_sends = self.store.person_sends(since) if self._rows else {}
+            # Only counters that could be reset need to know who sent what since their nudge.
+            counting = [r.get("last_nudge_ts") or 0.0 for r in self._rows.values()
+                        if r.get("enabled") and (r.get("nudges") or r.get("turn"))]
+            self._person_sends = self.store.person_sends(min(counting)) if counting else {}
         a = tracked.assessment
         if a is None:
             return {}
