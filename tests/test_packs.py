@@ -95,6 +95,8 @@ BROKEN = [
     BrokenPack("example names a missing rule", "    rule: idle", "    rule: idel", 17,
                ("unknown rule 'idel'",)),
     BrokenPack("duplicate rule id", "  - id: idle", "  - id: asks", 12, ("duplicate rule id",)),
+    BrokenPack("checked versions not a list", "stable_polls: 2\n",
+               "stable_polls: 2\nchecked_versions: 0.1\n", 1, ("checked_versions",)),
 ]
 
 
