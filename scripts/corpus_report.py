@@ -35,6 +35,7 @@ from app.screen import normalise  # noqa: E402
 CORPUS = ROOT / "tests" / "corpus"
 HELDOUT_LIST = CORPUS / "heldout.txt"
 VERSIONS_FILE = "versions.tsv"
+SHARED_SET = "shared"  # the set heldout.txt speaks of
 DRAFTS_LIST = CORPUS / "drafts.tsv"
 
 # The corpus names CLIs by product; packs are named by command. "plain" screens (shells, REPLs,
@@ -198,7 +199,9 @@ def load_cases(corpus: Path = CORPUS) -> list[ScreenCase]:
                 state=State(cols[2]),
                 size=cols[3],
                 note=cols[4] if len(cols) > 4 else "",
-                held_out=folder.name.startswith("heldout") or cols[0] in held,
+                # heldout.txt names screens of the shared set; later sets reuse its file names
+                held_out=folder.name.startswith("heldout")
+                or (folder.name == SHARED_SET and cols[0] in held),
                 version=versions.get(cols[1], ""),
             ))
     return cases
