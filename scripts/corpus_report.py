@@ -2,9 +2,11 @@
 
     python scripts/corpus_report.py            # all figures
     python scripts/corpus_report.py --errors   # also list every wrong screen
+    python scripts/corpus_report.py --versions # only the per-CLI, per-version table
 
 The corpus lives in ``tests/corpus/<set>/``: each set has a ``labels.tsv`` (path, cli, state, size,
-note), optionally a ``versions.tsv`` (cli, version: the release its screens were captured from) and ``<cli>/timeline-N/frames.tsv`` (t_seconds, file, state). ``tests/corpus/heldout.txt``
+note), ``<cli>/timeline-N/frames.tsv`` (t_seconds, file, state) and optionally a ``versions.tsv``
+(cli, version: the release its screens were captured from). ``tests/corpus/heldout.txt``
 names the screens that were not looked at while the rules were written; every screen of a set
 whose name starts with ``heldout`` (fresh lab captures) is held out as well.
 ``tests/corpus/drafts.tsv`` gives the text typed but not sent in a screen's input box (path, cli,

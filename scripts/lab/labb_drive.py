@@ -340,6 +340,8 @@ def run_qwen():
     step(shell)
 
     def edit_new():
+        queue({"type": "write", "path": os.path.join(work, "hello_lab.py"),
+               "content": "print('hello from lab B')\n", "pre_text": "I will create hello_lab.py."})
         prompt(s, "LAB_EDIT create a file")
         L.wait_for(s, QWEN_CONFIRM, 30)
         L.wait_stable(s, 1.0)
@@ -351,6 +353,8 @@ def run_qwen():
     step(edit_new)
 
     def edit_change():
+        queue({"type": "edit", "path": os.path.join(work, "app.py"), "old": "print('v1')",
+               "new": "print('v2')", "pre_text": "I will change app.py."})
         prompt(s, "LAB_CHANGE edit app.py")
         L.wait_for(s, QWEN_CONFIRM, 30)
         L.wait_stable(s, 1.0)
@@ -377,12 +381,15 @@ def run_qwen():
             L.wait_stable(s, 1.5)
             L.save(s, cli, f"{tag}-cancelled", "READY", note + ": user pressed Esc during retries")
             return
-        L.wait_stable(s, 1.5)
-        L.save(s, cli, tag, "ERROR", note + " (final screen)")
-    step(err, "error-500", "LAB_E500", "server returns HTTP 500 to every request", 60)
-    step(err, "error-429", "LAB_E429", "server returns HTTP 429 to every request", 40)
+        L.wait_stable(s, 3.0)
+        # the spinner blinks off between retries: only a screen without it is the final error
+        L.save(s, cli, tag, "BUSY" if "esc to cancel" in L.capture(s) else "ERROR",
+               note + " (final screen)")
+        L.wait_for(s, QWEN_BUSY, 120, absent=True)
+    step(err, "error-401", "LAB_E401", "server returns HTTP 401", 40)
+    step(err, "error-400", "LAB_E400", "server returns HTTP 400", 40)
     step(err, "error-badjson", "LAB_BADJSON", "server streams invalid JSON", 40)
-    step(err, "error-401", "LAB_E401", "server returns HTTP 401 (not retried)", 40)
+    step(err, "error-500", "LAB_E500", "server returns HTTP 500 to every request (retried)", 90)
 
     step(lambda: (prompt(s, "hello"), time.sleep(3), L.wait_for(s, QWEN_BUSY, 30, absent=True)))
     L.resize(s, 100, 30)
@@ -415,6 +422,8 @@ def run_qwen():
     queue({"type": "shell", "command": QWEN_FLOW, "description": "Wait 4 seconds then print a marker",
            "pre_tokens": 16, "delay": 0.3})
     step(timeline, s, cli, 1, "LAB_FLOW run the flow", QWEN_CONFIRM, ["1"], QWEN_BUSY)
+    queue({"type": "write", "path": os.path.join(work, "notes_lab.md"),
+           "content": "# Notes\n\nwritten by the lab B fake model\n", "pre_tokens": 12, "delay": 0.3})
     step(timeline, s, cli, 2, "LAB_NEWFILE2 write the notes file", QWEN_CONFIRM, ["1"], QWEN_BUSY)
     L.kill_session(s)
 
