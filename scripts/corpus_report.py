@@ -48,6 +48,7 @@ CLI_PACK: dict[str, str] = {
     "gemini-cli": "gemini",
     "aider": "aider",
     "opencode": "opencode",
+    "qwen-code": "qwen",
     "bash": "shell",  # drafts/ screens of a pane whose foreground process is bash
 }
 PLAIN_PACKS = frozenset({"shell", "generic"})

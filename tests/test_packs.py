@@ -13,7 +13,7 @@ from app.errors import PackError
 from app.model import State
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "shared"
-SHIPPED = ("aider", "claude", "codex", "gemini", "generic", "opencode", "shell")
+SHIPPED = ("aider", "claude", "codex", "gemini", "generic", "opencode", "qwen", "shell")
 
 GOOD = """\
 name: demo

@@ -363,33 +363,6 @@ def run_qwen():
         L.wait_for(s, QWEN_BUSY, 30, absent=True)
         L.wait_stable(s, 1.5)
         L.save(s, cli, "ready-after-edit", "READY", "idle after approved edit finished")
-    step(edit_change)
-
-    def err(tag, kw, note, wait=20):
-        t = time.time()
-        prompt(s, f"{kw} please")
-        wait_event("request", t, 20, pred=lambda e: e.get("why") == kw)
-        time.sleep(3)
-        L.save(s, cli, f"{tag}-early", "BUSY" if L.capture(s).find("esc to cancel") >= 0 else "ERROR",
-               note + " (3 s after the first failing request)")
-        try:
-            L.wait_for(s, QWEN_BUSY, wait, absent=True)
-        except TimeoutError:
-            L.save(s, cli, f"{tag}-retrying", "BUSY", note + f" (still retrying after {wait}s)")
-            L.send_keys(s, "Escape")
-            time.sleep(2)
-            L.wait_stable(s, 1.5)
-            L.save(s, cli, f"{tag}-cancelled", "READY", note + ": user pressed Esc during retries")
-            return
-        L.wait_stable(s, 3.0)
-        # the spinner blinks off between retries: only a screen without it is the final error
-        L.save(s, cli, tag, "BUSY" if "esc to cancel" in L.capture(s) else "ERROR",
-               note + " (final screen)")
-        L.wait_for(s, QWEN_BUSY, 120, absent=True)
-    step(err, "error-401", "LAB_E401", "server returns HTTP 401", 40)
-    step(err, "error-400", "LAB_E400", "server returns HTTP 400", 40)
-    step(err, "error-badjson", "LAB_BADJSON", "server streams invalid JSON", 40)
-    step(err, "error-500", "LAB_E500", "server returns HTTP 500 to every request (retried)", 90)
 
     step(lambda: (prompt(s, "hello"), time.sleep(3), L.wait_for(s, QWEN_BUSY, 30, absent=True)))
     L.resize(s, 100, 30)
@@ -425,6 +398,34 @@ def run_qwen():
     queue({"type": "write", "path": os.path.join(work, "notes_lab.md"),
            "content": "# Notes\n\nwritten by the lab B fake model\n", "pre_tokens": 12, "delay": 0.3})
     step(timeline, s, cli, 2, "LAB_NEWFILE2 write the notes file", QWEN_CONFIRM, ["1"], QWEN_BUSY)
+    def err(tag, kw, note, wait=20):
+        t = time.time()
+        prompt(s, f"{kw} please")
+        wait_event("request", t, 20, pred=lambda e: e.get("why") == kw)
+        time.sleep(3)
+        L.save(s, cli, f"{tag}-early", "BUSY" if L.capture(s).find("esc to cancel") >= 0 else "ERROR",
+               note + " (3 s after the first failing request)")
+        try:
+            L.wait_for(s, QWEN_BUSY, wait, absent=True)
+        except TimeoutError:
+            L.save(s, cli, f"{tag}-retrying", "BUSY", note + f" (still retrying after {wait}s)")
+            L.send_keys(s, "Escape")
+            time.sleep(2)
+            L.wait_stable(s, 1.5)
+            L.save(s, cli, f"{tag}-cancelled", "READY", note + ": user pressed Esc during retries")
+            return
+        L.wait_stable(s, 3.0)
+        # the spinner blinks off between retries: only a screen without it is the final error
+        L.save(s, cli, tag, "BUSY" if "esc to cancel" in L.capture(s) else "ERROR",
+               note + " (final screen)")
+        L.wait_for(s, QWEN_BUSY, 120, absent=True)
+    # After a 401 Qwen Code answers every later prompt with the same 401 without asking the
+    # server, so the 401 comes last.
+    step(err, "error-500", "LAB_E500", "server returns HTTP 500 to every request (retried)", 90)
+    step(err, "error-badjson", "LAB_BADJSON", "server streams invalid JSON", 40)
+    step(err, "error-400", "LAB_E400", "server returns HTTP 400", 40)
+    step(err, "error-401", "LAB_E401", "server returns HTTP 401", 40)
+
     L.kill_session(s)
 
 # ============================================================ timelines
