@@ -188,6 +188,15 @@ DETECTIONS = [
     Detection("unknown program falls back to generic", "generic", command="top",
               screen_file="plain/python-repl-busy-200x50.txt"),
     Detection("title when nothing else speaks", "codex", command="node", title="codex - proj"),
+    Detection("qwen by name", "qwen", command="qwen"),
+    # Qwen Code runs as node and shares Gemini CLI's input box: its footer and title decide.
+    Detection("node running qwen, from the screen", "qwen", command="node",
+              screen_file="../qwen-code-0.24.4/qwen-code/busy-tool-running-200x50.txt"),
+    Detection("qwen approval, screen only", "qwen",
+              screen_file="../qwen-code-0.24.4/qwen-code/confirm-shell-200x50.txt"),
+    Detection("qwen by its title", "qwen", command="node", title="◐ Qwen - work"),
+    Detection("codex 0.142 after its banner scrolled away, screen only", "codex",
+              screen_file="../codex-0.142.5/codex/error-429-final-200x50.txt"),
 ]
 
 
