@@ -34,6 +34,7 @@ TIMELINES = load_timelines()
 KNOWN_LIMITS: dict[tuple[str, str], str] = {
     ("codex", "0.142.5"): "prints no end mark: a finished turn equals a still frame of a streaming "
                           "reply, so it stays BUSY (safe, but never READY)",
+    ("codex", "0.152.0"): "no end mark either (`Worked for` came later): finished turns stay BUSY",
 }
 VERSIONS = sorted({(c.cli, c.version or "?") for c in CASES})
 
