@@ -11,9 +11,18 @@ SCR="$(mktemp -d -t labBp.XXXXXX)"
 mkdir -p "$SCR/logs" "$SCREENS"
 case "$GROUP" in aider) ln -s "$INSTALL" "$SCR/venv";; *) ln -s "$INSTALL" "$SCR/npm";; esac
 PIDS=()
+descendants() {  # pid...: every process below them (TUIs such as opencode outlive their pane)
+  local p c
+  for p in "$@"; do
+    for c in $(ps -o pid= --ppid "$p" 2>/dev/null); do echo "$c"; descendants "$c"; done
+  done
+}
 cleanup() {
   for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  local kids
+  kids=$(descendants $(tmux -L "$LABB_SOCKET" list-panes -a -F '#{pane_pid}' 2>/dev/null))
   tmux -L "$LABB_SOCKET" kill-server 2>/dev/null || true
+  for p in $kids; do kill "$p" 2>/dev/null || true; done
   [ "${LABB_KEEP:-0}" = 1 ] || rm -rf "$SCR"
 }
 export LABB_SOCKET="${LABB_SOCKET:-labB-pinned-$GROUP}" LABB_SCREENS="$SCREENS"
