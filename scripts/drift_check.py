@@ -432,20 +432,68 @@ def fake_server(recipe: Recipe, lab: Lab, logs: Path) -> Iterator[None]:
             server.wait(5)
 
 
-def end_processes_under(folder: Path) -> None:
-    """End what a CLI left running (daemons, language servers): processes whose command line
-    names our scratch folder, which nobody else uses."""
-    mine = str(folder)
+def _cmdline(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return ""
+    return raw.replace(b"\0", b" ").decode(errors="replace")
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if mine in argv:
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = (entry / "stat").read_text()
+                # the command may hold spaces and parentheses: fields resume after the last ')'
+                if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+                    found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting for its parent to reap it."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2:].split()[0] != "Z"
+
+
+def descendants(pids: Sequence[int]) -> set[int]:
+    found: set[int] = set()
+    todo = list(pids)
+    while todo:
+        for child in _children(todo.pop()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def end_processes(pids: set[int], folders: Sequence[Path]) -> None:
+    """End what a CLI left running (daemons, TUIs that outlive their pane): the given processes
+    and any whose command line names one of our folders, which nobody else uses; SIGKILL after
+    3 s for those that ignore SIGTERM."""
+    names = [str(f) for f in folders]
+    targets = set(pids)
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            argv = _cmdline(int(entry.name))
+            if any(name in argv for name in names):
+                targets.add(int(entry.name))
+    targets.discard(os.getpid())
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in targets:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(entry.name), signal.SIGTERM)
+                os.kill(pid, sig)
+        end = time.monotonic() + 3
+        while time.monotonic() < end and any(_alive(p) for p in targets):
+            time.sleep(0.1)
+        targets = {p for p in targets if _alive(p)}
+        if not targets:
+            return
 
 
 def check_cli(name: str, scratch: Path, cache: Path | None, out: Path | None, port: int,
@@ -473,10 +521,11 @@ def check_cli(name: str, scratch: Path, cache: Path | None, out: Path | None, po
                 rows.append(found)
                 print(format_row(found), flush=True)
     finally:
+        panes = [int(p) for p in pane.tmux("list-panes", "-t", name, "-F", "#{pane_pid}").split()
+                 if p.isdigit()]
+        below = descendants(panes)
         pane.tmux("kill-session", "-t", name)
-        end_processes_under(root)
-        if cache is not None:
-            end_processes_under(lab.install)
+        end_processes({*panes, *below}, [root, lab.install])
     return rows
 
 

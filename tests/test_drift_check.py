@@ -8,13 +8,24 @@ on real corpus screens of the releases the recipes were written for.
 from __future__ import annotations
 
 import re
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from app.classify.packs import load_packs
 from app.model import State
-from scripts.drift_check import CORPUS_NAMES, RECIPES, Row, format_row, main
+from scripts.drift_check import (
+    CORPUS_NAMES,
+    RECIPES,
+    Row,
+    _alive,
+    descendants,
+    end_processes,
+    format_row,
+    main,
+)
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 
@@ -68,3 +79,22 @@ def test_an_unknown_cli_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
         main(["nosuchcli"])
     assert stopped.value.code == 2
     assert "unknown CLI nosuchcli" in capsys.readouterr().err
+
+
+def test_cleanup_ends_a_process_tree_even_when_it_ignores_sigterm() -> None:
+    # a shell that ignores SIGTERM (as its sleep children then do), like a TUI outliving its pane
+    parent = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 60 & sleep 60 & wait"])
+    try:
+        deadline = time.monotonic() + 10
+        below: set[int] = set()
+        while time.monotonic() < deadline and len(below) < 2:
+            below = descendants([parent.pid])
+            time.sleep(0.05)
+        assert len(below) == 2, "the two sleeps never started"
+        end_processes({parent.pid, *below}, [])
+        parent.wait(10)  # reap our own child; the sleeps are reaped by init
+        assert not any(_alive(pid) for pid in below)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(5)
