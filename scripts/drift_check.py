@@ -4,6 +4,7 @@ loopback), classify every capture with our packs and print what each case expect
 
     python scripts/drift_check.py                      # codex opencode gemini qwen aider
     python scripts/drift_check.py opencode qwen --keep /tmp/drift   # keep captures and logs
+    python scripts/drift_check.py opencode --release opencode=1.2.27 --size 150x40
 
 Cases per CLI: ``idle`` after start-up (READY), ``busy`` while a reply streams (BUSY), ``dialog``
 when the model asks to run a shell command (NEEDS_CONFIRMATION), ``error`` after an HTTP error
@@ -48,7 +49,7 @@ OPENAI_GEMINI_SERVER = LAB / "fake_openai_gemini_server.py"
 RESPONSES_SERVER = LAB / "fake_model_server.py"  # OpenAI Responses API, for Codex
 RESPONSES_SCENARIO = LAB / "scenario_labA.json"
 PORT_BASE = 18371
-WIDTH, HEIGHT = 200, 50
+SIZE = (200, 50)  # columns, rows of the pane (--size)
 
 
 @dataclass(frozen=True)
@@ -262,10 +263,10 @@ def install(recipe: Recipe, version: str, folder: Path, deadline: float) -> None
 
 
 class Pane:
-    """A 200x50 tmux pane on our own socket, running one command."""
+    """A tmux pane on our own socket, running one command."""
 
-    def __init__(self, socket: str, session: str) -> None:
-        self.socket, self.session = socket, session
+    def __init__(self, socket: str, session: str, size: tuple[int, int] = SIZE) -> None:
+        self.socket, self.session, self.size = socket, session, size
 
     def tmux(self, *args: str) -> str:
         done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True,
@@ -273,7 +274,8 @@ class Pane:
         return done.stdout
 
     def start(self, command: str, cwd: Path, env: dict[str, str]) -> None:
-        args = ["new-session", "-d", "-s", self.session, "-x", str(WIDTH), "-y", str(HEIGHT),
+        args = ["new-session", "-d", "-s", self.session, "-x", str(self.size[0]), "-y",
+                str(self.size[1]),
                 "-c", str(cwd)]
         for key, value in env.items():
             args += ["-e", f"{key}={value}"]
@@ -349,7 +351,9 @@ def drive(recipe: Recipe, version: str, lab: Lab, pane: Pane, pack: Pack, out: P
         if screen is None:
             return Row(recipe.name, version, case, expected, None, "-", note)
         if out is not None:
-            (out / f"{recipe.name}-{version}-{case}.txt").write_text(screen, encoding="utf-8")
+            cols, rows = pane.size
+            (out / f"{recipe.name}-{version}-{case}-{cols}x{rows}.txt").write_text(
+                screen, encoding="utf-8")
         verdict = pack.classify(screen)
         return Row(recipe.name, version, case, expected, verdict.state, verdict.rule_id or "-",
                    note)
@@ -497,11 +501,12 @@ def end_processes(pids: set[int], folders: Sequence[Path]) -> None:
 
 
 def check_cli(name: str, scratch: Path, cache: Path | None, out: Path | None, port: int,
-              seconds: float, packs: dict[str, Pack]) -> list[Row]:
+              seconds: float, packs: dict[str, Pack], release: str | None = None,
+              size: tuple[int, int] = SIZE) -> list[Row]:
     recipe = RECIPES[name]
     deadline = time.monotonic() + seconds
     try:
-        version = latest_version(recipe)
+        version = release or latest_version(recipe)
     except (OSError, subprocess.SubprocessError, ValueError, KeyError) as exc:
         return [Row(name, "?", "install", State.READY, None, "-", f"no version: {exc}")]
     root = scratch / name
@@ -513,7 +518,7 @@ def check_cli(name: str, scratch: Path, cache: Path | None, out: Path | None, po
     except (OSError, subprocess.SubprocessError) as exc:
         return [Row(name, version, "install", State.READY, None, "-", f"install failed: {exc}")]
     socket = f"conductor-drift-{os.getpid()}"
-    pane = Pane(socket, name)
+    pane = Pane(socket, name, size)
     rows: list[Row] = []
     try:
         with fake_server(recipe, lab, root / "logs"):
@@ -550,7 +555,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="keep installs here between runs (one folder per CLI and version)")
     parser.add_argument("--keep", type=Path,
                         help="write the captured screens and server logs to this folder")
+    parser.add_argument("--release", action="append", default=[], metavar="CLI=VERSION",
+                        help="check this release instead of the newest (repeatable)")
+    parser.add_argument("--size", default="200x50", help="pane size COLSxROWS (default 200x50)")
     args = parser.parse_args(argv)
+    releases = dict(item.split("=", 1) for item in args.release if "=" in item)
+    size_match = re.fullmatch(r"(\d+)x(\d+)", args.size)
+    if size_match is None or len(releases) != len(args.release):
+        parser.error("--size is COLSxROWS and --release is CLI=VERSION")
+    size = (int(size_match.group(1)), int(size_match.group(2)))
     unknown = sorted(set(args.clis) - set(RECIPES))
     if unknown:
         parser.error(f"unknown CLI {', '.join(unknown)}; known: {', '.join(RECIPES)}")
@@ -567,7 +580,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(HEADER, flush=True)
     try:
         for i, name in enumerate(clis):
-            rows += check_cli(name, scratch, args.cache, out, PORT_BASE + i, args.per_cli, packs)
+            rows += check_cli(name, scratch, args.cache, out, PORT_BASE + i, args.per_cli, packs,
+                              releases.get(name), size)
     finally:
         subprocess.run(["tmux", "-L", f"conductor-drift-{os.getpid()}", "kill-server"],
                        capture_output=True, check=False)

@@ -98,3 +98,10 @@ def test_cleanup_ends_a_process_tree_even_when_it_ignores_sigterm() -> None:
         if parent.poll() is None:
             parent.kill()
             parent.wait(5)
+
+
+@pytest.mark.parametrize("args", [["--size", "big"], ["--release", "opencode"]])
+def test_malformed_options_are_refused(args: list[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(args)
+    assert stopped.value.code == 2
