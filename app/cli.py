@@ -172,7 +172,8 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching
         for line in _watcher_warnings(snap):
             click.echo(line, err=True)
         if as_json:
-            click.echo(render.as_json(snap.workers, time.time(), grace))
+            now = time.time()
+            click.echo(render.as_json(snap.workers, now, grace, snap.stale_for(now)))
         else:
             click.echo(render.table(snap.workers, time.time(), grace) if snap.workers
                        else "no panes watched yet")
@@ -201,9 +202,12 @@ def _watcher_warnings(snap: Any) -> list[str]:
     if snap.watcher_pid is None:
         return ["conductor pty: the watcher is not running; states may be stale "
                 "(start `conductor pty watch`)"]
-    if snap.watcher_problem:
-        return [f"conductor pty: {snap.watcher_problem}"]
-    return []
+    lines = [f"conductor pty: {snap.watcher_problem}"] if snap.watcher_problem else []
+    stale = snap.stale_for(time.time())
+    if stale is not None:
+        lines.append(f"conductor pty: stale: the watcher's last cycle was "
+                     f"{render.duration(stale)} ago (hung, unable to write, or no tmux server)")
+    return lines
 
 
 @pty.command()
@@ -332,7 +336,7 @@ def wait(obj: Context, ident: str, until_text: str, timeout: float | None, poll:
     def report(assessment: Any) -> None:
         if verbose:
             why = ", ".join(assessment.reasons) or "-"
-            note = f": {assessment.summary}" if assessment.summary else ""
+            note = f": {render.clean_text(assessment.summary)}" if assessment.summary else ""
             click.echo(f"{target.label}: {assessment.state.value} [{why}]{note}"
                        f"{'' if assessment.state in until else '; still waiting'}", err=True)
 
@@ -341,7 +345,7 @@ def wait(obj: Context, ident: str, until_text: str, timeout: float | None, poll:
     if not result.reached:
         click.echo(f"timed out after {render.duration(result.waited_s)}: {target.label} is "
                    f"{a.state.value} for {render.duration(a.seconds_in_state(time.time()))}"
-                   f"{': ' + a.summary if a.summary else ''}", err=True)
+                   f"{': ' + render.clean_text(a.summary) if a.summary else ''}", err=True)
         sys.exit(handoff.TIMEOUT_EXIT)
     if not quiet:
         click.echo(f"{target.label}: {a.state.value} after {result.waited_s:.1f}s")
@@ -556,16 +560,16 @@ def explain(obj: Context, ident: str, lines: int) -> None:
         reader.close()
     entered = worker.get("state_entered_ts")
     since = f" for {render.duration(time.time() - entered)}" if entered else ""
-    click.echo(f"{worker['name']} ({worker['id']}, pane {worker['pane_id']}): "
-               f"{worker['state']}{since}")
+    click.echo(render.clean_text(f"{worker['name']} ({worker['id']}, pane "
+                                 f"{worker['pane_id']}): {worker['state']}{since}"))
     click.echo(f"  reasons: {', '.join(worker['reasons']) or '-'}; confidence "
                f"{worker.get('confidence') or 0}; decided by {worker.get('classifier') or '-'} "
                f"rule {worker.get('rule_id') or '-'}")
     click.echo(f"  signals: {', '.join(worker.get('signals') or []) or 'screen only'}")
     if worker.get("summary"):
-        click.echo(f"  summary: {worker['summary']}")
+        click.echo(f"  summary: {render.clean_text(worker['summary'])}")
     if worker.get("actions_needed"):
-        click.echo(f"  actions: {worker['actions_needed']}")
+        click.echo(f"  actions: {render.clean_text(worker['actions_needed'])}")
     packs = load_packs()
     # An exited pane's %N may belong to another pane by now (a new tmux server reuses them).
     screen = None if worker["state"] == "EXITED" else \
@@ -578,7 +582,7 @@ def explain(obj: Context, ident: str, lines: int) -> None:
         click.echo(f"live screen, pack {pack.name}: {verdict.state.value} "
                    f"(rule {verdict.rule_id or 'none'})")
         for line in verdict.matched_lines:
-            click.echo(f"  matched: {line}")
+            click.echo(f"  matched: {render.clean_text(line)}")
         for trace in traces:
             mark = "✓" if trace.matched else "·"
             click.echo(f"  {mark} {trace.state.value:<18} {trace.rule_id:<28} {trace.detail}")
@@ -627,9 +631,9 @@ def classify(files: Sequence[str], cli_name: str | None, as_json: bool, explain:
         click.echo(f"{verdict.state.value}  cli={pack.name}  rule={verdict.rule_id or '-'}"
                    f"  reasons={','.join(verdict.reasons)}")
         if verdict.summary:
-            click.echo(f"summary: {verdict.summary}")
+            click.echo(f"summary: {render.clean_text(verdict.summary)}")
         if verdict.actions_needed:
-            click.echo(f"actions: {verdict.actions_needed}")
+            click.echo(f"actions: {render.clean_text(verdict.actions_needed)}")
         if explain:
             for line in verdict.matched_lines:
                 click.echo(f"matched: {line}")

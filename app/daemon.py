@@ -25,7 +25,7 @@ from app.config import WatchSettings
 from app.errors import AlreadyRunning, StoreError
 from app.model import Transition
 from app.notify import NotificationEvent, Notifier, NotifySettings
-from app.store import StoreWriter
+from app.store import StoreWriter, make_private_dir, open_private
 from app.tmux import Tmux
 from app.watch import Tracked, Watcher
 
@@ -46,8 +46,12 @@ class InstanceLock:
         self._handle: IO[str] | None = None
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            make_private_dir(self.path.parent)
+            fd = open_private(str(self.path), os.O_RDWR)
+        except OSError as exc:
+            raise StoreError(f"cannot use the status store folder {self.path.parent}: "
+                             f"{exc.strerror or exc}") from None
         handle = os.fdopen(fd, "r+", encoding="utf-8")
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)

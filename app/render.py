@@ -29,6 +29,40 @@ ENV_STYLE = "CONDUCTOR_STATUS_STYLE"
 _STYLE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789,=#-")
 
 
+# Bidirectional overrides and isolates reorder what a terminal shows (a summary could display
+# one command and hold another).
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
+
+
+def clean_text(text: str) -> str:
+    """``text`` without terminal escape sequences (CSI, OSC, DCS...), control characters or
+    bidi overrides: summaries come from screens and from an LLM, and are printed to terminals.
+    Tabs and newlines become spaces; nothing else is changed."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        char = text[i]
+        code = ord(char)
+        if char == "\x1b" or code == 0x9B or code == 0x9D:
+            kind = "[" if code == 0x9B else "]" if code == 0x9D else text[i + 1:i + 2]
+            i += 1 if code != 0x1B else 2
+            if kind == "[":  # CSI: parameters, then one final byte in @-~
+                while i < n and not ("@" <= text[i] <= "~"):
+                    i += 1
+                i += 1
+            elif kind in ("]", "P", "X", "^", "_"):  # OSC, DCS, SOS, PM, APC: up to ST or BEL
+                while i < n and text[i] not in ("\x07", "\x9c") and text[i:i + 2] != "\x1b\\":
+                    i += 1
+                i += 2 if text[i:i + 2] == "\x1b\\" else 1
+            continue
+        if char in "\t\n\r":
+            out.append(" ")
+        elif code >= 0x20 and not (0x7F <= code <= 0x9F) and char not in _BIDI:
+            out.append(char)
+        i += 1
+    return "".join(out)
+
+
 def by_attention(workers: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Panes needing a human first; longest-waiting first within a state."""
     return sorted(workers, key=lambda w: (_ATTENTION.get(w.get("state") or "UNKNOWN", 9),
@@ -44,6 +78,15 @@ def duration(seconds: float) -> str:
     if seconds < 86400:
         return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
     return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+
+
+def coarse(seconds: float) -> str:
+    """One unit, for the status line: ``45s``, ``2m``, ``3h``, ``2d``."""
+    seconds = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 def styles(spec: str | None) -> dict[str, str]:
@@ -73,7 +116,7 @@ def short_line(workers: Sequence[Mapping[str, Any]], colour: bool = False,
         if state == "EXITED":
             continue
         # '#' would start a tmux format in status-right; double it to print it literally.
-        name = str(w.get("name") or w.get("id")).replace("#", "##")
+        name = clean_text(str(w.get("name") or w.get("id"))).replace("#", "##")
         text = f"[{name}: {_SHORT.get(state, state)}]"
         parts.append(f"#[{style[state]}]{text}#[default]" if state in style else text)
     return " ".join(parts)
@@ -99,8 +142,9 @@ def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120
         waited, long_wait = waiting(w, now, grace_s)
         rows.append((
             str(w.get("id") or ""),
-            str(w.get("name") or ""),
-            str(w.get("cli_type") or "-"),
+            # Window names are set by programs (through escapes of their own): printable only.
+            clean_text(str(w.get("name") or "")),
+            clean_text(str(w.get("cli_type") or "-")),
             str(w.get("state") or "UNKNOWN"),
             _clock(entered, now) if entered else "-",
             "-" if waited is None else duration(waited) + (" long" if long_wait else ""),
@@ -121,11 +165,14 @@ def _clock(ts: float, now: float) -> str:
 
 
 def _one_line(text: str, limit: int = 80) -> str:
-    text = " ".join(text.split())
+    text = " ".join(clean_text(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def as_json(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120.0) -> str:
+def as_json(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120.0,
+            stale_s: float | None = None) -> str:
+    """``stale_s``: how old the states are when the watcher stopped or fell behind (None:
+    fresh); each row then says ``"stale": true`` and ``"stale_s"``."""
     import json
 
     out = []
@@ -134,7 +181,9 @@ def as_json(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 1
         changed = w.get("last_change_ts")
         out.append({**w, "waiting_s": None if waited is None else round(waited, 1),
                     "waiting_long": long_wait,
-                    "inactive_s": round(max(0.0, now - changed), 1) if changed else None})
+                    "inactive_s": round(max(0.0, now - changed), 1) if changed else None,
+                    "stale": stale_s is not None,
+                    "stale_s": None if stale_s is None else round(stale_s, 1)})
     return json.dumps(out, indent=2, ensure_ascii=False)
 
 

@@ -21,10 +21,11 @@ from typing import Any
 from app import statusfile
 from app.assess import NO_SIGNALS, Assessment, Policy, Signals, absorb, assess
 from app.classify.llm import AsyncLLM, merge, worth_asking
-from app.classify.packs import Pack, detect_pack
+from app.classify.packs import Pack, PatternTimeout, detect_pack, time_limit
 from app.config import WatchSettings
 from app.errors import ConductorError, TmuxServerNotRunning
 from app.model import Pane, State, Transition, Verdict
+from app.render import clean_text
 from app.screen import normalise, screen_hash
 from app.store import StoreWriter, public_row
 from app.tmux import Tmux
@@ -34,6 +35,9 @@ log = logging.getLogger(__name__)
 WORKER_ID_RE = re.compile(r"^[0-9a-f]{10}$")
 _PRUNE_EVERY = 200  # cycles
 _STABLE_COUNT_CAP = 10
+# Wall-clock budget for choosing and running one pane's pack on one screen; a pattern that runs
+# past it makes that screen UNKNOWN (reason ``pattern_timeout``) instead of stalling every pane.
+CLASSIFY_BUDGET_S = 0.5
 
 
 def worker_id(socket_label: str, server_pid: int, pane_id: str) -> str:
@@ -95,16 +99,30 @@ class PaneObserver:
         """Normalise a captured screen and (re)classify it with the pane's pack."""
         text = normalise(raw)
         text_hash = screen_hash(text)
+        if text_hash == tracked.text_hash and tracked.verdict is not None and \
+                tracked.verdict.rule_id == "pattern-timeout":
+            return  # the same screen would only run out of time again
         pane = tracked.pane
-        if tracked.pack is None or tracked.pack_command != pane.current_command or (
-            tracked.pack.name in ("generic", "shell") and text_hash != tracked.text_hash
-        ):
-            tracked.pack = self._choose_pack(tracked, text)
-            tracked.pack_command = pane.current_command
-        if text_hash != tracked.text_hash or tracked.verdict is None:
-            tracked.verdict = tracked.pack.classify(text)
-        tracked.stability_hash = (tracked.pack.fingerprint(text) if tracked.pack.volatile
-                                  else text_hash)
+        try:
+            with time_limit(CLASSIFY_BUDGET_S):
+                if tracked.pack is None or tracked.pack_command != pane.current_command or (
+                    tracked.pack.name in ("generic", "shell") and text_hash != tracked.text_hash
+                ):
+                    tracked.pack = self._choose_pack(tracked, text)
+                    tracked.pack_command = pane.current_command
+                if text_hash != tracked.text_hash or tracked.verdict is None:
+                    tracked.verdict = tracked.pack.classify(text)
+                tracked.stability_hash = (tracked.pack.fingerprint(text)
+                                          if tracked.pack.volatile else text_hash)
+        except PatternTimeout as exc:
+            log.warning("pane %s (%s): %s on its screen; it is UNKNOWN until the screen changes",
+                        pane.pane_id, tracked.name, exc)
+            tracked.verdict = Verdict(
+                state=State.UNKNOWN, confidence=0, reasons=("pattern_timeout",),
+                rule_id="pattern-timeout", classifier=f"pack:{tracked.pack.name}"
+                if tracked.pack else "pack", summary=f"classification took over "
+                f"{CLASSIFY_BUDGET_S:g}s: {exc}"[:200])
+            tracked.stability_hash = text_hash
         tracked.text, tracked.text_hash = text, text_hash
 
     def _choose_pack(self, tracked: Tracked, text: str) -> Pack:
@@ -190,6 +208,8 @@ class Watcher:
         self._restored = store.statuses()
         self._cycles = 0
         self._cleaned_at_start = False
+        self._unwritten: list[Transition] = []  # transitions whose cycle failed to commit
+        self._unremoved: set[str] = set()  # panes gone whose rows a failed cycle kept
 
     @property
     def workers_dir(self) -> Path:
@@ -242,7 +262,8 @@ class Watcher:
                        if current[w].pane_id in by_pane}
         report.captured = len(screens)
 
-        status_rows, history_rows, pty_rows = [], [], []
+        status_rows: list[dict[str, Any]] = []
+        pty_rows: list[dict[str, Any]] = []
         for wid, pane in current.items():
             tracked = self.tracked[wid]
             try:
@@ -257,49 +278,62 @@ class Watcher:
                 continue
             if transition is not None:
                 report.transitions.append(transition)
-                history_rows.append(_history_row(transition))
             a = tracked.assessment
             row = _status_row(wid, a) if a is not None else None
             if row is not None and row != tracked.status_row:
                 status_rows.append(row)
-                tracked.status_row = row
             pty = self._pty_row(tracked, listing.server_pid)
             if pty != tracked.pty_row:
-                pty_rows.append({**pty, "last_seen_ts": now})
-                tracked.pty_row = pty
+                pty_rows.append(pty)
 
+        gone = sorted(set(gone) | (self._unremoved - set(current)))
         exits = [exit_row(wid, self.tracked.get(wid), self.store, now) for wid in gone]
-        for final in exits:
-            report.exited.append(final.worker_id)
-            history_rows.append(_history_row(final.transition))
-            status_rows.append(final.status_row)
+        report.exited = [final.worker_id for final in exits]
+        # Transitions of a cycle whose write failed are written (and notified) with this one.
+        transitions = [t for t in self._unwritten if t.pane_key in current]
+        transitions += report.transitions
         self._cycles += 1
         pruned: list[str] = []
-        with self.store.transaction() as conn:
-            for wid in gone:
-                self.tracked.pop(wid, None)
-                if self.llm is not None:
-                    self.llm.forget(wid)
-            self.store.remove(conn, orphans)
-            for pty in pty_rows:
-                self.store.upsert_pty(conn, pty)
-            self.store.upsert_status(conn, status_rows)
-            self.store.add_history(conn, history_rows)
-            self.store.heartbeat(conn, last_cycle_ts=now)
-            if self._cycles % _PRUNE_EVERY == 1:
-                cutoff = now - self.settings.history_days * 86400
-                pruned = self.store.prune_exited(conn, cutoff)
-                self.store.prune_history(conn, self.settings.history_rows_per_pane, cutoff)
+        try:
+            with self.store.transaction() as conn:
+                self.store.remove(conn, orphans)
+                for pty in pty_rows:
+                    self.store.upsert_pty(conn, {**pty, "last_seen_ts": now})
+                self.store.upsert_status(conn, [*status_rows, *(f.status_row for f in exits)])
+                self.store.add_history(conn, [*(_history_row(t) for t in transitions),
+                                              *(_history_row(f.transition) for f in exits)])
+                self.store.heartbeat(conn, last_cycle_ts=now)
+                if self._cycles % _PRUNE_EVERY == 1:
+                    cutoff = now - self.settings.history_days * 86400
+                    pruned = self.store.prune_exited(conn, cutoff)
+                    self.store.prune_history(conn, self.settings.history_rows_per_pane, cutoff)
+        except BaseException:
+            # Nothing of this cycle reached the store: remember it so the next cycle writes it,
+            # and leave the "last written" rows as they were so those rows differ again. Gone
+            # panes stay tracked, so their final rows are made again.
+            self._unwritten = transitions
+            self._unremoved = set(gone)
+            raise
+        # Only now is it true that the store holds these rows.
+        self._unwritten, self._unremoved = [], set()
+        for row in status_rows:
+            self.tracked[row["id"]].status_row = row
+        for pty in pty_rows:
+            self.tracked[pty["id"]].pty_row = pty
+        for wid in gone:
+            self.tracked.pop(wid, None)
+            if self.llm is not None:
+                self.llm.forget(wid)
         report.removed = orphans + pruned
         for wid in report.removed:
             self._remove_folder(wid)
         # status.json holds a subset of the two rows: only a changed row can change it.
-        for wid in ({r["id"] for r in status_rows} | {r["id"] for r in pty_rows}) - set(gone):
+        for wid in {r["id"] for r in status_rows} | {r["id"] for r in pty_rows}:
             self._write_status_file(self.tracked[wid])
         for final in exits:
             self._write_final_file(final)
             self._notify(final.transition, final.tracked, final.name)
-        for transition in report.transitions:
+        for transition in transitions:
             self._notify(transition)
         return report
 
@@ -395,7 +429,11 @@ class Watcher:
 
     def _remove_folder(self, wid: str) -> None:
         if WORKER_ID_RE.match(wid):
-            shutil.rmtree(self.workers_dir / wid, ignore_errors=True)
+            folder = self.workers_dir / wid
+            if folder.is_symlink():
+                folder.unlink(missing_ok=True)  # the link itself, never what it points at
+            else:
+                shutil.rmtree(folder, ignore_errors=True)
 
     def _write_final_file(self, final: FinalRow) -> None:
         folder = self.workers_dir / final.worker_id
@@ -432,8 +470,8 @@ def _history_row(transition: Transition) -> dict[str, Any]:
         "ts": transition.ts,
         "state": transition.state.value,
         "previous_state": transition.previous.value if transition.previous else None,
-        "summary": verdict.summary,
-        "actions_needed": verdict.actions_needed,
+        "summary": clean_text(verdict.summary),
+        "actions_needed": clean_text(verdict.actions_needed),
         "reasons": list(verdict.reasons),
         "rule_id": verdict.rule_id,
         "classifier": verdict.classifier,
@@ -446,8 +484,8 @@ def _status_row(worker: str, a: Assessment) -> dict[str, Any]:
     return {
         "id": worker,
         "state": a.state.value,
-        "summary": a.summary,
-        "actions_needed": a.actions_needed,
+        "summary": clean_text(a.summary),
+        "actions_needed": clean_text(a.actions_needed),
         "confidence": a.confidence,
         "reasons": list(a.reasons),
         "rule_id": verdict.rule_id if verdict else None,
