@@ -281,3 +281,31 @@ def test_status_line_styles_accept_tmux_style_words_only() -> None:
     line = short_line([{"name": "a#b", "state": "READY"}, {"name": "c", "state": "EXITED"}],
                       colour=True)
     assert line == "#[fg=white,bg=blue,bold][a##b: READY]#[default]"
+
+
+def test_a_pane_closed_while_the_store_fails_still_gets_its_final_row(
+        session: Any, watcher: Watcher, isolated_env: Path) -> None:
+    from app.errors import StoreError
+
+    notified: list[str] = []
+    watcher.on_transition = lambda t, tracked: notified.append(f"{tracked.name}:{t.state.value}")
+    window = session.new_window(window_name="api", attach=False)
+    watcher.tick(time.time())
+    writer = watcher.store
+    # A real failing write: a trigger refuses every status row while "disk_full" holds a row.
+    writer.conn.executescript(
+        "CREATE TABLE disk_full (x); INSERT INTO disk_full VALUES (1);"
+        "CREATE TRIGGER full_u BEFORE UPDATE ON status WHEN (SELECT COUNT(*) FROM disk_full) "
+        "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;")
+    window.kill()
+    with pytest.raises(StoreError, match="disk is full"):
+        watcher.tick(time.time())
+    assert by_name(isolated_env)["api"]["state"] != "EXITED"
+    assert "api:EXITED" not in notified
+
+    writer.conn.execute("DELETE FROM disk_full")
+    report = watcher.tick(time.time())
+
+    api = by_name(isolated_env)["api"]
+    assert report.exited == [api["id"]] and api["state"] == "EXITED"
+    assert notified.count("api:EXITED") == 1
