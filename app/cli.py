@@ -304,7 +304,8 @@ def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force
 @pty.command()
 @click.argument("ident", metavar="ID|NAME|%PANE", shell_complete=complete_panes)
 @click.option("--until", "until_text", default="READY", show_default=True,
-              help="State to wait for; several separated by commas, e.g. READY,NEEDS_CONF.")
+              help="State to wait for; several separated by commas, e.g. READY,NEEDS_CONF; "
+                   "EXITED waits for the pane to end.")
 @click.option("--timeout", type=click.FloatRange(min=0), default=None,
               help="Give up after this many seconds (exit 124). Default: wait for ever.")
 @click.option("--poll", type=click.FloatRange(min=0.05), default=None,

@@ -4,6 +4,8 @@ next pane that needs you, completion, and `--version` where people type it."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +18,7 @@ from app.config import WatchSettings
 from app.store import StoreReader, StoreWriter
 from app.tmux import Tmux
 from app.watch import Watcher
-from tests.conftest import conductor
+from tests.conftest import REPO, conductor
 from tests.waiting import retry_until
 
 QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 60\""
@@ -309,3 +311,33 @@ def test_a_pane_closed_while_the_store_fails_still_gets_its_final_row(
     api = by_name(isolated_env)["api"]
     assert report.exited == [api["id"]] and api["state"] == "EXITED"
     assert notified.count("api:EXITED") == 1
+
+
+def test_wait_until_exited_returns_when_the_pane_ends_and_plain_wait_says_it_ended(
+        server: Any, session: Any) -> None:
+    window = session.new_window(window_name="job", attach=False,
+                                window_shell="sh -c 'read x; sleep 60'")
+    pane = window.active_pane
+
+    def wait_for(until: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "app", "-L", server.socket_name, "pty", "wait", pane.pane_id,
+             "--until", until, "--timeout", "60", "-v"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+
+    waiters = [wait_for("EXITED"), wait_for("NEEDS_CONFIRMATION")]
+    try:
+        for proc in waiters:  # -v: a first line once it has looked at the pane
+            assert proc.stderr is not None
+            assert "still waiting" in proc.stderr.readline()
+        window.kill()
+        results = [(proc.communicate(timeout=60), proc.returncode) for proc in waiters]
+    finally:
+        for proc in waiters:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    ((out, _), code), ((_, err), plain_code) = results
+    assert code == 0 and out.startswith(f"job ({pane.pane_id}): EXITED after ")
+    assert plain_code == 1
+    assert err.strip().splitlines()[-1] == f"Error: pane job ({pane.pane_id}) exited while waiting"
