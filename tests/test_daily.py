@@ -4,6 +4,7 @@ next pane that needs you, completion, and `--version` where people type it."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -186,6 +187,22 @@ def test_switch_next_with_nobody_waiting_says_so(
     done = conductor("-L", server.socket_name, "pty", "switch", "--next")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "no pane needs you: none is NEEDS_CONFIRMATION, ERROR or READY"
+    # From the key binding (--from): also said on the attached client's status line.
+    loop = by_name(isolated_env)["loop"]["pane_id"]
+    client = subprocess.Popen(
+        ["script", "-qfc", f"tmux -L {server.socket_name} attach -t {session.session_id}",
+         "/dev/null"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+        env={**os.environ, "TERM": "xterm", "LC_ALL": "C.UTF-8"})
+    try:
+        retry_until(lambda: server.cmd("list-clients").stdout != [], 10)
+        assert conductor("-L", server.socket_name, "pty", "switch", "--next", "--from",
+                         loop).returncode == 0
+        name = server.cmd("list-clients", "-F", "#{client_name}").stdout[0]
+        retry_until(lambda: any("conductor: no pane needs you" in line for line in
+                                server.cmd("show-messages", "-t", name).stdout), 10)
+    finally:
+        client.kill()
+        client.wait(timeout=10)
 
 
 def test_version_on_pty_too() -> None:
