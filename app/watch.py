@@ -209,7 +209,6 @@ class Watcher:
         self._cycles = 0
         self._cleaned_at_start = False
         self._unwritten: list[Transition] = []  # transitions whose cycle failed to commit
-        self._unremoved: set[str] = set()  # panes gone whose rows a failed cycle kept
 
     @property
     def workers_dir(self) -> Path:
@@ -238,7 +237,6 @@ class Watcher:
             # row owns are a killed daemon's leftovers.
             gone = sorted(set(gone) | (self.store.live_ids() - set(current)))
             orphans = sorted(self._folders() - self.store.known_ids() - set(current))
-            self._cleaned_at_start = True
         for wid in current.keys() - self.tracked.keys():
             self.tracked[wid] = self._track(wid, current[wid])
 
@@ -286,12 +284,13 @@ class Watcher:
             if pty != tracked.pty_row:
                 pty_rows.append(pty)
 
-        gone = sorted(set(gone) | (self._unremoved - set(current)))
         exits = [exit_row(wid, self.tracked.get(wid), self.store, now) for wid in gone]
-        report.exited = [final.worker_id for final in exits]
         # Transitions of a cycle whose write failed are written (and notified) with this one.
         transitions = [t for t in self._unwritten if t.pane_key in current]
         transitions += report.transitions
+        history_rows = [_history_row(t) for t in transitions]
+        history_rows += [_history_row(final.transition) for final in exits]
+        status_rows += [final.status_row for final in exits]
         self._cycles += 1
         pruned: list[str] = []
         try:
@@ -299,36 +298,37 @@ class Watcher:
                 self.store.remove(conn, orphans)
                 for pty in pty_rows:
                     self.store.upsert_pty(conn, {**pty, "last_seen_ts": now})
-                self.store.upsert_status(conn, [*status_rows, *(f.status_row for f in exits)])
-                self.store.add_history(conn, [*(_history_row(t) for t in transitions),
-                                              *(_history_row(f.transition) for f in exits)])
+                self.store.upsert_status(conn, status_rows)
+                self.store.add_history(conn, history_rows)
                 self.store.heartbeat(conn, last_cycle_ts=now)
                 if self._cycles % _PRUNE_EVERY == 1:
                     cutoff = now - self.settings.history_days * 86400
                     pruned = self.store.prune_exited(conn, cutoff)
                     self.store.prune_history(conn, self.settings.history_rows_per_pane, cutoff)
         except BaseException:
-            # Nothing of this cycle reached the store: remember it so the next cycle writes it,
-            # and leave the "last written" rows as they were so those rows differ again. Gone
-            # panes stay tracked, so their final rows are made again.
+            # Nothing of this cycle reached the store: the next cycle writes its transitions. Gone
+            # panes stay tracked and the start-up sweep is redone, so their final rows come then;
+            # the "last written" rows stay as they were, so they differ again.
             self._unwritten = transitions
-            self._unremoved = set(gone)
             raise
         # Only now is it true that the store holds these rows.
-        self._unwritten, self._unremoved = [], set()
+        self._unwritten = []
+        self._cleaned_at_start = True
         for row in status_rows:
-            self.tracked[row["id"]].status_row = row
+            if row["id"] in current:
+                self.tracked[row["id"]].status_row = row
         for pty in pty_rows:
             self.tracked[pty["id"]].pty_row = pty
         for wid in gone:
             self.tracked.pop(wid, None)
             if self.llm is not None:
                 self.llm.forget(wid)
+        report.exited = [final.worker_id for final in exits]
         report.removed = orphans + pruned
         for wid in report.removed:
             self._remove_folder(wid)
         # status.json holds a subset of the two rows: only a changed row can change it.
-        for wid in {r["id"] for r in status_rows} | {r["id"] for r in pty_rows}:
+        for wid in ({r["id"] for r in status_rows} | {r["id"] for r in pty_rows}) - set(gone):
             self._write_status_file(self.tracked[wid])
         for final in exits:
             self._write_final_file(final)

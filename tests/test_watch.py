@@ -230,7 +230,10 @@ def test_a_stopped_server_is_reported_not_raised(server: Any, watcher: Watcher) 
 
 
 def test_a_pane_first_seen_idle_has_no_previous_state(session: Any, watcher: Watcher) -> None:
-    session.new_window(window_name="fresh", attach=False)
+    window = session.new_window(window_name="fresh", attach=False)
+    # A shell that has not drawn its prompt yet is a blank, moving screen: wait for the prompt so
+    # the first look is the idle screen this test is about.
+    retry_until(lambda: any(line.strip() for line in window.active_pane.capture_pane()))
     transitions = []
     for _ in range(3):
         transitions += watcher.tick(time.time()).transitions
