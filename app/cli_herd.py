@@ -137,7 +137,8 @@ def _columns(rows: Sequence[tuple[str, ...]]) -> str:
 
 @herd.command("log")
 @click.argument("ident", metavar="[ID|NAME]", required=False)
-@click.option("-n", "lines", type=click.IntRange(min=1), default=20, show_default=True,
+@click.option("-n", "lines", type=click.IntRange(min=1, max=1_000_000), default=20,
+              show_default=True,
               help="How many decisions to show.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new decisions.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")

@@ -290,7 +290,17 @@ def wait(watch: PaneWatch, until: Collection[State], timeout_s: float | None,
     since = started
     settling = False
     while True:
-        assessment = watch.poll()
+        try:
+            assessment = watch.poll()
+        except PaneNotFound:
+            if State.EXITED not in until:
+                raise PaneNotFound(f"pane {watch.target.label} exited while waiting") from None
+            now = time.time()
+            assessment = Assessment(state=State.EXITED, state_entered=now, last_change=now,
+                                    reasons=("pane_gone",), summary="exited", confidence=100)
+            if on_change is not None:
+                on_change(assessment)
+            return WaitResult(True, assessment, time.monotonic() - started)
         if assessment.state is not last:
             if last is not None and not settling:
                 since = time.monotonic()
