@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app import statusfile
 from app.assess import NO_SIGNALS, Assessment, Policy, Signals, absorb, assess
@@ -29,6 +29,9 @@ from app.model import Pane, State, Transition, Verdict
 from app.screen import normalise, screen_hash
 from app.store import StoreWriter, public_row
 from app.tmux import Tmux
+
+if TYPE_CHECKING:
+    from app.cycle.step import CycleStep
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +180,7 @@ class Watcher:
         on_transition: Callable[[Transition, Tracked], None] | None = None,
         llm: AsyncLLM | None = None,
         herd: HerdStep | None = None,
+        cycle: CycleStep | None = None,
     ) -> None:
         self.tmux = tmux
         self.store = store
@@ -185,6 +189,7 @@ class Watcher:
         self.on_transition = on_transition
         self.llm = llm
         self.herd = herd  # app/herd: eligibility on each status row, nudges after the tick
+        self.cycle = cycle  # app/cycle: the cycle column, then queued messages and cycles
         self.observer = PaneObserver(packs, self.settings, llm)
         self._event_seq = 0
         self._events_read = False
@@ -261,6 +266,8 @@ class Watcher:
             row = _status_row(wid, a) if a is not None else None
             if row is not None and self.herd is not None:
                 row.update(self.herd.annotate(tracked, now))
+            if row is not None and self.cycle is not None:
+                row.update(self.cycle.annotate(tracked, now))
             if row is not None and row != tracked.status_row:
                 status_rows.append(row)
                 tracked.status_row = row
@@ -294,6 +301,8 @@ class Watcher:
             self._notify(transition)
         if self.herd is not None:
             self.herd.act(gone, now)
+        if self.cycle is not None:
+            self.cycle.act(self.tracked, gone, now)
         return report
 
     # --- per pane ------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ GENERIC_PACK = "generic"
 _LINE_KEY = "__line__"
 
 _PACK_KEYS = {"name", "description", "detect", "stable_polls", "volatile", "input", "rules",
-              "examples"}
+              "examples", "clear_command"}
 _DETECT_KEYS = {"commands", "command_patterns", "titles", "screen", "weak"}
 _RULE_KEYS = {"id", "state", "region", "match", "unless", "reason", "summary", "actions_needed",
               "confidence", "description"}
@@ -225,6 +225,8 @@ class Pack:
     # blanked before hashing so they do not hold READY back.
     volatile: tuple[re.Pattern[str], ...] = ()
     input: InputBox | None = None
+    # What starts a fresh conversation in this CLI (`/clear`), for `dispatch --clear`.
+    clear_command: str = ""
 
     def draft(self, screen: str) -> str | None:
         """Text typed into the CLI's input box but not sent yet (stripped, wrapped lines joined).
@@ -405,6 +407,7 @@ def parse_pack(text: str, where: str) -> Pack:
         volatile=_parse_volatile(data.get("volatile"), where, top),
         input=_parse_input(data.get("input"), where, top),
         examples=tuple(_parse_example(raw, where, top) for raw in data.get("examples") or []),
+        clear_command=_parse_clear(data.get("clear_command", ""), where, top),
     )
     _check_examples(pack)
     return pack
@@ -416,6 +419,12 @@ def _line(raw: Any, fallback: int | None = None) -> int | None:
         if isinstance(value, int):
             return value
     return fallback
+
+
+def _parse_clear(raw: Any, where: str, top: int | None) -> str:
+    if not isinstance(raw, str) or "\n" in raw:
+        raise PackError(where, top, "'clear_command' must be one line of text, e.g. /clear")
+    return raw.strip()
 
 
 def _check_keys(raw: dict[str, Any], allowed: set[str], where: str, what: str) -> None:
