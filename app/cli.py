@@ -517,12 +517,12 @@ def _read_screen(source: str) -> str:
 
 
 def _register_groups() -> None:
-    from app.cli_cycle import dispatch, pause, queue, report, resume
+    from app.cli_cycle import dispatch, mcp, pause, queue, report, resume
     from app.cli_herd import goal, herd
 
     pty.add_command(herd)
     pty.add_command(goal)
-    for command in (report, queue, dispatch, pause, resume):
+    for command in (report, queue, dispatch, pause, resume, mcp):
         pty.add_command(command)
 
 

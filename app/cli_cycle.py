@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import click
@@ -185,3 +186,50 @@ def cycle_line(jobs_rows: list[dict[str, Any]]) -> str:
     times = " → ".join(f"{s} +{t - start:.1f}s" for s, t in steps)
     why = f": {last['detail']}" if last["detail"] else ""
     return f"  cycle: {last['state']} (job {last['seq']}){why}\n    {times}"
+
+
+@click.group(invoke_without_command=True)
+@click.pass_context
+@friendly_errors
+def mcp(ctx: click.Context) -> None:
+    """Serve conductor's tools to an agent over MCP (stdio): report, set_goal, status, wait,
+    send. Run by the agent CLI from its pane; `mcp install` configures a CLI to do so."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from app.mcp import run
+
+    obj: Context = ctx.obj
+    run(obj.socket_name, obj.workers_dir)
+
+
+@mcp.command("install")
+@click.option("--cli", "cli_name", type=click.Choice(["claude", "codex", "gemini"]),
+              required=True, help="Which agent CLI to configure.")
+@click.option("--path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Config file to change (default: the CLI's user config).")
+@click.option("--print", "show_only", is_flag=True,
+              help="Only show the snippet and the file it belongs in; change nothing.")
+@click.pass_obj
+@friendly_errors
+def mcp_install(obj: Context, cli_name: str, path: Path | None, show_only: bool) -> None:
+    """Add our MCP server to an agent CLI's config, keeping everything else (with a backup)."""
+    from app.mcpconfig import SERVER_NAME, install
+
+    result = install(cli_name, mcp_command(obj), path, dry_run=show_only)
+    if show_only:
+        click.echo(f"# {result.path}")
+        click.echo(result.snippet)
+    elif result.changed:
+        backup = f" (backup: {result.backup})" if result.backup else ""
+        click.echo(f"added MCP server {SERVER_NAME!r} for {cli_name} in {result.path}{backup}")
+    else:
+        click.echo(f"MCP server {SERVER_NAME!r} for {cli_name} already in {result.path}")
+
+
+def mcp_command(obj: Context) -> list[str]:
+    """Absolute, naming the store (and the tmux socket when one was given), like the hook."""
+    from app.cli import _hook_command
+
+    program = _hook_command(obj)[:-2]  # [..., "--workers-dir", DIR] without "pty", "hook"
+    socket = ["-L", obj.socket_name] if obj.socket_name else []
+    return [*program, *socket, "pty", "mcp"]
