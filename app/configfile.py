@@ -94,6 +94,13 @@ interval = {_v(config.DEFAULT_INTERVAL_S)}
 # tmux's one-second activity clock hid a change.
 force_capture = {_v(config.DEFAULT_FORCE_CAPTURE_S)}
 
+# true: tmux control mode tells the watcher the moment a pane prints, and the poll above is
+# only the safety net; false: polling only.
+events = {_v(config.DEFAULT_EVENTS)}
+
+# Seconds: a pane that prints nonstop is captured at most this often.
+min_capture = {_v(config.DEFAULT_MIN_CAPTURE_S)}
+
 # State changes kept in the history, per pane.
 history_rows = {_v(config.DEFAULT_HISTORY_ROWS_PER_PANE)}
 
@@ -124,8 +131,12 @@ waiting_grace = {_v(config.DEFAULT_WAITING_GRACE_S)}
 # visibly left READY: a CLI still looks idle for a moment after Enter.
 send_grace = {_v(config.DEFAULT_SEND_GRACE_S)}
 
+# Seconds an EXITED pane (its program ended, or it was closed) stays in `conductor pty status`;
+# `status --all` shows it until the history retention removes it.
+exited_shown = {_v(config.DEFAULT_EXITED_SHOWN_S)}
+
 [notify]
-# States that notify: any of READY, BUSY, NEEDS_CONFIRMATION, ERROR, UNKNOWN.
+# States that notify: any of READY, BUSY, NEEDS_CONFIRMATION, ERROR, UNKNOWN, EXITED.
 # A kind below may narrow or widen this with its own list.
 states = {_v(_state_names(DEFAULT_STATES))}
 
@@ -188,6 +199,11 @@ exclude = []
 # Seconds between two looks at the pane by `conductor pty wait`.
 poll_interval = {_v(DEFAULT_WAIT_POLL_S)}
 
+[create]
+# true: windows made by `conductor pty create` keep their last screen when the program exits
+# (tmux remain-on-exit), so a crashed agent shows what happened and reads ERROR with its status.
+remain_on_exit = {_v(True)}
+
 [herd]
 # Herding nudges only panes opted in with `conductor pty herd on ID`. Seconds a READY pane
 # must sit with no screen change, no send and no nudge before it counts as stalled.
@@ -247,6 +263,7 @@ class Config:
     llm_defaults: llm.LLMSettings  # no key: give it to LLMSettings.from_env(env, defaults=...)
     wait_poll_s: float
     path: Path
+    remain_on_exit: bool = True  # [create]: tmux remain-on-exit on windows `create` makes
     herd: herd_gate.HerdSettings = field(default_factory=herd_gate.HerdSettings)
     cycle: cycle_jobs.CycleSettings = field(default_factory=cycle_jobs.CycleSettings)
     added: tuple[str, ...] = ()
@@ -492,6 +509,7 @@ _RULES: dict[str, _Rule] = {
     "watch.force_capture": _POSITIVE,
     "watch.history_rows": _AT_LEAST_ONE,
     "watch.history_days": _NOT_NEGATIVE,
+    "watch.min_capture": _NOT_NEGATIVE,
     "states.ready_polls": _NOT_NEGATIVE,
     "states.ready_min_seconds": _NOT_NEGATIVE,
     "states.busy_polls": _AT_LEAST_ONE,
@@ -499,6 +517,7 @@ _RULES: dict[str, _Rule] = {
     "states.error_polls": _AT_LEAST_ONE,
     "states.waiting_grace": _NOT_NEGATIVE,
     "states.send_grace": _NOT_NEGATIVE,
+    "states.exited_shown": _NOT_NEGATIVE,
     "notify.min_interval": _NOT_NEGATIVE,
     "notify.timeout": _POSITIVE,
     "llm.timeout": _Rule(*llm.TIMEOUT_RANGE),
@@ -621,12 +640,15 @@ def _settings(values: dict[str, Any], path: Path, added: tuple[str, ...], create
             history_rows_per_pane=values["watch.history_rows"],
             history_days=values["watch.history_days"],
             force_capture_s=values["watch.force_capture"],
+            events=values["watch.events"],
+            min_capture_s=values["watch.min_capture"],
             busy_polls=values["states.busy_polls"],
             confirmation_polls=values["states.confirmation_polls"],
             error_polls=values["states.error_polls"],
             ready_min_s=values["states.ready_min_seconds"],
             waiting_grace_s=values["states.waiting_grace"],
             send_grace_s=values["states.send_grace"],
+            exited_shown_s=values["states.exited_shown"],
         )
         notify = NotifySettings(
             kinds=frozenset(kinds),
@@ -657,6 +679,7 @@ def _settings(values: dict[str, Any], path: Path, added: tuple[str, ...], create
         llm_defaults=llm_defaults,
         wait_poll_s=values["wait.poll_interval"],
         path=path,
+        remain_on_exit=values["create.remain_on_exit"],
         herd=herd_gate.HerdSettings(
             stall_after_s=values["herd.stall_after"],
             stability_s=values["herd.stability"],

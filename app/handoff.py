@@ -35,6 +35,24 @@ class Refused(ConductorError):
     """``send`` would type into a pane that is not ready for it."""
 
 
+# What `send` will type: printable text, newlines and tabs. Any other control character is
+# refused, not stripped: ESC starts the bracketed-paste end marker (ESC [201~), after which the
+# rest of the text would run as typed keys, and CSI/OSC sequences move the cursor or retitle the
+# terminal. Stripping would silently send something other than what the caller asked for.
+_ALLOWED_CONTROLS = frozenset("\n\t")
+
+
+def check_text(text: str) -> None:
+    """Refuse text holding terminal control characters (ESC, CSI, BEL, C1, DEL...)."""
+    for index, char in enumerate(text):
+        code = ord(char)
+        if (code < 0x20 or 0x7F <= code <= 0x9F) and char not in _ALLOWED_CONTROLS:
+            if char == "\r" and text[index + 1:index + 2] == "\n":
+                continue  # a CRLF line end from a file piped in
+            raise Refused(f"not sent: the text holds a control character (U+{code:04X} at "
+                          f"position {index}); send types plain text, newlines and tabs only")
+
+
 @dataclass(frozen=True)
 class Target:
     """A pane as named on the command line, checked against the live tmux server."""
@@ -70,6 +88,9 @@ def resolve(tmux: Tmux, workers_dir: Path, ident: str) -> Target:
             except PaneNotFound:
                 if not ident.startswith("%"):
                     raise
+            if stored is not None and stored["state"] == "EXITED":
+                raise PaneNotFound(f"pane {ident!r} has exited ({stored['summary']}); see "
+                                   f"`conductor pty tail {stored['id']}`")
             if stored is not None:
                 registered = reader.pty(stored["id"])
         finally:
@@ -99,6 +120,7 @@ class PaneWatch:
         self.tracked = Tracked(worker_id=target.worker_id, pane=target.pane, name=target.name,
                                named_by_user=True, cli_forced=target.cli_forced)
         self._event_seq = 0
+        self.started = time.time()
 
     def poll(self, now: float | None = None) -> Assessment:
         now = time.time() if now is None else now
@@ -122,6 +144,14 @@ class PaneWatch:
             # we did not see); a question is never overruled into READY.
             assessment = replace(
                 assessment, state=State.NEEDS_CONFIRMATION,
+                reasons=(*assessment.reasons, "watcher_verdict"),
+                summary=(watcher_row or {}).get("summary") or assessment.summary)
+        elif assessment.state in (State.BUSY, State.UNKNOWN) and watcher_vouches(
+                watcher_row, self.tracked, self.started):
+            # A watcher on control mode saw this very screen go quiet: no need to wait out our
+            # own stability window.
+            assessment = replace(
+                assessment, state=State.READY,
                 reasons=(*assessment.reasons, "watcher_verdict"),
                 summary=(watcher_row or {}).get("summary") or assessment.summary)
         return assessment
@@ -160,6 +190,21 @@ def watcher_asks(row: Mapping[str, Any] | None, stability_hash: str | None) -> b
         row.get("last_snapshot_hash") == stability_hash
 
 
+def watcher_vouches(row: Mapping[str, Any] | None, tracked: Tracked, since: float) -> bool:
+    """The watcher's row says READY about the screen that is up now, judged on output (control
+    mode), and it became READY after ``since`` and after the last send and turn start: an
+    older READY may be the idle screen still up right after Enter. Our own verdict of the
+    screen must be READY too (only the stability window is taken from the watcher)."""
+    if row is None or row.get("state") != State.READY.value or tracked.verdict is None:
+        return False
+    signals = row.get("signals") or ""
+    codes = signals.split() if isinstance(signals, str) else list(signals)
+    return ("watch=events" in codes and tracked.verdict.state is State.READY
+            and row.get("last_snapshot_hash") == tracked.stability_hash
+            and (row.get("state_entered_ts") or 0.0) > max(
+                since, tracked.signals.sent, tracked.signals.turn_start))
+
+
 def send(tmux: Tmux, target: Target, text: str, packs: Mapping[str, Pack],
          settings: WatchSettings, workers_dir: Path, *, enter: bool = True,
          force: bool = False, origin: str = "send", expect_screen: str | None = None,
@@ -174,6 +219,8 @@ def send(tmux: Tmux, target: Target, text: str, packs: Mapping[str, Pack],
     lets a herd rule with ``approve: true`` type into a NEEDS_CONFIRMATION pane; drafts still
     refuse.
     """
+    check_text(text)  # even with --force: it guards the paste itself, not the pane's state
+    text = text.replace("\r\n", "\n")
     if not force:
         _check_ready_for_input(tmux, target, packs, settings, workers_dir,
                                expect_screen=expect_screen, answer_dialog=answer_dialog)

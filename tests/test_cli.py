@@ -83,11 +83,11 @@ def test_watch_end_to_end(server: Any, session: Any, watcher_process: Any,
     table = conductor("-L", socket, "pty", "status").stdout.splitlines()
     assert "question" in table[1]
 
-    # A killed window leaves the store and its folder within 2 cycles.
+    # A killed window becomes EXITED within 2 cycles, its status.json too.
     doomed = workers["printer"]["id"]
     session.windows.get(window_name="printer").kill()
-    retry_until(lambda: "printer" not in status_json(socket), 2.5, interval=0.1)
-    assert not (isolated_env / doomed).exists()
+    retry_until(lambda: state_of(socket, "printer") == "EXITED", 2.5, interval=0.1)
+    assert json.loads((isolated_env / doomed / "status.json").read_text())["state"] == "EXITED"
 
     # tail shows the history of a pane.
     tail = conductor("pty", "tail", workers["question"]["id"])
@@ -257,6 +257,7 @@ def test_explain_shows_the_deciding_rule_and_the_rules_tried(server: Any, sessio
     assert "rule yes-no-question" in done.stdout
     assert "matched: Overwrite? (y/N)" in done.stdout
     assert "-> NEEDS_CONFIRMATION" in done.stdout  # the transition history
+    assert "watched: by polling only" in done.stdout  # --once never starts control mode
     missing = conductor("-L", server.socket_name, "pty", "explain", "nope")
     assert missing.returncode == 1
 
@@ -359,7 +360,7 @@ def test_status_shows_waiting_time_and_redraws_with_watch(
     assert asks["state"] == "NEEDS_CONFIRMATION"
     assert asks["waiting_s"] >= 0.5 and asks["waiting_long"] is True
     assert asks["inactive_s"] >= 0.5
-    assert asks["signals"] == ["screen=NEEDS_CONFIRMATION"]
+    assert asks["signals"] == ["screen=NEEDS_CONFIRMATION", "watch=poll"]  # --once only polls
     assert workers[0]["name"] == "asks"  # the pane needing a human comes first
     table = conductor("pty", "status").stdout.splitlines()
     assert table[0].split() == ["ID", "NAME", "CLI", "STATE", "SINCE", "WAITING", "SUMMARY"]

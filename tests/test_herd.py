@@ -1,9 +1,10 @@
 """Herding against a real tmux server and the real daemon (``conductor pty watch``).
 
 The pane runs tests/fake_agent.py, which draws Claude Code's screens; ``say Shall I continue?``
-makes it end a turn asking that. Settings are small (a stall of about a second) through the
-config file, as a user would set them. Nudges are read back from the store: the ``nudges``
-decisions log and the ``send`` events recorded with origin ``herd``.
+makes it end a turn asking that (sent with ``conductor pty send``, so the watcher knows a turn
+happened: a fresh agent at its first prompt is never nudged). Settings are small (a stall of
+about a second) through the config file, as a user would set them. Nudges are read back from
+the store: the ``nudges`` decisions log and the ``send`` events recorded with origin ``herd``.
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def test_a_stalled_agent_gets_exactly_one_nudge_with_its_goal(
     write_config(tmp_path)
     agent, _ = herded()
     assert pty(server, "goal", "agent", "all tests pass").returncode == 0
-    agent.send_keys(QUESTION, enter=True)
+    assert pty(server, "send", "agent", QUESTION).returncode == 0
     retry_until(lambda: "Shall I continue with step 2?" in screen(agent), 10)
     asked = time.time()
 
@@ -174,7 +175,7 @@ def test_a_half_typed_prompt_is_never_nudged(
         server: Any, herded: Any, tmp_path: Path, isolated_env: Path) -> None:
     write_config(tmp_path)
     agent, _ = herded()
-    agent.send_keys(QUESTION, enter=True)
+    assert pty(server, "send", "agent", QUESTION).returncode == 0
     retry_until(lambda: "Shall I continue with step 2?" in screen(agent), 10)
     agent.send_keys("no wait, first fix the", enter=False)  # a person, mid-sentence
 
@@ -193,8 +194,8 @@ def test_cooldown_and_max_nudges_hold_until_a_person_acts(
     always = tmp_path / "always.yml"
     always.write_text("rules:\n  - id: always\n    when: [stalled]\n    states: [READY]\n"
                       "    match: 'Shall I continue'\n    command: 'Yes, please continue.'\n")
-    agent, _ = herded("--rules", str(always))
-    agent.send_keys(QUESTION, enter=True)
+    herded("--rules", str(always))
+    assert pty(server, "send", "agent", QUESTION).returncode == 0
 
     retry_until(lambda: len(nudged(isolated_env)) == 2, 30, interval=0.2,
                 message=f"{decisions(isolated_env)}")
@@ -217,7 +218,7 @@ def test_dry_run_decides_and_logs_but_types_nothing(
         server: Any, herded: Any, tmp_path: Path, isolated_env: Path) -> None:
     write_config(tmp_path)
     agent, _ = herded("--dry-run")
-    agent.send_keys(QUESTION, enter=True)
+    assert pty(server, "send", "agent", QUESTION).returncode == 0
     retry_until(lambda: any(d[0] == "dry_run" for d in decisions(isolated_env)), 20,
                 interval=0.2, message=f"{decisions(isolated_env)}")
     [dry] = [d for d in decisions(isolated_env) if d[0] == "dry_run"]
@@ -231,8 +232,8 @@ def test_opt_in_and_counters_survive_a_daemon_restart(
         server: Any, herded: Any, watcher_process: Any, tmp_path: Path,
         isolated_env: Path) -> None:
     write_config(tmp_path, cooldown=1.0, max_nudges=1)
-    agent, daemon = herded()
-    agent.send_keys(QUESTION, enter=True)
+    _, daemon = herded()
+    assert pty(server, "send", "agent", QUESTION).returncode == 0
     retry_until(lambda: len(nudged(isolated_env)) == 1, 20, interval=0.2)
     retry_until(lambda: ("blocked", "max_nudges", None, None, "READY")
                 in decisions(isolated_env), 10, interval=0.2)
@@ -252,14 +253,14 @@ def test_opt_in_and_counters_survive_a_daemon_restart(
 def test_eligibility_shows_for_every_pane_with_its_reason(
         server: Any, session: Any, herded: Any, tmp_path: Path) -> None:
     write_config(tmp_path)
-    agent, _ = herded("-")
+    herded()  # opted in, but a fresh agent at its first prompt has nothing to continue
+    retry_until(lambda: workers(server)["agent"]["herd_reason"] == "no_turn_yet", 20,
+                interval=0.2, message=f"{workers(server).get('agent')}")
     other = start_agent(session, "other")
     retry_until(lambda: workers(server).get("other", {}).get("state") == "READY", 20,
                 interval=0.2)
-    assert pty(server, "herd", "on", "other").returncode == 0
-    other.send_keys("work 30", enter=True)
+    other.send_keys("work 4", enter=True)  # a turn a person typed: busy marker on screen
     retry_until(lambda: workers(server)["other"]["herd_reason"] == "busy", 20, interval=0.2)
-    retry_until(lambda: workers(server)["agent"]["herd_reason"] == "not_opted_in", 20,
-                interval=0.2)
-    assert workers(server)["agent"]["eligible_for_herd"] is False
-    assert agent is not None
+    retry_until(lambda: workers(server)["other"]["herd_reason"] == "not_opted_in", 30,
+                interval=0.2, message=f"{workers(server).get('other')}")
+    assert workers(server)["other"]["eligible_for_herd"] is False

@@ -12,7 +12,7 @@ from app.herd import rules
 from app.herd.gate import STALLED, WAITING_LONG
 from app.herd.rules import RuleError, load, locate, parse, render
 from app.model import State
-from tests.conftest import REPO
+from tests.conftest import REPO, conductor
 
 BUNDLED = sorted(p.stem for p in (REPO / "design" / "herd_rules").glob("*.yml"))
 CONTEXT = {"state": "READY", "summary": "", "actions_needed": "", "waiting_s": 130,
@@ -134,3 +134,14 @@ def test_sets_are_found_by_name_in_the_users_folder_first_then_bundled(
         locate("nope")
     with pytest.raises(RuleError, match="no such rule file"):
         locate(str(tmp_path / "missing.yml"))
+
+
+def test_herd_on_refuses_a_broken_rule_set_in_one_line(tmp_path: Path) -> None:
+    broken = tmp_path / "mine.yml"
+    broken.write_text(RULE + "    match: 'x'\n    command: 'hi {nmae}'\n")
+    done = conductor("pty", "herd", "on", "agent", "--rules", str(broken))
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"Error: {broken}:2: rule 'r': command uses {{nmae}}")
+    assert len(done.stderr.strip().splitlines()) == 1
+    unknown = conductor("pty", "herd", "on", "agent", "--rules", "nope")
+    assert unknown.returncode == 1 and "no rule set named 'nope'" in unknown.stderr

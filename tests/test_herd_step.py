@@ -26,7 +26,7 @@ from app.model import State
 from app.store import StoreWriter
 from app.tmux import Tmux
 from app.watch import Tracked, Watcher
-from tests.conftest import REPO
+from tests.conftest import REPO, conductor
 from tests.openrouter_server import OpenRouterServer, Reply
 from tests.waiting import retry_until
 
@@ -48,6 +48,7 @@ rules:
 
 @dataclass
 class Lab:
+    socket_name: str
     tmux: Tmux
     store: StoreWriter
     watcher: Watcher
@@ -76,6 +77,11 @@ class Lab:
             self.store.upsert_herd(conn, {"id": tracked.worker_id, "enabled": 1, "rules": rules,
                                           "goal": goal or None})
 
+    def send(self, text: str) -> None:
+        """A turn asked for as a person or script would: the real `conductor pty send`."""
+        done = conductor("-L", self.socket_name, "pty", "send", self.pane.pane_id, text)
+        assert done.returncode == 0, done.stderr
+
     def screen(self) -> str:
         return "\n".join(self.pane.capture_pane())
 
@@ -96,7 +102,7 @@ def lab(server: Any, session: Any, isolated_env: Path, tmp_path: Path) -> Iterat
     store = StoreWriter(isolated_env)
     tmux = Tmux(socket_name=server.socket_name)
     watcher = Watcher(tmux, store, load_packs(), WatchSettings(interval_s=1, ready_min_s=0))
-    yield Lab(tmux, store, watcher, pane, tmp_path)
+    yield Lab(server.socket_name, tmux, store, watcher, pane, tmp_path)
     store.close()
 
 
@@ -114,7 +120,7 @@ def decide_and_act(lab: Lab, step: HerdStep) -> None:
 
 
 def test_a_screen_that_moved_after_the_decision_gets_no_nudge(lab: Lab) -> None:
-    lab.pane.send_keys("say Shall I continue?", enter=True)
+    lab.send("say Shall I continue?")
     lab.opt_in()
     step = step_for(lab)
     tracked = lab.settle()
@@ -145,7 +151,7 @@ def llm_lab(lab: Lab, openrouter: OpenRouterServer, reply: Reply, timeout: float
     openrouter.script(reply)
     rules = lab.tmp_path / "ask.yml"
     rules.write_text(LLM_RULES)
-    lab.pane.send_keys(f"say Stopping here; deploy token {TOKEN}", enter=True)
+    lab.send(f"say Stopping here; deploy token {TOKEN}")
     lab.opt_in(str(rules), goal="ship the release")
     llm = LLMClassifier(LLMSettings(api_key=KEY, base_url=openrouter.base_url, timeout=timeout,
                                     max_retries=0))
@@ -222,7 +228,7 @@ def test_every_llm_fault_means_no_nudge_and_is_logged(
 def test_an_llm_rule_with_the_llm_off_types_nothing(lab: Lab, tmp_path: Path) -> None:
     rules = tmp_path / "ask.yml"
     rules.write_text(LLM_RULES)
-    lab.pane.send_keys("say Stopping here.", enter=True)
+    lab.send("say Stopping here.")
     lab.opt_in(str(rules))
     step = step_for(lab, llm=None)
     decide_and_act(lab, step)
@@ -235,7 +241,7 @@ def test_a_broken_rule_file_in_the_store_blocks_and_is_logged(lab: Lab, tmp_path
     rules = tmp_path / "broken.yml"
     rules.write_text("rules:\n  - id: r\n    when: [stalled]\n    states: [READY]\n"
                      "    match: 'x'\n    command: '{oops}'\n")
-    lab.pane.send_keys("say Shall I continue?", enter=True)
+    lab.send("say Shall I continue?")
     lab.opt_in(str(rules))
     step = step_for(lab)
     decide_and_act(lab, step)

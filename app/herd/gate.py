@@ -7,8 +7,9 @@ Gates, in the order they are tried (the order is the explanation a person reads)
    recognises are never nudged.
 2. ``too_recent``: the state is younger than ``stability`` seconds.
 3. ``low_confidence``: the assessment's confidence is under ``confidence_min``.
-4. READY must be *stalled* (``not_stalled``): no screen change, no send from anyone and no nudge
-   for ``stall_after`` seconds. NEEDS_CONFIRMATION and ERROR must be *waiting long*
+4. READY must follow a turn (``no_turn_yet``: a fresh agent at its first prompt has nothing to
+   continue) and be *stalled* (``not_stalled``): no screen change, no send from anyone and no
+   nudge for ``stall_after`` seconds. NEEDS_CONFIRMATION and ERROR must be *waiting long*
    (``not_waiting_long``): in that state for ``waiting_grace`` seconds.
 5. ``not_opted_in``: nobody ran ``herd on`` for the pane.
 6. ``draft_in_prompt``: the prompt holds text a person typed and has not sent.
@@ -63,6 +64,8 @@ class PaneFacts:
     last_send: float  # newest send from anyone, nudges included
     confidence: int
     opted_in: bool
+    # Since the watcher started: a send, a turn-start hook or a busy marker on screen.
+    had_turn: bool = True
     dead: bool = False
     draft: bool = False  # unsent text in the prompt (only looked for when it can matter)
 
@@ -104,6 +107,8 @@ def decide(facts: PaneFacts, counters: Counters, settings: HerdSettings, now: fl
         return Decision(False, "too_recent", idle_s=age)
     if facts.confidence < settings.confidence_min:
         return Decision(False, "low_confidence", idle_s=age)
+    if facts.state is State.READY and not facts.had_turn:
+        return Decision(False, "no_turn_yet", STALLED)
     if facts.state is State.READY:
         quiet_since = max(facts.state_entered, facts.last_change, facts.last_send,
                           counters.last_nudge_ts)

@@ -75,6 +75,7 @@ class HerdStep:
         self._logged: dict[str, tuple[str, str, str]] = {}
         self._rule_sets: dict[str, tuple[float, rules.RuleSet | str]] = {}
         self._pruned_at = 0.0
+        self._had_turn: set[str] = set()
 
     # --- during the tick ------------------------------------------------------------------------
 
@@ -92,18 +93,24 @@ class HerdStep:
             self._tick = now
             self._pending.clear()
             self._rows = self.store.herd_rows()
-            since = min((r.get("last_nudge_ts") or 0.0 for r in self._rows.values()),
-                        default=now)
-            self._person_sends = self.store.person_sends(since) if self._rows else {}
+            # Only counters that could be reset need to know who sent what since their nudge.
+            counting = [r.get("last_nudge_ts") or 0.0 for r in self._rows.values()
+                        if r.get("enabled") and (r.get("nudges") or r.get("turn"))]
+            self._person_sends = self.store.person_sends(min(counting)) if counting else {}
         a = tracked.assessment
         if a is None:
             return {}
         row = self._rows.get(tracked.worker_id) or {}
         opted_in = bool(row.get("enabled"))
+        signals = tracked.signals
+        # A busy marker, not a moving screen: a CLI redrawing its banner has had no turn.
+        if signals.sent or signals.turn_start or (
+                a.verdict is not None and a.verdict.state is State.BUSY):
+            self._had_turn.add(tracked.worker_id)
         facts = PaneFacts(
             state=a.state, state_entered=a.state_entered, last_change=a.last_change,
-            last_send=tracked.signals.sent, confidence=a.confidence, opted_in=opted_in,
-            dead=tracked.pane.dead,
+            last_send=signals.sent, confidence=a.confidence, opted_in=opted_in,
+            had_turn=tracked.worker_id in self._had_turn, dead=tracked.pane.dead,
         )
         counters = Counters(nudges=row.get("nudges") or 0,
                             last_nudge_ts=row.get("last_nudge_ts") or 0.0,
@@ -175,6 +182,7 @@ class HerdStep:
                 self._pruned_at = now
         for wid in removed:
             self._logged.pop(wid, None)
+            self._had_turn.discard(wid)
 
     def _apply(self, pending: _Pending, now: float) -> Outcome:
         tracked, decision = pending.tracked, pending.decision
