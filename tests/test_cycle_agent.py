@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -134,3 +135,34 @@ def test_claude_reports_through_mcp_gets_one_directive_then_pauses_when_the_chec
         log = (isolated_env / "watch.log").read_text() if (isolated_env / "watch.log").exists() \
             else daemon.stderr.read() if daemon.stderr else ""
         assert "goal met?" in log
+
+
+@pytest.mark.parametrize("hooks", [False, True], ids=["screen", "hooks"])
+def test_dispatch_with_clear_then_wait_returns_only_after_the_real_turn(
+        claude_install: Install, tmp_path: Path, isolated_env: Path, hooks: bool) -> None:
+    lab = ClaudeInTmux(tmp_path / "agent", claude_install.binary,
+                       env={"CONDUCTOR_WORKERS_DIR": str(isolated_env)})
+    if hooks:
+        done = conductor("-L", lab.socket_name, "pty", "hooks", "install", "--cli", "claude",
+                         "--path", str(lab.settings_path))
+        assert done.returncode == 0, done.stderr
+    with lab:
+        lab.server.queue(Say("First answer, the one to clear."),
+                         Say.words(24, delay=0.25, prefix="Slow answer:"))
+        first = conductor("-L", lab.socket_name, "pty", "send", lab.pane_id, "first task")
+        assert first.returncode == 0, first.stderr
+        lab.server.wait_for_turn_end(1)
+        done = conductor("-L", lab.socket_name, "pty", "dispatch", lab.pane_id, "--clear",
+                         "--timeout", "60", "write a slow answer", timeout=90)
+        assert done.returncode == 0, done.stderr + lab.capture()
+        assert "cleared with /clear, then sent" in done.stdout
+        waited = conductor("-L", lab.socket_name, "pty", "wait", lab.pane_id, "--timeout", "60",
+                           timeout=90)
+        returned = time.time()
+        assert waited.returncode == 0, waited.stderr
+        ends = lab.server.turn_ends()
+        assert len(ends) == 2, f"wait returned before the dispatched turn ended: {ends}"
+        print(f"dispatch ({'hooks' if hooks else 'screen'}): wait returned "
+              f"{returned - ends[1]:.2f}s after the turn's last byte")
+        assert returned > ends[1]
+        assert "First answer" not in lab.capture()  # the conversation was cleared
