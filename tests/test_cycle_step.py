@@ -146,9 +146,11 @@ def test_a_failing_check_types_exactly_one_directive_and_stands_by(lab: Lab) -> 
     assert tracked.status_row["cycle"] == "STANDBY"
 
 
-def test_a_passing_check_pauses_says_goal_met_and_types_nothing(lab: Lab) -> None:
+def test_a_passing_check_pauses_says_goal_met_and_types_nothing(
+        lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENROUTER_API_KEY", "plain-looking-value-1234")
     step = lab.start()
-    seq = lab.report("all done", "echo 5 passed")
+    seq = lab.report("all done", "echo 5 passed; echo key=[$OPENROUTER_API_KEY] in $PWD")
     row = lab.run_until_done(seq)
     step.close()
 
@@ -156,6 +158,8 @@ def test_a_passing_check_pauses_says_goal_met_and_types_nothing(lab: Lab) -> Non
     assert (row["exit_code"], row["decision"], row["directive"]) == (0, "stop", None)
     assert row["detail"].startswith("goal met?") and "passed (exit 0)" in row["detail"]
     assert "5 passed" in row["output"]
+    # Run on the host in the pane's folder, without our LLM key.
+    assert f"key=[] in {lab.pane.pane_current_path}" in row["output"]
     assert lab.cycle_sends() == 0
     assert any("goal met?" in n for n in lab.notes)
 

@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 
 _HOLDS_QUEUE = (QUEUED, WAITING, IDLE_SPIN, DECIDING, PAUSED)
 _PRUNE_EVERY_S = 3600.0
+_PRIVATE_ENV = frozenset({"OPENROUTER_API_KEY"})
 _KEEP_DONE_S = 7 * 86400.0
 
 Check = tuple[int | None, str]  # exit status (None: killed or failed to start), output tail
@@ -305,7 +306,9 @@ class CycleStep:
         its output (stdout and stderr), redacted."""
         limit = self.settings.output_chars
         try:
-            proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd or None,
+            # The check is the agent's command, not ours: it gets no LLM key of ours.
+            env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
+            proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd or None, env=env,
                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as exc:
