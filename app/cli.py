@@ -566,6 +566,7 @@ def explain(obj: Context, ident: str, lines: int) -> None:
                f"{worker.get('confidence') or 0}; decided by {worker.get('classifier') or '-'} "
                f"rule {worker.get('rule_id') or '-'}")
     click.echo(f"  signals: {', '.join(worker.get('signals') or []) or 'screen only'}")
+    click.echo(f"  watched: {render.watch_mode(worker.get('signals') or [])}")
     if worker.get("summary"):
         click.echo(f"  summary: {render.clean_text(worker['summary'])}")
     if worker.get("actions_needed"):

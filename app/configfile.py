@@ -93,6 +93,13 @@ interval = {_v(config.DEFAULT_INTERVAL_S)}
 # tmux's one-second activity clock hid a change.
 force_capture = {_v(config.DEFAULT_FORCE_CAPTURE_S)}
 
+# true: tmux control mode tells the watcher the moment a pane prints, and the poll above is
+# only the safety net; false: polling only.
+events = {_v(config.DEFAULT_EVENTS)}
+
+# Seconds: a pane that prints nonstop is captured at most this often.
+min_capture = {_v(config.DEFAULT_MIN_CAPTURE_S)}
+
 # State changes kept in the history, per pane.
 history_rows = {_v(config.DEFAULT_HISTORY_ROWS_PER_PANE)}
 
@@ -476,6 +483,7 @@ _RULES: dict[str, _Rule] = {
     "watch.force_capture": _POSITIVE,
     "watch.history_rows": _AT_LEAST_ONE,
     "watch.history_days": _NOT_NEGATIVE,
+    "watch.min_capture": _NOT_NEGATIVE,
     "states.ready_polls": _NOT_NEGATIVE,
     "states.ready_min_seconds": _NOT_NEGATIVE,
     "states.busy_polls": _AT_LEAST_ONE,
@@ -599,6 +607,8 @@ def _settings(values: dict[str, Any], path: Path, added: tuple[str, ...], create
             history_rows_per_pane=values["watch.history_rows"],
             history_days=values["watch.history_days"],
             force_capture_s=values["watch.force_capture"],
+            events=values["watch.events"],
+            min_capture_s=values["watch.min_capture"],
             busy_polls=values["states.busy_polls"],
             confirmation_polls=values["states.confirmation_polls"],
             error_polls=values["states.error_polls"],

@@ -120,6 +120,7 @@ class PaneWatch:
         self.tracked = Tracked(worker_id=target.worker_id, pane=target.pane, name=target.name,
                                named_by_user=True, cli_forced=target.cli_forced)
         self._event_seq = 0
+        self.started = time.time()
 
     def poll(self, now: float | None = None) -> Assessment:
         now = time.time() if now is None else now
@@ -143,6 +144,14 @@ class PaneWatch:
             # we did not see); a question is never overruled into READY.
             assessment = replace(
                 assessment, state=State.NEEDS_CONFIRMATION,
+                reasons=(*assessment.reasons, "watcher_verdict"),
+                summary=(watcher_row or {}).get("summary") or assessment.summary)
+        elif assessment.state in (State.BUSY, State.UNKNOWN) and watcher_vouches(
+                watcher_row, self.tracked, self.started):
+            # A watcher on control mode saw this very screen go quiet: no need to wait out our
+            # own stability window.
+            assessment = replace(
+                assessment, state=State.READY,
                 reasons=(*assessment.reasons, "watcher_verdict"),
                 summary=(watcher_row or {}).get("summary") or assessment.summary)
         return assessment
@@ -179,6 +188,21 @@ def watcher_asks(row: Mapping[str, Any] | None, stability_hash: str | None) -> b
     """The watcher's row says NEEDS_CONFIRMATION about the screen that is up now."""
     return row is not None and row.get("state") == State.NEEDS_CONFIRMATION.value and \
         row.get("last_snapshot_hash") == stability_hash
+
+
+def watcher_vouches(row: Mapping[str, Any] | None, tracked: Tracked, since: float) -> bool:
+    """The watcher's row says READY about the screen that is up now, judged on output (control
+    mode), and it became READY after ``since`` and after the last send and turn start: an
+    older READY may be the idle screen still up right after Enter. Our own verdict of the
+    screen must be READY too (only the stability window is taken from the watcher)."""
+    if row is None or row.get("state") != State.READY.value or tracked.verdict is None:
+        return False
+    signals = row.get("signals") or ""
+    codes = signals.split() if isinstance(signals, str) else list(signals)
+    return ("watch=events" in codes and tracked.verdict.state is State.READY
+            and row.get("last_snapshot_hash") == tracked.stability_hash
+            and (row.get("state_entered_ts") or 0.0) > max(
+                since, tracked.signals.sent, tracked.signals.turn_start))
 
 
 def send(tmux: Tmux, target: Target, text: str, packs: Mapping[str, Pack],
