@@ -176,9 +176,9 @@ class Daemon:
             notifier = Notifier(self.notify or NotifySettings(), self.tmux.display_message)
             for line in notifier.startup_report():
                 log.info("%s", line)
-            herd = _start_herd(self, store, packs, llm, notifier)
             control = ControlMode(self.tmux, self._wake.set) \
                 if self.settings.events and not self.once else None
+            herd = _start_herd(self, store, packs, llm, notifier)
             watcher = Watcher(self.tmux, store, packs, self.settings,
                               on_transition=_notify_with(notifier), llm=llm, control=control,
                               herd=herd)
@@ -197,9 +197,9 @@ class Daemon:
             try:
                 self._loop(watcher, store)
             finally:
-                herd.close()
                 if control is not None:
                     control.close()
+                herd.close()
                 notifier.close(timeout=5.0)
                 if llm is not None:
                     llm.close()

@@ -221,8 +221,8 @@ class Watcher:
         settings: WatchSettings | None = None,
         on_transition: Callable[[Transition, Tracked], None] | None = None,
         llm: AsyncLLM | None = None,
-        herd: HerdStep | None = None,
         control: ControlMode | None = None,
+        herd: HerdStep | None = None,
     ) -> None:
         self.tmux = tmux
         self.store = store
