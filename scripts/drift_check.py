@@ -380,6 +380,8 @@ def drive(recipe: Recipe, version: str, lab: Lab, pane: Pane, pack: Pack, out: P
     pane.prompt(recipe.slow)
     if pane.wait(recipe.slow.split()[0], left(10)):
         time.sleep(6)  # the reply streams for ~20 s: catch it in the middle
+        # a full-screen TUI may be caught between clearing and redrawing: wait for its lines
+        pane.wait(r"(?:^[^\n]*\S[^\n]*\n(?:\s*\n)*){3}", left(5))
         yield row("busy", State.BUSY, pane.screen())
     else:
         yield row("busy", State.BUSY, None, "the prompt never reached the CLI")
