@@ -11,7 +11,7 @@ when the model asks to run a shell command (NEEDS_CONFIRMATION), ``error`` after
 the CLI does not retry (ERROR), plus any start-up dialog met on the way (NEEDS_CONFIRMATION).
 Exit status 1 when a BUSY or NEEDS_CONFIRMATION screen was called READY or a dialog was missed
 (the mistakes that cost), 0 otherwise; a case the lab could not produce is listed as ``-`` and
-does not fail the check. Every CLI gets ``--per-cli`` seconds (default 300); the tmux server,
+does not fail the check. Every CLI gets ``--per-cli`` seconds (default 420); the tmux server,
 fake model servers and every process started from the scratch folder are ended on the way out.
 
 Needs tmux, node + npm (npm installs) and python3 with venv (aider). Nothing touches the user's
@@ -385,18 +385,20 @@ def drive(recipe: Recipe, version: str, lab: Lab, pane: Pane, pack: Pack, out: P
         yield row("busy", State.BUSY, pane.screen())
     else:
         yield row("busy", State.BUSY, None, "the prompt never reached the CLI")
-    pane.wait(recipe.busy, left(60), absent=True)
+    pane.wait(recipe.busy, left(180), absent=True)  # ~30 s, but a loaded machine renders slowly
     pane.wait_still(3, left(30))
 
     if recipe.before_shell is not None:
         recipe.before_shell(lab)
     pane.prompt(recipe.shell)
-    if pane.wait(recipe.dialog, left(60)):
+    if pane.wait(recipe.dialog, left(120)):
         yield row("dialog", State.NEEDS_CONFIRMATION, pane.wait_still(1.5, left(10)))
         pane.keys(*recipe.deny)
     else:
+        # typing on would answer a dialog that comes late: stop this CLI here
         yield row("dialog", State.NEEDS_CONFIRMATION, None, "no approval appeared")
-    pane.wait(recipe.busy, left(30), absent=True)
+        return
+    pane.wait(recipe.busy, left(60), absent=True)
     pane.wait_still(3, left(30))
 
     pane.prompt(recipe.error)
@@ -551,8 +553,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("clis", nargs="*", metavar="CLI",
                         help=f"which CLIs: {', '.join(RECIPES)} (default: all)")
-    parser.add_argument("--per-cli", type=float, default=300.0,
-                        help="seconds each CLI may take, install included (default 300)")
+    parser.add_argument("--per-cli", type=float, default=420.0,
+                        help="seconds each CLI may take, install included (default 420)")
     parser.add_argument("--cache", type=Path,
                         help="keep installs here between runs (one folder per CLI and version)")
     parser.add_argument("--keep", type=Path,
