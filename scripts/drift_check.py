@@ -6,9 +6,10 @@ loopback), classify every capture with our packs and print what each case expect
     python scripts/drift_check.py opencode qwen --keep /tmp/drift   # keep captures and logs
     python scripts/drift_check.py opencode --release opencode=1.2.27 --size 150x40
 
-Cases per CLI: ``idle`` after start-up (READY), ``busy`` while a reply streams (BUSY), ``dialog``
-when the model asks to run a shell command (NEEDS_CONFIRMATION), ``error`` after an HTTP error
-the CLI does not retry (ERROR), plus any start-up dialog met on the way (NEEDS_CONFIRMATION).
+Cases per CLI: ``idle`` after start-up (READY), ``busy`` while a reply streams (BUSY), ``done``
+once it has ended (READY), ``dialog`` when the model asks to run a shell command
+(NEEDS_CONFIRMATION), ``error`` after an HTTP error the CLI does not retry (ERROR), plus any
+start-up dialog met on the way (NEEDS_CONFIRMATION).
 Exit status 1 when a BUSY or NEEDS_CONFIRMATION screen was called READY or a dialog was missed
 (the mistakes that cost), 0 otherwise; a case the lab could not produce is listed as ``-`` and
 does not fail the check. Every CLI gets ``--per-cli`` seconds (default 420); the tmux server,
@@ -386,7 +387,8 @@ def drive(recipe: Recipe, version: str, lab: Lab, pane: Pane, pack: Pack, out: P
     else:
         yield row("busy", State.BUSY, None, "the prompt never reached the CLI")
     pane.wait(recipe.busy, left(180), absent=True)  # ~30 s, but a loaded machine renders slowly
-    pane.wait_still(3, left(30))
+    # Codex and aider stream with no busy line: the reply is over once the screen is still
+    yield row("done", State.READY, pane.wait_still(4, left(90)))
 
     if recipe.before_shell is not None:
         recipe.before_shell(lab)
