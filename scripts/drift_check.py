@@ -201,11 +201,14 @@ def _aider(lab: Lab) -> tuple[dict[str, str], list[str]]:
 
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
-    Recipe("codex", "@openai/codex", "codex", idle=r"Ask Codex to do anything|for shortcuts",
+    Recipe("codex", "@openai/codex", "codex",
+           # 0.14x rotates example prompts in the composer: any `› ` line that is no menu row
+           idle=r"Ask Codex to do anything|for shortcuts|^› (?!\d\. )",
            busy=r"esc to interrupt", dialog=r"Would you like to (?:run|make)",
            deny=("Escape",), slow="Please write a long paragraph SLOWTEXT",
            shell="Clean the build directory RUNBASH", error="Trigger an error FAIL400",
-           startup_dialog=r"Trust this folder|Trust and continue|Update available", setup=_codex),
+           startup_dialog=r"Trust this folder|Trust and continue|Do you trust the contents|"
+                          r"Update available", setup=_codex),
     Recipe("opencode", "opencode-ai", "opencode", idle=r"ctrl\+p commands",
            busy=r"esc (?:again to )?interrupt", dialog=r"Permission required|Allow once",
            deny=("Escape",), slow="LAB_SLOW tell me a long story", shell="LAB_SHELL run it",
@@ -365,6 +368,9 @@ def drive(recipe: Recipe, version: str, lab: Lab, pane: Pane, pack: Pack, out: P
     pane.start(command, lab.work, env)
     startup = f"{recipe.idle}|{recipe.startup_dialog}" if recipe.startup_dialog else recipe.idle
     if not pane.wait(startup, left(90)):
+        if out is not None:  # what it showed instead, for whoever updates the recipe
+            (out / f"{recipe.name}-{version}-no-prompt.txt").write_text(pane.screen(),
+                                                                     encoding="utf-8")
         yield row("idle", State.READY, None, "the CLI never showed its prompt")
         return
     if recipe.startup_dialog:
