@@ -33,7 +33,7 @@ _PANE_FIELDS = (
     "pane_id", "session_name", "window_id", "window_index", "window_name", "pane_index",
     "window_panes", "pane_current_path", "pane_current_command", "pane_pid", "pane_dead",
     "pane_dead_status", "pane_width", "pane_height", "window_activity", "cursor_x", "cursor_y",
-    "history_size", "pane_in_mode", "pane_active", "window_active", "session_attached", "pid",
+    "history_size", "pane_in_mode", "pane_active", "window_active", "pid",
     "session_id",
     "pane_title",  # title last: it may hold anything
 )
