@@ -41,6 +41,8 @@ DEFAULT_MIN_CAPTURE_S = 0.25
 # After ``send``, READY is not believed until the pane visibly left READY or this passed: the
 # screen of a CLI still looks idle for about half a second after Enter.
 DEFAULT_SEND_GRACE_S = 3.0
+# An EXITED pane stays in `status` this long; `status --all` shows it until it is pruned.
+DEFAULT_EXITED_SHOWN_S = 600.0
 
 
 def workers_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -65,6 +67,7 @@ class WatchSettings:
     ready_min_s: float = DEFAULT_READY_MIN_S
     waiting_grace_s: float = DEFAULT_WAITING_GRACE_S
     send_grace_s: float = DEFAULT_SEND_GRACE_S
+    exited_shown_s: float = DEFAULT_EXITED_SHOWN_S
     events: bool = DEFAULT_EVENTS
     min_capture_s: float = DEFAULT_MIN_CAPTURE_S
 
@@ -77,7 +80,7 @@ class WatchSettings:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("ready_min_s", "waiting_grace_s", "send_grace_s", "history_days",
-                     "min_capture_s"):
+                     "exited_shown_s", "min_capture_s"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must not be negative, got {getattr(self, name)}")
         if self.force_capture_s <= 0 or self.history_rows_per_pane < 1:

@@ -265,7 +265,7 @@ def test_between_polls_the_daemon_follows_output_sessions_floods_and_killed_clie
                               attach=False)
     retry_until(lambda: pane_state(isolated_env, "late", "NEEDS_CONFIRMATION"), 20)
     late.kill()
-    retry_until(lambda: not stored(isolated_env, "late"), 20)
+    retry_until(lambda: stored(isolated_env, "late").get("state") == "EXITED", 20)
 
     # A pane flooding output and a pane printing random bytes, next to the one we care about.
     session.new_window(window_name="flood", window_shell="yes", attach=False)
@@ -305,7 +305,7 @@ def test_the_daemon_survives_a_tmux_server_restart_and_watches_the_new_one(
     retry_until(lambda: pane_state(isolated_env, "after", "READY"), 30)
     again.active_window.active_pane.send_keys("read -p 'Go on? (y/N) ' x", enter=True)
     retry_until(lambda: pane_state(isolated_env, "after", "NEEDS_CONFIRMATION"), 20)
-    assert not stored(isolated_env, "before")
+    assert stored(isolated_env, "before")["state"] == "EXITED"
     assert daemon.poll() is None, daemon.stderr.read()
 
 
