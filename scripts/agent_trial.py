@@ -102,6 +102,7 @@ class StoreWatch:
     """Reads the pane's state from status.db every ~20 ms in a thread; keeps the changes."""
 
     db: Path
+    socket: str  # the lab's tmux socket: a store shared by two labs holds both their "%0"s
     pane_id: str
     changes: list[tuple[float, str]] = field(default_factory=list)
 
@@ -116,7 +117,8 @@ class StoreWatch:
             try:
                 with sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=1) as conn:
                     row = conn.execute("SELECT s.state FROM status s JOIN ptys p ON p.id = s.id "
-                                       "WHERE p.pane_id = ?", (self.pane_id,)).fetchone()
+                                       "WHERE p.pane_id = ? AND p.socket = ?",
+                                       (self.pane_id, self.socket)).fetchone()
             except sqlite3.Error:
                 continue
             if row and row[0] != last:
@@ -340,7 +342,8 @@ def main() -> None:
                     daemon = subprocess.Popen(
                         [sys.executable, "-m", "app", "-L", lab.socket_name, "pty", "watch",
                          "-q"], cwd=REPO, env={**os.environ, **env})
-                    store = StoreWatch(root / "workers" / "status.db", lab.pane_id)
+                    store = StoreWatch(root / "workers" / "status.db", lab.socket_name,
+                                       lab.pane_id)
                 try:
                     report(label, run_turns(lab, cli, args.turns, task, args.screen_only,
                                             store))
