@@ -34,7 +34,7 @@ _PANE_FIELDS = (
     "window_panes", "pane_current_path", "pane_current_command", "pane_pid", "pane_dead",
     "pane_dead_status", "pane_width", "pane_height", "window_activity", "cursor_x", "cursor_y",
     "history_size", "pane_in_mode", "pane_active", "window_active", "pid",
-    "session_id",
+    "session_id", "destroy-unattached",
     "pane_title",  # title last: it may hold anything
 )
 _LIST_FORMAT = _SEP.join(f"#{{{name}}}" for name in _PANE_FIELDS)
@@ -162,6 +162,8 @@ class Tmux:
                 focused=f["pane_active"] == "1" and f["window_active"] == "1"
                 and f["session_name"] in viewed,
                 session_id=f["session_id"],
+                # "1" in tmux 3.3; "on", "keep-last", "keep-group" in later versions.
+                destroy_unattached=f["destroy-unattached"] not in ("", "0", "off"),
             ))
         return PaneListing(server_pid=server_pid, panes=panes)
 

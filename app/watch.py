@@ -267,7 +267,10 @@ class Watcher:
                 return report
             self._server_pid = listing.server_pid
             if self.control is not None:
-                self.control.follow({p.session_id for p in listing.panes if p.session_id})
+                # A session that goes away when its last client detaches must stay polled:
+                # our client would keep it alive.
+                self.control.follow({p.session_id for p in listing.panes
+                                     if p.session_id and not p.destroy_unattached})
                 self._watched = self.control.watching()
             socket = self.tmux.label
             current: dict[str, Pane] = {

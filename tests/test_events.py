@@ -20,7 +20,7 @@ from app.config import WatchSettings
 from app.errors import StoreError
 from app.store import StoreReader, StoreWriter
 from app.tmux import ControlMode, Notification, Tmux, decode_output, parse_notification
-from app.watch import EVENTS, Watcher
+from app.watch import EVENTS, POLL, Watcher
 from tests.conftest import conductor
 from tests.waiting import retry_until, stays_false
 
@@ -381,3 +381,25 @@ def test_a_transition_redraws_the_status_line_of_attached_clients_at_once(
     finally:
         client.kill()
         client.wait(timeout=10)
+
+
+@pytest.mark.slow
+def test_a_session_that_dies_unattached_is_polled_and_still_dies_when_its_user_leaves(
+        server: Any, session: Any, event_watcher: Watcher, isolated_env: Path) -> None:
+    from tests.test_cli import attach_client
+
+    fleeting = server.new_session(session_name="fleeting", window_name="fleeting",
+                                  window_command=SHELL, attach=False)
+    client = attach_client(server, fleeting)
+    try:
+        fleeting.set_option("destroy-unattached", "on")
+        event_watcher.tick(time.time())
+        retry_until(lambda: session.session_id in event_watcher.control.watching(), 10)  # type: ignore[union-attr]
+        event_watcher.tick(time.time())
+        assert fleeting.session_id not in event_watcher.control.watching()  # type: ignore[union-attr]
+        assert f"watch={POLL}" in stored(isolated_env, "fleeting")["signals"]
+    finally:
+        client.kill()
+        client.wait(timeout=10)
+    retry_until(lambda: "fleeting" not in server.cmd("list-sessions", "-F",
+                                                     "#{session_name}").stdout, 10)
