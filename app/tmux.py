@@ -3,7 +3,9 @@
 The poll loop uses raw, batched tmux invocations (one ``list-panes -a`` and one chained
 ``capture-pane`` per ~100 panes), which a benchmark showed cost a few ms per cycle where one
 subprocess or libtmux call per pane costs several ms *per pane*. Creating windows and switching use
-libtmux, imported lazily because the status-line path must not pay for it.
+libtmux, imported lazily because the status-line path must not pay for it. Control-mode clients
+(``ControlMode``, one ``tmux -C`` per session) tell the watcher which panes printed; libtmux has
+no parser for that protocol, and the few lines we need are parsed here.
 """
 
 from __future__ import annotations
