@@ -17,16 +17,18 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import IO
 
 from app.classify.llm import AsyncLLM, LLMClassifier, LLMSettings
-from app.classify.packs import load_packs
+from app.classify.packs import Pack, load_packs
 from app.config import WatchSettings
 from app.errors import AlreadyRunning, StoreError
+from app.herd.gate import HerdSettings
+from app.herd.step import HerdStep
 from app.model import Transition
 from app.notify import NotificationEvent, Notifier, NotifySettings
 from app.store import StoreWriter, make_private_dir, open_private
@@ -122,6 +124,16 @@ def _notify_with(notifier: Notifier) -> Callable[[Transition, Tracked], None]:
     return on_transition
 
 
+def _start_herd(daemon: Daemon, store: StoreWriter, packs: Mapping[str, Pack],
+                llm: AsyncLLM | None, notifier: Notifier) -> HerdStep:
+    """Herding for opted-in panes; its nudges and "needs you" notes go to the tmux message line
+    when tmux notifications are on."""
+    tmux = daemon.tmux
+    announce = tmux.display_message if "tmux" in notifier.active_kinds else None
+    return HerdStep(tmux, store, packs, daemon.herd or HerdSettings(), daemon.settings,
+                    llm=llm.classifier if llm is not None else None, announce=announce)
+
+
 @dataclass
 class Daemon:
     tmux: Tmux
@@ -131,6 +143,7 @@ class Daemon:
     notify: NotifySettings | None = None
     llm_defaults: LLMSettings | None = None  # the config file's [llm]; the environment wins
     notes: tuple[str, ...] = ()  # logged once the watcher has started (e.g. config upgraded)
+    herd: HerdSettings | None = None  # the config's [herd]; None: defaults
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
@@ -165,8 +178,10 @@ class Daemon:
                 log.info("%s", line)
             control = ControlMode(self.tmux, self._wake.set) \
                 if self.settings.events and not self.once else None
+            herd = _start_herd(self, store, packs, llm, notifier)
             watcher = Watcher(self.tmux, store, packs, self.settings,
-                              on_transition=_notify_with(notifier), llm=llm, control=control)
+                              on_transition=_notify_with(notifier), llm=llm, control=control,
+                              herd=herd)
             with store.transaction() as conn:
                 store.heartbeat(conn, pid=os.getpid(), socket=self.tmux.label,
                                 interval=self.settings.interval_s, started_ts=time.time(),
@@ -184,6 +199,7 @@ class Daemon:
             finally:
                 if control is not None:
                     control.close()
+                herd.close()
                 notifier.close(timeout=5.0)
                 if llm is not None:
                     llm.close()

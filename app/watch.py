@@ -30,6 +30,7 @@ from app.classify.llm import AsyncLLM, merge, worth_asking
 from app.classify.packs import Pack, PatternTimeout, detect_pack, time_limit
 from app.config import WatchSettings
 from app.errors import ConductorError, TmuxServerNotRunning
+from app.herd.step import HerdStep
 from app.model import Pane, State, Transition, Verdict
 from app.render import clean_text
 from app.screen import normalise, screen_hash
@@ -221,6 +222,7 @@ class Watcher:
         on_transition: Callable[[Transition, Tracked], None] | None = None,
         llm: AsyncLLM | None = None,
         control: ControlMode | None = None,
+        herd: HerdStep | None = None,
     ) -> None:
         self.tmux = tmux
         self.store = store
@@ -228,6 +230,7 @@ class Watcher:
         self.settings = settings or WatchSettings()
         self.on_transition = on_transition
         self.llm = llm
+        self.herd = herd  # app/herd: eligibility on each status row, nudges after the tick
         self.observer = PaneObserver(packs, self.settings, llm)
         self._event_seq = 0
         self._events_read = False
@@ -235,11 +238,11 @@ class Watcher:
         self._restored = store.statuses()
         self._cycles = 0
         self._cleaned_at_start = False
+        self._unwritten: list[Transition] = []  # transitions whose cycle failed to commit
         self.control = control
         self._server_pid = 0
         self._watched: set[str] = set()  # session ids whose output control mode reports
         self._pending: dict[str, float] = {}  # pane id -> when it printed, not yet captured
-        self._unwritten: list[Transition] = []  # transitions whose cycle failed to commit
 
     @property
     def workers_dir(self) -> Path:
@@ -349,6 +352,8 @@ class Watcher:
                 report.transitions.append(transition)
             a = tracked.assessment
             row = _status_row(wid, a, tracked.mode) if a is not None else None
+            if row is not None and self.herd is not None:
+                row.update(self.herd.annotate(tracked, now))
             if row is not None and row != tracked.status_row and (
                     full or transition is not None
                     or _material(row) != _material(tracked.status_row)):
@@ -411,6 +416,8 @@ class Watcher:
             self._notify(final.transition, final.tracked, final.name)
         for transition in transitions:
             self._notify(transition)
+        if self.herd is not None:
+            self.herd.act(gone, now)
         return report
 
     # --- per pane ------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ GENERIC_PACK = "generic"
 _LINE_KEY = "__line__"
 
 _PACK_KEYS = {"name", "description", "detect", "stable_polls", "volatile", "input", "rules",
-              "examples"}
+              "examples", "checked_versions"}
 _DETECT_KEYS = {"commands", "command_patterns", "titles", "screen", "weak"}
 _RULE_KEYS = {"id", "state", "region", "match", "unless", "reason", "summary", "actions_needed",
               "confidence", "description"}
@@ -229,6 +229,8 @@ class Pack:
     # blanked before hashing so they do not hold READY back.
     volatile: tuple[re.Pattern[str], ...] = ()
     input: InputBox | None = None
+    # The CLI releases whose real screens the pack was measured on (documentation, not a gate).
+    checked_versions: tuple[str, ...] = field(default=(), compare=False)
 
     def draft(self, screen: str) -> str | None:
         """Text typed into the CLI's input box but not sent yet (stripped, wrapped lines joined).
@@ -387,6 +389,9 @@ def parse_pack(text: str, where: str) -> Pack:
     stable_polls = data.get("stable_polls", DEFAULT_STABLE_POLLS)
     if not isinstance(stable_polls, int) or isinstance(stable_polls, bool) or stable_polls < 1:
         raise PackError(where, top, "'stable_polls' must be a whole number of at least 1")
+    checked = data.get("checked_versions", [])
+    if not isinstance(checked, list) or not all(isinstance(v, str) for v in checked):
+        raise PackError(where, top, "'checked_versions' must be a list of quoted version strings")
 
     raw_rules = data.get("rules")
     if not isinstance(raw_rules, list) or not raw_rules:
@@ -409,6 +414,7 @@ def parse_pack(text: str, where: str) -> Pack:
         volatile=_parse_volatile(data.get("volatile"), where, top),
         input=_parse_input(data.get("input"), where, top),
         examples=tuple(_parse_example(raw, where, top) for raw in data.get("examples") or []),
+        checked_versions=tuple(checked),
     )
     _check_examples(pack)
     return pack
