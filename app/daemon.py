@@ -261,7 +261,7 @@ class Daemon:
         except Exception:
             log.exception("cycle failed; continuing")
             return full
-        if report.transitions:
+        if report.transitions or report.exited:
             try:
                 self.tmux.refresh_status()
             except Exception as exc:  # a status line is never worth a cycle

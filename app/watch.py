@@ -264,7 +264,8 @@ class Watcher:
             for pane_id in dirty:
                 self._pending.setdefault(pane_id, now)
             known = {t.pane.pane_id for t in self.tracked.values()}
-            full = full or changed or not self.tracked or not self._pending.keys() <= known
+            full = (full or changed or not self.tracked or not self._cleaned_at_start
+                    or not self._pending.keys() <= known)
         report = CycleReport(full=full)
         if full:
             try:
@@ -274,7 +275,10 @@ class Watcher:
                 return report
             self._server_pid = listing.server_pid
             if self.control is not None:
-                self.control.follow({p.session_id for p in listing.panes if p.session_id})
+                # A session that goes away when its last client detaches must stay polled:
+                # our client would keep it alive.
+                self.control.follow({p.session_id for p in listing.panes
+                                     if p.session_id and not p.destroy_unattached})
                 self._watched = self.control.watching()
             socket = self.tmux.label
             current: dict[str, Pane] = {
@@ -372,8 +376,8 @@ class Watcher:
         history_rows = [_history_row(t) for t in transitions]
         history_rows += [_history_row(final.transition) for final in exits]
         status_rows += [final.status_row for final in exits]
-        if not (full or status_rows or transitions or pty_rows or exits):
-            return report
+        if not (full or status_rows or pty_rows or history_rows or orphans):
+            return report  # a light tick that changed nothing the store shows
         self._cycles += full
         pruned: list[str] = []
         try:
