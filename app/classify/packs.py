@@ -12,14 +12,15 @@ import os
 import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from app.classify.options import hint, read_options
 from app.errors import PackError
-from app.model import State, Verdict
+from app.model import Option, State, Verdict
 from app.screen import first_lines, last_lines, normalise, screen_hash
 
 # Neutral screens first (they stop evaluation with UNKNOWN), then what must never be missed.
@@ -44,14 +45,21 @@ GENERIC_PACK = "generic"
 _LINE_KEY = "__line__"
 
 _PACK_KEYS = {"name", "description", "detect", "stable_polls", "volatile", "input", "rules",
-              "examples"}
+              "examples", "checked_versions"}
 _DETECT_KEYS = {"commands", "command_patterns", "titles", "screen", "weak"}
 _RULE_KEYS = {"id", "state", "region", "match", "unless", "reason", "summary", "actions_needed",
-              "confidence", "description"}
+              "confidence", "description", "program"}
 _CONDITION_KEYS = {"pattern", "region"}
-_EXAMPLE_KEYS = {"name", "state", "screen", "rule", "draft"}
+_EXAMPLE_KEYS = {"name", "state", "screen", "rule", "draft", "program"}
 _INPUT_KEYS = {"region", "match", "trim", "placeholder"}
 _DRAFT_GROUP = "draft"
+# Template fields every rule may use besides its own named groups: the first matched line, the
+# hint computed from the dialog's options on screen, the plain program in the foreground.
+_BUILTIN_FIELDS = frozenset({"line", "options", "program"})
+# The generic layer under every pack may only say these: it can tell that something waits or
+# works, never that a CLI it does not know is idle.
+LAYER_STATES = frozenset({State.NEEDS_CONFIRMATION, State.BUSY})
+LAYER_CONFIDENCE = 60
 
 
 class _LineLoader(yaml.SafeLoader):
@@ -115,6 +123,9 @@ class Rule:
     actions_needed: str
     confidence: int
     line: int
+    # Only when a plain program (no pack's own CLI) is in the pane's foreground and its process
+    # name matches this in full: `less`, `vim`, `sleep` after a shell prompt.
+    program: re.Pattern[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +139,7 @@ class Example:
     # apart from "says nothing about the draft".
     draft: str | None = None
     checks_draft: bool = False
+    program: str = ""
 
 
 @dataclass(frozen=True)
@@ -225,6 +237,12 @@ class Pack:
     # blanked before hashing so they do not hold READY back.
     volatile: tuple[re.Pattern[str], ...] = ()
     input: InputBox | None = None
+    # The generic pack's NEEDS_CONFIRMATION and BUSY rules, tried when none of this pack's rules
+    # matched: dialogs a CLI's pack has not learned yet (set by load_packs).
+    layer: Pack | None = field(default=None, compare=False, repr=False)
+    # The CLI releases whose real screens this pack was measured on (people read it; nothing
+    # depends on it).
+    checked_versions: tuple[str, ...] = ()
 
     def draft(self, screen: str) -> str | None:
         """Text typed into the CLI's input box but not sent yet (stripped, wrapped lines joined).
@@ -248,31 +266,53 @@ class Pack:
             text = pattern.sub("", text)
         return screen_hash(text)
 
-    def classify(self, screen: str) -> Verdict:
-        """Classify a screen (raw or normalised) with this pack's rules."""
-        return self.explain(screen)[0]
+    def classify(self, screen: str, program: str = "") -> Verdict:
+        """Classify a screen (raw or normalised) with this pack's rules.
 
-    def explain(self, screen: str) -> tuple[Verdict, list[RuleTrace]]:
+        ``program`` is the pane's foreground process when it is a plain program that no pack's
+        CLI claims (``less``, ``sleep``), else empty; rules with a ``program`` key need it.
+        """
+        return self.explain(screen, program)[0]
+
+    def explain(self, screen: str, program: str = "") -> tuple[Verdict, list[RuleTrace]]:
         text = normalise(screen)
         traces: list[RuleTrace] = []
         for rule in self.rules:
-            verdict, trace = self._try(rule, text)
+            verdict, trace = self._try(rule, text, program)
             traces.append(trace)
             if verdict is not None:
                 return verdict, traces
+        if self.layer is not None:
+            for rule in self.layer.rules:
+                if rule.state not in LAYER_STATES:
+                    continue
+                verdict, trace = self._try(rule, text, program)
+                traces.append(replace(trace, rule_id=f"generic:{trace.rule_id}"))
+                if verdict is not None:
+                    return replace(
+                        verdict, rule_id=f"generic:{rule.id}",
+                        confidence=min(verdict.confidence, LAYER_CONFIDENCE),
+                        reasons=(*verdict.reasons, "generic_layer"),
+                        classifier=f"pack:{self.name}+{self.layer.name}",
+                    ), traces
+        # Say what is on screen even when nothing is recognised: a person scanning the table
+        # learns more from "less" than from a blank.
         return (
             Verdict(
                 state=State.UNKNOWN,
                 confidence=20,
                 reasons=("no_rule_matched",),
                 classifier=f"pack:{self.name}",
-                summary="",
+                summary=f"{program or self.name}: screen not recognised",
                 tried=tuple(t.rule_id for t in traces),
             ),
             traces,
         )
 
-    def _try(self, rule: Rule, text: str) -> tuple[Verdict | None, RuleTrace]:
+    def _try(self, rule: Rule, text: str, program: str = "") -> tuple[Verdict | None, RuleTrace]:
+        if rule.program is not None and not (program and rule.program.fullmatch(program)):
+            detail = f"needs a foreground program matching /{rule.program.pattern}/"
+            return None, RuleTrace(rule.id, rule.state, False, detail)
         groups: dict[str, str] = {}
         lines: list[str] = []
         for condition in rule.match:
@@ -280,7 +320,7 @@ class Pack:
             if found is None:
                 detail = f"no match for /{condition.pattern.pattern}/ in {condition.region}"
                 return None, RuleTrace(rule.id, rule.state, False, detail)
-            groups.update({k: v.strip() for k, v in found.groupdict().items() if v is not None})
+            groups.update({k: _tidy(v) for k, v in found.groupdict().items() if v is not None})
             lines.append(_line_at(found))
         for condition in rule.unless:
             vetoed = condition.search(text)
@@ -288,6 +328,12 @@ class Pack:
                 detail = f"vetoed by /{condition.pattern.pattern}/: {_line_at(vetoed).strip()}"
                 return None, RuleTrace(rule.id, rule.state, False, detail)
         groups.setdefault("line", lines[0].strip() if lines else "")
+        groups["program"] = program
+        options: tuple[Option, ...] = ()
+        if rule.state is State.NEEDS_CONFIRMATION:
+            dialog = read_options(text)
+            options = dialog.options if dialog is not None else ()
+            groups["options"] = hint(dialog)
         verdict = Verdict(
             state=rule.state,
             confidence=rule.confidence,
@@ -297,8 +343,18 @@ class Pack:
             actions_needed=_fill(rule.actions_needed, groups),
             classifier=f"pack:{self.name}",
             matched_lines=tuple(line.strip() for line in lines),
+            options=options,
         )
         return verdict, RuleTrace(rule.id, rule.state, True, "; ".join(verdict.matched_lines))
+
+
+# Some TUIs leave a stray border cell far right of an old line (Claude Code 2.1.330): not part
+# of a captured command or question.
+_STRAY_BORDER_RE = re.compile(r"\s{2,}[│┃]\s*$")
+
+
+def _tidy(value: str) -> str:
+    return _STRAY_BORDER_RE.sub("", value).strip()
 
 
 def _line_at(found: re.Match[str]) -> str:
@@ -352,7 +408,15 @@ def load_packs(dirs: Sequence[Path] | None = None) -> dict[str, Pack]:
     if not packs:
         raise PackError(", ".join(str(d) for d in (dirs or [])) or "(none)", None,
                         "no classifier packs found")
-    return packs
+    return with_generic_layer(packs)
+
+
+def with_generic_layer(packs: Mapping[str, Pack]) -> dict[str, Pack]:
+    """Every pack but the generic one gets the generic pack's dialog and busy rules beneath its
+    own (see :attr:`Pack.layer`)."""
+    generic = packs.get(GENERIC_PACK)
+    return {name: replace(pack, layer=generic) if generic is not None and name != GENERIC_PACK
+            else pack for name, pack in packs.items()}
 
 
 def load_pack(path: Path) -> Pack:
@@ -405,6 +469,7 @@ def parse_pack(text: str, where: str) -> Pack:
         volatile=_parse_volatile(data.get("volatile"), where, top),
         input=_parse_input(data.get("input"), where, top),
         examples=tuple(_parse_example(raw, where, top) for raw in data.get("examples") or []),
+        checked_versions=_parse_versions(data.get("checked_versions"), where, top),
     )
     _check_examples(pack)
     return pack
@@ -494,7 +559,7 @@ def _parse_rule(raw: Any, where: str, top: int | None) -> Rule:
     confidence = raw.get("confidence", 90)
     if not isinstance(confidence, int) or not 0 <= confidence <= 100:
         raise PackError(where, line, f"{what}: confidence must be 0-100")
-    groups = {name for c in match for name in c.pattern.groupindex} | {"line"}
+    groups = {name for c in match for name in c.pattern.groupindex} | _BUILTIN_FIELDS
     for key in ("summary", "actions_needed"):
         template = str(raw.get(key, "") or "")
         for _, field_name, _, _ in string.Formatter().parse(template):
@@ -511,6 +576,8 @@ def _parse_rule(raw: Any, where: str, top: int | None) -> Rule:
         actions_needed=str(raw.get("actions_needed", "") or ""),
         confidence=confidence,
         line=line or 0,
+        program=_compile(raw["program"], where, line, f"{what} program")
+        if "program" in raw else None,
     )
 
 
@@ -539,6 +606,15 @@ def _parse_detect(raw: Any, where: str, top: int | None) -> Detect:
         screen=patterns("screen"),
         weak=weak,
     )
+
+
+def _parse_versions(raw: Any, where: str, top: int | None) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(v, str) and v for v in raw):
+        raise PackError(where, top, "'checked_versions' must be a list of version strings "
+                        "(quote them: '2.1.330')")
+    return tuple(raw)
 
 
 def _parse_volatile(raw: Any, where: str, top: int | None) -> tuple[re.Pattern[str], ...]:
@@ -601,6 +677,7 @@ def _parse_example(raw: Any, where: str, top: int | None) -> Example:
         line=line,
         draft=draft,
         checks_draft="draft" in raw,
+        program=str(raw.get("program") or ""),
     )
 
 
@@ -611,7 +688,7 @@ def _check_examples(pack: Pack) -> None:
         if example.rule is not None and example.rule not in rule_ids:
             raise PackError(pack.path, example.line,
                             f"example '{example.name}' names unknown rule '{example.rule}'")
-        verdict = pack.classify(example.screen)
+        verdict = pack.classify(example.screen, example.program)
         if verdict.state is not example.state or (
             example.rule is not None and verdict.rule_id != example.rule
         ):
