@@ -4,9 +4,12 @@
     python scripts/corpus_report.py --errors   # also list every wrong screen
 
 The corpus lives in ``tests/corpus/<set>/``: each set has a ``labels.tsv`` (path, cli, state, size,
-note) and ``<cli>/timeline-N/frames.tsv`` (t_seconds, file, state). ``tests/corpus/heldout.txt``
+note, and optionally the pane's foreground ``command`` at capture time) and
+``<cli>/timeline-N/frames.tsv`` (t_seconds, file, state). ``tests/corpus/heldout.txt``
 names the screens that were not looked at while the rules were written; every screen of a set
-whose name starts with ``heldout`` (fresh lab captures) is held out as well.
+whose name starts with ``heldout`` (fresh lab captures) is held out as well. A set named
+``…v<version>`` holds captures of that CLI release (``v2.1.330``, ``heldout-v2.1.330``); the
+others hold the release the packs were first written from (``BASE_VERSIONS``).
 ``tests/corpus/drafts.tsv`` gives the text typed but not sent in a screen's input box (path, cli,
 state, draft, note): the labelled screens that have some, and every screen of ``drafts/`` (captures
 made for the packs' ``input`` rules, outside the classification figures). The tests import these
@@ -16,6 +19,7 @@ functions, so the figures printed here are the ones the suite asserts.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,8 +32,8 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from app.assess import Assessment, assess  # noqa: E402
-from app.classify.packs import Pack, detect_pack, load_packs  # noqa: E402
-from app.model import State  # noqa: E402
+from app.classify.packs import Pack, detect_pack, judge_for, load_packs  # noqa: E402
+from app.model import State, Verdict  # noqa: E402
 from app.screen import normalise  # noqa: E402
 
 CORPUS = ROOT / "tests" / "corpus"
@@ -52,6 +56,9 @@ STATES: tuple[State, ...] = (
     State.READY, State.BUSY, State.NEEDS_CONFIRMATION, State.ERROR, State.UNKNOWN,
 )
 DANGEROUS = frozenset({State.BUSY, State.NEEDS_CONFIRMATION})
+# The release each CLI's first captures (sets without a version in their name) came from.
+BASE_VERSIONS: dict[str, str] = {"claude-code": "2.1.197", "codex": "0.169.0"}
+_SET_VERSION_RE = re.compile(r"v(\d+(?:\.\d+)+)$")
 
 
 class ScreenCase(NamedTuple):
@@ -62,10 +69,16 @@ class ScreenCase(NamedTuple):
     size: str
     note: str
     held_out: bool
+    command: str = ""  # the pane's foreground process when captured ("": not recorded)
 
     @property
     def id(self) -> str:
         return f"{self.set_name}/{self.path}"
+
+    @property
+    def version(self) -> str:
+        found = _SET_VERSION_RE.search(self.set_name)
+        return found.group(1) if found else BASE_VERSIONS.get(self.cli, "")
 
     def text(self) -> str:
         return (CORPUS / self.set_name / self.path).read_text(encoding="utf-8", errors="replace")
@@ -186,6 +199,7 @@ def load_cases(corpus: Path = CORPUS) -> list[ScreenCase]:
                 size=cols[3],
                 note=cols[4] if len(cols) > 4 else "",
                 held_out=folder.name.startswith("heldout") or cols[0] in held,
+                command=cols[5] if len(cols) > 5 else "",
             ))
     return cases
 
@@ -229,19 +243,26 @@ def load_draft_cases(corpus: Path = CORPUS) -> list[DraftCase]:
 # --- measuring -----------------------------------------------------------------------------------
 
 
-def pack_for(cli: str, packs: Mapping[str, Pack], text: str) -> Pack:
+def pack_for(cli: str, packs: Mapping[str, Pack], text: str, command: str = "") -> Pack:
     name = CLI_PACK.get(cli)
-    return packs[name] if name is not None else detect_pack(packs, text)
+    return packs[name] if name is not None else detect_pack(packs, text, command=command)
+
+
+def verdict_for(case: ScreenCase, packs: Mapping[str, Pack], text: str) -> tuple[Pack, Verdict]:
+    """The verdict the watcher would give: the pane's pack, or the generic pack with the plain
+    program's name when one is in the foreground (as ``PaneObserver.classify`` does)."""
+    judge, program = judge_for(packs, pack_for(case.cli, packs, text, case.command),
+                               case.command)
+    return judge, judge.classify(text, program)
 
 
 def classify_cases(packs: Mapping[str, Pack], cases: Iterable[ScreenCase]) -> list[ScreenResult]:
     results: list[ScreenResult] = []
     for case in cases:
         text = case.text()
-        pack = pack_for(case.cli, packs, text)
-        verdict = pack.classify(text)
+        pack, verdict = verdict_for(case, packs, text)
         results.append(ScreenResult(case, pack.name, verdict.state, verdict.rule_id,
-                                    detect_pack(packs, text).name))
+                                    detect_pack(packs, text, command=case.command).name))
     return results
 
 
@@ -380,6 +401,13 @@ def draft_figures(results: Sequence[DraftResult]) -> DraftFigures:
     )
 
 
+def by_version(results: Iterable[ScreenResult]) -> dict[tuple[str, str], list[ScreenResult]]:
+    grouped: dict[tuple[str, str], list[ScreenResult]] = defaultdict(list)
+    for result in results:
+        grouped[(result.case.cli, result.case.version)].append(result)
+    return dict(sorted(grouped.items()))
+
+
 def by_cli(results: Iterable[ScreenResult]) -> dict[str, list[ScreenResult]]:
     grouped: dict[str, list[ScreenResult]] = defaultdict(list)
     for result in results:
@@ -440,6 +468,12 @@ def report(packs: Mapping[str, Pack], show_errors: bool = False,
         out.append(f"== {cli} (pack: {', '.join(sorted({r.pack for r in group}))})")
         out.append(confusion_table(group))
         out.append("")
+    out.append("== PER CLI AND RELEASE (held-out screens | all screens)")
+    for (cli, version), group in by_version(results).items():
+        held = [r for r in group if r.case.held_out]
+        out.append(figures_line(f"{cli} {version}".strip(), figures(held)) + "  | all "
+                   + f"{sum(r.right for r in group)}/{len(group)}")
+    out.append("")
     for title, subset in (("ALL SCREENS", results),
                           ("HELD-OUT SCREENS", [r for r in results if r.case.held_out]),
                           ("SEEN SCREENS", [r for r in results if not r.case.held_out])):

@@ -160,6 +160,11 @@ class InputBox:
     placeholder: tuple[re.Pattern[str], ...] = ()
     line: int = 0
 
+    def visible(self, text: str) -> bool:
+        """Whether the box is on a normalised screen at all (empty or not)."""
+        area = self.region.select_keeping_blanks(text)
+        return any(pattern.search(area) for pattern in self.match)
+
     def read(self, text: str) -> str | None:
         """The unsent text in the box of a normalised screen, or None (empty box, hint, no box)."""
         area = self.region.select_keeping_blanks(text)
@@ -254,6 +259,12 @@ class Pack:
         if self.input is None:
             return None
         return self.input.read(normalise(screen))
+
+    def input_visible(self, screen: str) -> bool | None:
+        """Whether the input box is on screen; None when the pack has no ``input`` rule."""
+        if self.input is None:
+            return None
+        return self.input.visible(normalise(screen))
 
     def fingerprint(self, screen: str) -> str:
         """Hash of the screen for the stability check, with this pack's volatile parts blanked.
@@ -710,6 +721,28 @@ def _check_examples(pack: Pack) -> None:
 
 
 # --- choosing a pack for a pane ------------------------------------------------------------------
+
+
+def plain_program(packs: Mapping[str, Pack], command: str) -> str:
+    """The pane's foreground process name when no pack claims it (``less``, ``sleep``, ``top``
+    started from a shell), else "". Agent CLIs and shells are claimed by their packs."""
+    name = Path(command.strip()).name
+    if not name or any(p.detect.matches_command(name) for p in packs.values()):
+        return ""
+    return name
+
+
+def judge_for(packs: Mapping[str, Pack], pack: Pack, command: str) -> tuple[Pack, str]:
+    """Which pack judges a pane's screen, and the plain program to tell its rules about.
+
+    A plain program in the foreground of a shell (or of a pane no pack claims) is judged by the
+    generic pack: the shell's prompt above it says nothing about it. An agent CLI's pack judges
+    its own screens whatever the process is called (Gemini CLI runs as ``node``).
+    """
+    program = plain_program(packs, command)
+    if program and (pack.detect.weak or pack.name == GENERIC_PACK):
+        return packs.get(GENERIC_PACK, pack), program
+    return pack, ""
 
 
 def detect_pack(
