@@ -56,9 +56,8 @@ _DRAFT_GROUP = "draft"
 # Template fields every rule may use besides its own named groups: the first matched line, the
 # hint computed from the dialog's options on screen, the plain program in the foreground.
 _BUILTIN_FIELDS = frozenset({"line", "options", "program"})
-# The generic layer under every pack may only say these: it can tell that something waits or
-# works, never that a CLI it does not know is idle.
-LAYER_STATES = frozenset({State.NEEDS_CONFIRMATION, State.BUSY})
+# The generic layer under every pack may only say NEEDS_CONFIRMATION or BUSY: it can tell that
+# something waits or works, never that a CLI it does not know is idle or failed.
 LAYER_CONFIDENCE = 60
 
 
@@ -242,8 +241,8 @@ class Pack:
     # blanked before hashing so they do not hold READY back.
     volatile: tuple[re.Pattern[str], ...] = ()
     input: InputBox | None = None
-    # The generic pack's NEEDS_CONFIRMATION and BUSY rules, tried when none of this pack's rules
-    # matched: dialogs a CLI's pack has not learned yet (set by load_packs).
+    # The generic pack, whose NEEDS_CONFIRMATION and BUSY rules run beneath this pack's (see
+    # _ordered): dialogs a CLI's pack has not learned yet (set by load_packs).
     layer: Pack | None = field(default=None, compare=False, repr=False)
     # The CLI releases whose real screens this pack was measured on (people read it; nothing
     # depends on it).
@@ -288,24 +287,21 @@ class Pack:
     def explain(self, screen: str, program: str = "") -> tuple[Verdict, list[RuleTrace]]:
         text = normalise(screen)
         traces: list[RuleTrace] = []
-        for rule in self.rules:
+        for rule, layered in self._ordered():
             verdict, trace = self._try(rule, text, program)
+            if layered:
+                trace = replace(trace, rule_id=f"{GENERIC_PACK}:{trace.rule_id}")
             traces.append(trace)
-            if verdict is not None:
-                return verdict, traces
-        if self.layer is not None:
-            for rule in self.layer.rules:
-                if rule.state not in LAYER_STATES:
-                    continue
-                verdict, trace = self._try(rule, text, program)
-                traces.append(replace(trace, rule_id=f"generic:{trace.rule_id}"))
-                if verdict is not None:
-                    return replace(
-                        verdict, rule_id=f"generic:{rule.id}",
-                        confidence=min(verdict.confidence, LAYER_CONFIDENCE),
-                        reasons=(*verdict.reasons, "generic_layer"),
-                        classifier=f"pack:{self.name}+{self.layer.name}",
-                    ), traces
+            if verdict is None:
+                continue
+            if layered:
+                verdict = replace(
+                    verdict, rule_id=trace.rule_id,
+                    confidence=min(verdict.confidence, LAYER_CONFIDENCE),
+                    reasons=(*verdict.reasons, "generic_layer"),
+                    classifier=f"pack:{self.name}+{GENERIC_PACK}",
+                )
+            return verdict, traces
         # Say what is on screen even when nothing is recognised: a person scanning the table
         # learns more from "less" than from a blank.
         return (
@@ -319,6 +315,20 @@ class Pack:
             ),
             traces,
         )
+
+    def _ordered(self) -> list[tuple[Rule, bool]]:
+        """This pack's rules, with the generic layer's (flagged True) slotted in: its dialogs
+        right after the pack's own, before anything could call the screen busy or idle (a
+        missed question costs more than a wrong one); its busy marks only after all of the
+        pack's rules failed."""
+        own = [(r, False) for r in self.rules]
+        if self.layer is None:
+            return own
+        asks = [(r, True) for r in self.layer.rules if r.state is State.NEEDS_CONFIRMATION]
+        works = [(r, True) for r in self.layer.rules if r.state is State.BUSY]
+        cut = next((i for i, (r, _) in enumerate(own)
+                    if r.state not in (State.UNKNOWN, State.NEEDS_CONFIRMATION)), len(own))
+        return own[:cut] + asks + own[cut:] + works
 
     def _try(self, rule: Rule, text: str, program: str = "") -> tuple[Verdict | None, RuleTrace]:
         if rule.program is not None and not (program and rule.program.fullmatch(program)):
