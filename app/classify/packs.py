@@ -348,7 +348,7 @@ class Pack:
             if vetoed is not None:
                 detail = f"vetoed by /{condition.pattern.pattern}/: {_line_at(vetoed).strip()}"
                 return None, RuleTrace(rule.id, rule.state, False, detail)
-        groups.setdefault("line", lines[0].strip() if lines else "")
+        groups.setdefault("line", _tidy(lines[0]) if lines else "")
         groups["program"] = program
         options: tuple[Option, ...] = ()
         if rule.state is State.NEEDS_CONFIRMATION:
