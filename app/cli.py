@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from app import config, render
+from app.completion import complete_panes
 from app.errors import ConductorError
 
 if TYPE_CHECKING:
@@ -69,6 +71,7 @@ def conductor(ctx: click.Context, socket_name: str | None, workers_dir: Path | N
 
 @conductor.group()
 @_socket_option
+@click.version_option(package_name="conductor-pty")
 @click.pass_obj
 def pty(obj: Context, socket_name: str | None) -> None:
     """Watch tmux panes and tell which agents are READY, BUSY, NEEDS_CONFIRMATION or ERROR."""
@@ -86,21 +89,26 @@ def pty(obj: Context, socket_name: str | None) -> None:
 @click.option("--no-notify", is_flag=True, help="No tmux or desktop notifications.")
 @click.option("-v", "--verbose", count=True, help="More logging (-vv for debug).")
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
+@click.option("--stop", is_flag=True, help="Stop the running watcher of this store instead.")
 @click.pass_obj
 @friendly_errors
 def watch(obj: Context, interval: float | None, stable_polls: int | None, once: bool,
-          no_notify: bool, verbose: int, quiet: bool) -> None:
+          no_notify: bool, verbose: int, quiet: bool, stop: bool) -> None:
     """Poll every pane and keep the status store up to date (runs until stopped).
 
     Settings come from the config file (created with every default on first start, and given
-    any keys a newer version added), then the environment, then these options.
+    any keys a newer version added), then the environment, then these options. The log also
+    goes to watch.log in the store (`conductor pty logs`).
     """
     from dataclasses import replace
 
     from app.configfile import load_config
     from app.daemon import Daemon, setup_logging
 
-    setup_logging(-1 if quiet else verbose)
+    if stop:
+        _stop(obj)
+        return
+    setup_logging(-1 if quiet else verbose, obj.workers_dir)
     cfg = load_config()
     notes = [f"wrote the default config to {cfg.path}"] if cfg.created else \
         [f"config {cfg.path}: added new settings {', '.join(cfg.added)}"] if cfg.added else []
@@ -124,7 +132,8 @@ def create(obj: Context, directory: Path, name: str | None, cli_name: str | None
     """Open a new tmux window rooted in DIRECTORY and register it; prints its id."""
     from app.workers import create_worker
 
-    created = create_worker(obj.tmux(), obj.workers_dir, directory, name, cli_name, command)
+    created = create_worker(obj.tmux(), obj.workers_dir, directory, name, cli_name, command,
+                            remain_on_exit=_read_config().remain_on_exit)
     click.echo(created.id)
 
 
@@ -137,23 +146,34 @@ def create(obj: Context, directory: Path, name: str | None, cli_name: str | None
               help="Redraw in place every --interval seconds until Ctrl-C.")
 @click.option("--interval", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
               help="With --watch: seconds between redraws.")
+@click.option("--all", "show_all", is_flag=True,
+              help="Also panes that exited longer ago than states.exited_shown.")
 @click.pass_obj
 @friendly_errors
 def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching: bool,
-           interval: float) -> None:
+           interval: float, show_all: bool) -> None:
     """Every watched pane, the ones needing a human first, with how long each has waited."""
-    from app.status import short_line, snapshot
+    from app import status as status_module
 
     if short:
-        click.echo(short_line(obj.workers_dir, colour))
+        click.echo(status_module.short_line(obj.workers_dir, colour))
         return
-    grace = _read_config().watch.waiting_grace_s
+    settings = _read_config().watch
+    grace = settings.waiting_grace_s
+    keep_s = float("inf") if show_all else settings.exited_shown_s
+
+    def snapshot(workers_dir: Path) -> Any:
+        snap = status_module.snapshot(workers_dir)
+        snap.workers = status_module.shown(snap.workers, time.time(), keep_s)
+        return snap
+
     if not keep_watching:
         snap = snapshot(obj.workers_dir)
         for line in _watcher_warnings(snap):
             click.echo(line, err=True)
         if as_json:
-            click.echo(render.as_json(snap.workers, time.time(), grace))
+            now = time.time()
+            click.echo(render.as_json(snap.workers, now, grace, snap.stale_for(now)))
         else:
             click.echo(render.table(snap.workers, time.time(), grace) if snap.workers
                        else "no panes watched yet")
@@ -166,9 +186,12 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching
                 "no panes watched yet"
             header = [time.strftime("%H:%M:%S", time.localtime(now)) + "  conductor pty status"
                       f"  (every {interval:g}s, Ctrl-C to stop)", *_watcher_warnings(snap), ""]
-            # Home, draw, clear the rest: redrawn in place without a blank flash.
-            sys.stdout.write("\x1b[H" + "\x1b[K\n".join([*header, *body.splitlines()])
-                             + "\x1b[K\n\x1b[J")
+            # Home, draw, clear the rest: redrawn in place without a blank flash. Cut to the
+            # terminal's height and no newline after the last row, so a small pane or popup
+            # never scrolls (which would push the header out of sight).
+            rows = max(1, shutil.get_terminal_size().lines)
+            lines = [*header, *body.splitlines()][:rows]
+            sys.stdout.write("\x1b[H" + "\x1b[K\n".join(lines) + "\x1b[K\x1b[J")
             sys.stdout.flush()
             time.sleep(interval)
     except KeyboardInterrupt:
@@ -179,13 +202,16 @@ def _watcher_warnings(snap: Any) -> list[str]:
     if snap.watcher_pid is None:
         return ["conductor pty: the watcher is not running; states may be stale "
                 "(start `conductor pty watch`)"]
-    if snap.watcher_problem:
-        return [f"conductor pty: {snap.watcher_problem}"]
-    return []
+    lines = [f"conductor pty: {snap.watcher_problem}"] if snap.watcher_problem else []
+    stale = snap.stale_for(time.time())
+    if stale is not None:
+        lines.append(f"conductor pty: stale: the watcher's last cycle was "
+                     f"{render.duration(stale)} ago (hung, unable to write, or no tmux server)")
+    return lines
 
 
 @pty.command()
-@click.argument("ident", metavar="ID")
+@click.argument("ident", metavar="ID", shell_complete=complete_panes)
 @click.option("-n", "lines", type=click.IntRange(min=1), default=20, show_default=True,
               help="How many transitions to show.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new transitions.")
@@ -220,20 +246,35 @@ def _history(row: Any) -> str:
 
 
 @pty.command()
-@click.argument("ident", metavar="ID|NAME")
+@click.argument("ident", metavar="ID|NAME", required=False, shell_complete=complete_panes)
+@click.option("--next", "go_next", is_flag=True,
+              help="The pane that needs you most: NEEDS_CONFIRMATION, then ERROR, then the "
+                   "longest-waiting READY.")
+@click.option("--from", "current_pane", default=None, metavar="%PANE",
+              help="With --next: the pane you are on, taken last (the tmux key binding).")
 @click.pass_obj
 @friendly_errors
-def switch(obj: Context, ident: str) -> None:
+def switch(obj: Context, ident: str | None, go_next: bool, current_pane: str | None) -> None:
     """Bring a pane to the front (switch-client, or select-window with no client attached)."""
-    from app.status import find_worker, snapshot
+    from app.status import find_worker, next_needing_human, snapshot
 
-    worker = find_worker(snapshot(obj.workers_dir).workers, ident)
+    if go_next == bool(ident):
+        raise ConductorError("give a pane ID|NAME or --next, not both")
+    workers = [w for w in snapshot(obj.workers_dir).workers if w.get("state") != "EXITED"]
+    if go_next:
+        found = next_needing_human(workers, current_pane)
+        if found is None:
+            click.echo("no pane needs you: none is NEEDS_CONFIRMATION, ERROR or READY")
+            return
+        worker = found
+    else:
+        worker = find_worker(workers, str(ident))
     done = obj.tmux().switch_to(worker["pane_id"])
     click.echo(f"{worker['name']} ({worker['id']}): {done}")
 
 
 @pty.command()
-@click.argument("ident", metavar="ID|NAME|%PANE")
+@click.argument("ident", metavar="ID|NAME|%PANE", shell_complete=complete_panes)
 @click.argument("words", nargs=-1, metavar="TEXT...")
 @click.option("--no-enter", is_flag=True, help="Type the text but do not press Enter.")
 @click.option("--force", is_flag=True,
@@ -261,7 +302,7 @@ def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force
 
 
 @pty.command()
-@click.argument("ident", metavar="ID|NAME|%PANE")
+@click.argument("ident", metavar="ID|NAME|%PANE", shell_complete=complete_panes)
 @click.option("--until", "until_text", default="READY", show_default=True,
               help="State to wait for; several separated by commas, e.g. READY,NEEDS_CONF.")
 @click.option("--timeout", type=click.FloatRange(min=0), default=None,
@@ -295,7 +336,7 @@ def wait(obj: Context, ident: str, until_text: str, timeout: float | None, poll:
     def report(assessment: Any) -> None:
         if verbose:
             why = ", ".join(assessment.reasons) or "-"
-            note = f": {assessment.summary}" if assessment.summary else ""
+            note = f": {render.clean_text(assessment.summary)}" if assessment.summary else ""
             click.echo(f"{target.label}: {assessment.state.value} [{why}]{note}"
                        f"{'' if assessment.state in until else '; still waiting'}", err=True)
 
@@ -304,7 +345,7 @@ def wait(obj: Context, ident: str, until_text: str, timeout: float | None, poll:
     if not result.reached:
         click.echo(f"timed out after {render.duration(result.waited_s)}: {target.label} is "
                    f"{a.state.value} for {render.duration(a.seconds_in_state(time.time()))}"
-                   f"{': ' + a.summary if a.summary else ''}", err=True)
+                   f"{': ' + render.clean_text(a.summary) if a.summary else ''}", err=True)
         sys.exit(handoff.TIMEOUT_EXIT)
     if not quiet:
         click.echo(f"{target.label}: {a.state.value} after {result.waited_s:.1f}s")
@@ -356,14 +397,139 @@ def hooks_install(obj: Context, cli_name: str, path: Path | None, show_only: boo
         click.echo(f"conductor pty hooks for {cli_name} already in {result.path}")
 
 
+@hooks.command("uninstall")
+@click.option("--cli", "cli_name", type=click.Choice(["claude", "codex", "gemini"]),
+              required=True, help="Which agent CLI to change.")
+@click.option("--path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Settings file to change (default: the CLI's user settings).")
+@friendly_errors
+def hooks_uninstall(cli_name: str, path: Path | None) -> None:
+    """Remove our hook from an agent CLI's settings, keeping everything else (with a backup)."""
+    from app.hookconfig import uninstall
+
+    result = uninstall(cli_name, path)
+    if result.changed:
+        click.echo(f"removed conductor pty hooks for {cli_name} from {result.path} "
+                   f"(backup: {result.backup})")
+    else:
+        click.echo(f"no conductor pty hooks for {cli_name} in {result.path}")
+
+
 def _hook_command(obj: Context) -> list[str]:
     """An absolute command, so the hook works whatever PATH the agent runs with, naming the
     store explicitly, so it reaches the same store as this command whatever the agent's env."""
+    return [*_conductor_program(), "--workers-dir", str(obj.workers_dir), "pty", "hook"]
+
+
+@pty.command("stop")
+@click.pass_obj
+@friendly_errors
+def stop_command(obj: Context) -> None:
+    """Stop the running watcher of this store (SIGTERM to the pid in its lock); same as
+    `watch --stop`."""
+    _stop(obj)
+
+
+def _stop(obj: Context) -> None:
+    from app.service import stop_watcher
+
+    pid = stop_watcher(obj.workers_dir)
+    click.echo(f"stopped the watcher (pid {pid})")
+
+
+@pty.command()
+@click.option("-n", "lines", type=click.IntRange(min=0), default=30, show_default=True,
+              help="How many of the last lines to show.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines (Ctrl-C to stop).")
+@click.pass_obj
+@friendly_errors
+def logs(obj: Context, lines: int, follow: bool) -> None:
+    """The watcher's log (watch.log in the store, rotated at 1 MB, 3 kept)."""
+    from app.service import follow_log, read_log
+
+    try:
+        for line in read_log(obj.workers_dir, lines):
+            click.echo(line)
+    except ConductorError:
+        if not follow:
+            raise
+    if follow:
+        try:
+            for line in follow_log(obj.workers_dir):
+                click.echo(line)
+        except KeyboardInterrupt:
+            pass
+
+
+@pty.group()
+def service() -> None:
+    """Run the watcher as a systemd user service (Linux) or launchd agent (macOS)."""
+
+
+_kind_option = click.option(
+    "--kind", type=click.Choice(["systemd", "launchd"]), default=None,
+    help="Service manager (default: launchd on macOS, else systemd).")
+
+
+@service.command("install")
+@_kind_option
+@click.option("--no-start", is_flag=True, help="Only write the unit; do not start it.")
+@click.option("--print", "show_only", is_flag=True, help="Only print the unit; write nothing.")
+@click.pass_obj
+@friendly_errors
+def service_install(obj: Context, kind: str | None, no_start: bool, show_only: bool) -> None:
+    """Write and start a service running `conductor pty watch` for this store and tmux socket;
+    it restarts the watcher when it fails."""
+    import os
+
+    from app import service as svc
+
+    unit = svc.build(kind or svc.default_kind(), _conductor_program(), obj.workers_dir,
+                     obj.socket_name, os.environ)
+    if show_only:
+        click.echo(f"# {unit.path}")
+        click.echo(unit.text, nl=False)
+        return
+    for line in svc.install(unit, start=not no_start):
+        click.echo(line)
+
+
+@service.command("uninstall")
+@_kind_option
+@click.pass_obj
+@friendly_errors
+def service_uninstall(obj: Context, kind: str | None) -> None:
+    """Stop and remove the service."""
+    import os
+
+    from app import service as svc
+
+    kind = kind or svc.default_kind()
+    for line in svc.uninstall(kind, svc.service_path(kind, os.environ)):
+        click.echo(line)
+
+
+@service.command("status")
+@_kind_option
+@click.pass_obj
+@friendly_errors
+def service_status(obj: Context, kind: str | None) -> None:
+    """Whether the service is installed and running, and the watcher's pid."""
+    import os
+
+    from app import service as svc
+
+    kind = kind or svc.default_kind()
+    for line in svc.status_lines(kind, svc.service_path(kind, os.environ), obj.workers_dir):
+        click.echo(line)
+
+
+def _conductor_program() -> list[str]:
+    """This installation's conductor as an absolute command (services start with a bare PATH)."""
     import shutil
 
     script = shutil.which("conductor", path=str(Path(sys.executable).parent))
-    program = [script] if script else [sys.executable, "-m", "app"]
-    return [*program, "--workers-dir", str(obj.workers_dir), "pty", "hook"]
+    return [script] if script else [sys.executable, "-m", "app"]
 
 
 def _read_config() -> Config:
@@ -374,7 +540,7 @@ def _read_config() -> Config:
 
 
 @pty.command()
-@click.argument("ident", metavar="ID|NAME")
+@click.argument("ident", metavar="ID|NAME", shell_complete=complete_panes)
 @click.option("-n", "lines", type=click.IntRange(min=0), default=5, show_default=True,
               help="How many recent transitions to show.")
 @click.pass_obj
@@ -394,18 +560,20 @@ def explain(obj: Context, ident: str, lines: int) -> None:
         reader.close()
     entered = worker.get("state_entered_ts")
     since = f" for {render.duration(time.time() - entered)}" if entered else ""
-    click.echo(f"{worker['name']} ({worker['id']}, pane {worker['pane_id']}): "
-               f"{worker['state']}{since}")
+    click.echo(render.clean_text(f"{worker['name']} ({worker['id']}, pane "
+                                 f"{worker['pane_id']}): {worker['state']}{since}"))
     click.echo(f"  reasons: {', '.join(worker['reasons']) or '-'}; confidence "
                f"{worker.get('confidence') or 0}; decided by {worker.get('classifier') or '-'} "
                f"rule {worker.get('rule_id') or '-'}")
     click.echo(f"  signals: {', '.join(worker.get('signals') or []) or 'screen only'}")
     if worker.get("summary"):
-        click.echo(f"  summary: {worker['summary']}")
+        click.echo(f"  summary: {render.clean_text(worker['summary'])}")
     if worker.get("actions_needed"):
-        click.echo(f"  actions: {worker['actions_needed']}")
+        click.echo(f"  actions: {render.clean_text(worker['actions_needed'])}")
     packs = load_packs()
-    screen = obj.tmux().capture([worker["pane_id"]]).get(worker["pane_id"])
+    # An exited pane's %N may belong to another pane by now (a new tmux server reuses them).
+    screen = None if worker["state"] == "EXITED" else \
+        obj.tmux().capture([worker["pane_id"]]).get(worker["pane_id"])
     if screen is None:
         click.echo("live screen: the pane is gone")
     else:
@@ -414,7 +582,7 @@ def explain(obj: Context, ident: str, lines: int) -> None:
         click.echo(f"live screen, pack {pack.name}: {verdict.state.value} "
                    f"(rule {verdict.rule_id or 'none'})")
         for line in verdict.matched_lines:
-            click.echo(f"  matched: {line}")
+            click.echo(f"  matched: {render.clean_text(line)}")
         for trace in traces:
             mark = "✓" if trace.matched else "·"
             click.echo(f"  {mark} {trace.state.value:<18} {trace.rule_id:<28} {trace.detail}")
@@ -463,9 +631,9 @@ def classify(files: Sequence[str], cli_name: str | None, as_json: bool, explain:
         click.echo(f"{verdict.state.value}  cli={pack.name}  rule={verdict.rule_id or '-'}"
                    f"  reasons={','.join(verdict.reasons)}")
         if verdict.summary:
-            click.echo(f"summary: {verdict.summary}")
+            click.echo(f"summary: {render.clean_text(verdict.summary)}")
         if verdict.actions_needed:
-            click.echo(f"actions: {verdict.actions_needed}")
+            click.echo(f"actions: {render.clean_text(verdict.actions_needed)}")
         if explain:
             for line in verdict.matched_lines:
                 click.echo(f"matched: {line}")

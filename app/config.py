@@ -37,6 +37,8 @@ DEFAULT_WAITING_GRACE_S = 120.0
 # After ``send``, READY is not believed until the pane visibly left READY or this passed: the
 # screen of a CLI still looks idle for about half a second after Enter.
 DEFAULT_SEND_GRACE_S = 3.0
+# An EXITED pane stays in `status` this long; `status --all` shows it until it is pruned.
+DEFAULT_EXITED_SHOWN_S = 600.0
 
 
 def workers_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -61,6 +63,7 @@ class WatchSettings:
     ready_min_s: float = DEFAULT_READY_MIN_S
     waiting_grace_s: float = DEFAULT_WAITING_GRACE_S
     send_grace_s: float = DEFAULT_SEND_GRACE_S
+    exited_shown_s: float = DEFAULT_EXITED_SHOWN_S
 
     def __post_init__(self) -> None:
         if self.interval_s <= 0:
@@ -70,7 +73,8 @@ class WatchSettings:
         for name in ("busy_polls", "confirmation_polls", "error_polls"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("ready_min_s", "waiting_grace_s", "send_grace_s", "history_days"):
+        for name in ("ready_min_s", "waiting_grace_s", "send_grace_s", "history_days",
+                     "exited_shown_s"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must not be negative, got {getattr(self, name)}")
         if self.force_capture_s <= 0 or self.history_rows_per_pane < 1:

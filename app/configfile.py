@@ -122,8 +122,12 @@ waiting_grace = {_v(config.DEFAULT_WAITING_GRACE_S)}
 # visibly left READY: a CLI still looks idle for a moment after Enter.
 send_grace = {_v(config.DEFAULT_SEND_GRACE_S)}
 
+# Seconds an EXITED pane (its program ended, or it was closed) stays in `conductor pty status`;
+# `status --all` shows it until the history retention removes it.
+exited_shown = {_v(config.DEFAULT_EXITED_SHOWN_S)}
+
 [notify]
-# States that notify: any of READY, BUSY, NEEDS_CONFIRMATION, ERROR, UNKNOWN.
+# States that notify: any of READY, BUSY, NEEDS_CONFIRMATION, ERROR, UNKNOWN, EXITED.
 # A kind below may narrow or widen this with its own list.
 states = {_v(_state_names(DEFAULT_STATES))}
 
@@ -185,6 +189,11 @@ exclude = []
 [wait]
 # Seconds between two looks at the pane by `conductor pty wait`.
 poll_interval = {_v(DEFAULT_WAIT_POLL_S)}
+
+[create]
+# true: windows made by `conductor pty create` keep their last screen when the program exits
+# (tmux remain-on-exit), so a crashed agent shows what happened and reads ERROR with its status.
+remain_on_exit = {_v(True)}
 """
 
 
@@ -199,6 +208,7 @@ class Config:
     llm_defaults: llm.LLMSettings  # no key: give it to LLMSettings.from_env(env, defaults=...)
     wait_poll_s: float
     path: Path
+    remain_on_exit: bool = True  # [create]: tmux remain-on-exit on windows `create` makes
     added: tuple[str, ...] = ()
     created: bool = False
 
@@ -449,6 +459,7 @@ _RULES: dict[str, _Rule] = {
     "states.error_polls": _AT_LEAST_ONE,
     "states.waiting_grace": _NOT_NEGATIVE,
     "states.send_grace": _NOT_NEGATIVE,
+    "states.exited_shown": _NOT_NEGATIVE,
     "notify.min_interval": _NOT_NEGATIVE,
     "notify.timeout": _POSITIVE,
     "llm.timeout": _Rule(*llm.TIMEOUT_RANGE),
@@ -563,6 +574,7 @@ def _settings(values: dict[str, Any], path: Path, added: tuple[str, ...], create
             ready_min_s=values["states.ready_min_seconds"],
             waiting_grace_s=values["states.waiting_grace"],
             send_grace_s=values["states.send_grace"],
+            exited_shown_s=values["states.exited_shown"],
         )
         notify = NotifySettings(
             kinds=frozenset(kinds),
@@ -593,6 +605,7 @@ def _settings(values: dict[str, Any], path: Path, added: tuple[str, ...], create
         llm_defaults=llm_defaults,
         wait_poll_s=values["wait.poll_interval"],
         path=path,
+        remain_on_exit=values["create.remain_on_exit"],
         added=added,
         created=created,
     )

@@ -25,7 +25,7 @@ from app.config import WatchSettings
 from app.errors import AlreadyRunning, StoreError
 from app.model import Transition
 from app.notify import NotificationEvent, Notifier, NotifySettings
-from app.store import StoreWriter
+from app.store import StoreWriter, make_private_dir, open_private
 from app.tmux import Tmux
 from app.watch import Tracked, Watcher
 
@@ -46,8 +46,12 @@ class InstanceLock:
         self._handle: IO[str] | None = None
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            make_private_dir(self.path.parent)
+            fd = open_private(str(self.path), os.O_RDWR)
+        except OSError as exc:
+            raise StoreError(f"cannot use the status store folder {self.path.parent}: "
+                             f"{exc.strerror or exc}") from None
         handle = os.fdopen(fd, "r+", encoding="utf-8")
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -69,13 +73,23 @@ class InstanceLock:
             self._handle = None
 
 
-def setup_logging(verbosity: int) -> None:
+def setup_logging(verbosity: int, workers_dir: Path | None = None) -> None:
+    """stderr at the chosen verbosity; with ``workers_dir``, also ``watch.log`` there (rotated,
+    at least INFO even with -q, so `conductor pty logs` shows every transition)."""
     level = {-1: logging.WARNING, 0: logging.INFO}.get(verbosity, logging.DEBUG)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    handler.setLevel(level)
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level)
+    root.setLevel(min(level, logging.INFO))
+    if workers_dir is not None:
+        from app.service import LOG_NAME, log_handler
+
+        try:
+            root.addHandler(log_handler(workers_dir))
+        except OSError as exc:
+            log.warning("no log file %s: %s", workers_dir / LOG_NAME, exc.strerror or exc)
 
 
 def _start_llm(settings: LLMSettings) -> AsyncLLM | None:

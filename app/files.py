@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -25,8 +26,10 @@ def write_atomic(path: Path, text: str, mode: int | None = None) -> None:
             if mode is not None:
                 os.fchmod(stream.fileno(), mode)
             with contextlib.suppress(OSError):
-                st = path.stat()
-                os.fchown(stream.fileno(), st.st_uid, st.st_gid)
+                # lstat: the owner of a link planted in our place must not be copied.
+                st = path.lstat()
+                if not stat.S_ISLNK(st.st_mode):
+                    os.fchown(stream.fileno(), st.st_uid, st.st_gid)
             os.fsync(stream.fileno())
         temp.replace(path)
     except BaseException:

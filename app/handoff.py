@@ -35,6 +35,24 @@ class Refused(ConductorError):
     """``send`` would type into a pane that is not ready for it."""
 
 
+# What `send` will type: printable text, newlines and tabs. Any other control character is
+# refused, not stripped: ESC starts the bracketed-paste end marker (ESC [201~), after which the
+# rest of the text would run as typed keys, and CSI/OSC sequences move the cursor or retitle the
+# terminal. Stripping would silently send something other than what the caller asked for.
+_ALLOWED_CONTROLS = frozenset("\n\t")
+
+
+def check_text(text: str) -> None:
+    """Refuse text holding terminal control characters (ESC, CSI, BEL, C1, DEL...)."""
+    for index, char in enumerate(text):
+        code = ord(char)
+        if (code < 0x20 or 0x7F <= code <= 0x9F) and char not in _ALLOWED_CONTROLS:
+            if char == "\r" and text[index + 1:index + 2] == "\n":
+                continue  # a CRLF line end from a file piped in
+            raise Refused(f"not sent: the text holds a control character (U+{code:04X} at "
+                          f"position {index}); send types plain text, newlines and tabs only")
+
+
 @dataclass(frozen=True)
 class Target:
     """A pane as named on the command line, checked against the live tmux server."""
@@ -70,6 +88,9 @@ def resolve(tmux: Tmux, workers_dir: Path, ident: str) -> Target:
             except PaneNotFound:
                 if not ident.startswith("%"):
                     raise
+            if stored is not None and stored["state"] == "EXITED":
+                raise PaneNotFound(f"pane {ident!r} has exited ({stored['summary']}); see "
+                                   f"`conductor pty tail {stored['id']}`")
             if stored is not None:
                 registered = reader.pty(stored["id"])
         finally:
@@ -166,6 +187,8 @@ def send(tmux: Tmux, target: Target, text: str, packs: Mapping[str, Pack],
     """Type ``text`` into the pane literally (then Enter), unless it is asking for confirmation
     or holds unsent input of the user's; record the send so ``wait`` and the watcher know a new
     turn was asked for."""
+    check_text(text)  # even with --force: it guards the paste itself, not the pane's state
+    text = text.replace("\r\n", "\n")
     if not force:
         _check_ready_for_input(tmux, target, packs, settings, workers_dir)
     # Recorded before typing: a Stop hook of the previous turn that lands while we type must

@@ -114,10 +114,15 @@ def _log(workers_dir: str, env: Mapping[str, str], message: str) -> None:
     path = os.path.join(workers_dir, LOG_NAME)
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     try:
-        os.makedirs(workers_dir, exist_ok=True)
-        if os.path.exists(path) and os.path.getsize(path) > _MAX_LOG:
+        from app.store import make_private_dir, open_private
+
+        make_private_dir(workers_dir)
+        if not os.path.islink(path) and os.path.exists(path) and \
+                os.path.getsize(path) > _MAX_LOG:
             os.replace(path, path + ".1")
-        with open(path, "a", encoding="utf-8") as log:
+        # 0600 and never through a link: a planted hook.log link must not append to its target.
+        fd = open_private(path, os.O_WRONLY | os.O_APPEND)
+        with open(fd, "a", encoding="utf-8") as log:
             log.write(f"{stamp} pid {os.getpid()} pane {env.get('TMUX_PANE', '-')}: "
                       f"{' '.join(message.split())[:500]}\n")
     except OSError:

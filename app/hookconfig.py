@@ -306,3 +306,69 @@ def _backup_path(path: Path) -> Path:
         candidate = path.with_name(f"{path.name}.bak-{stamp}-{number}")
         number += 1
     return candidate
+
+
+# --- uninstall -----------------------------------------------------------------------------------
+
+
+def _ours(argv: object, cli: str) -> bool:
+    """Our hook, wherever it was installed from: it ends with ``pty hook --cli <cli>``."""
+    return isinstance(argv, list) and _is_argv(argv) and argv[-4:] == ["pty", "hook", "--cli", cli]
+
+
+def uninstall(cli: str, path: Path | None = None, *, env: Mapping[str, str] | None = None
+              ) -> InstallResult:
+    """Remove our hook from ``cli``'s config, keeping everything else (with a backup). Groups
+    and events left empty by the removal go too; nothing else is touched."""
+    _check_cli(cli)
+    target = path if path is not None else default_path(cli, env)
+    target = target.resolve() if target.is_symlink() else target
+    old_text = _read(target)
+    new_text: str | None = None
+    if old_text is not None and cli == "codex":
+        import tomlkit
+        from tomlkit.exceptions import ParseError
+
+        try:
+            document = tomlkit.parse(old_text)
+        except ParseError as error:
+            raise ConfigError(f"{target}:{error.line}: not valid TOML: {error}") from None
+        if _ours(document.unwrap().get("notify"), cli):
+            del document["notify"]
+            new_text = tomlkit.dumps(document)
+    elif old_text is not None:
+        settings = _parse_json(cli, target, old_text)
+        if _strip_json_hooks(settings, cli):
+            new_text = json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
+    backup = _write(target, new_text, True) if new_text is not None else None
+    return InstallResult(cli, target, backup, new_text is not None, "")
+
+
+def _strip_json_hooks(settings: dict[str, Any], cli: str) -> bool:
+    hooks = settings.get("hooks")
+    if not isinstance(hooks, dict):
+        return False
+    changed = False
+    for event in list(hooks):
+        groups = hooks[event]
+        if not isinstance(groups, list):
+            continue
+        emptied = False
+        for group in list(groups):
+            if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
+                continue
+            kept = [h for h in group["hooks"] if not (
+                isinstance(h, dict) and isinstance(h.get("command"), str)
+                and _ours(_split(h["command"]), cli))]
+            if len(kept) == len(group["hooks"]):
+                continue
+            changed = emptied = True
+            if kept:
+                group["hooks"] = kept
+            else:
+                groups.remove(group)
+        if emptied and not groups:
+            del hooks[event]
+    if changed and not hooks:
+        del settings["hooks"]
+    return changed

@@ -14,10 +14,18 @@ class State(str, enum.Enum):
     # No positive evidence either way (a stable screen no rule recognises, or a pane just seen).
     # Never treated as READY.
     UNKNOWN = "UNKNOWN"
+    # The pane is gone (its program exited with tmux's remain-on-exit off, or it was closed).
+    # Final: its row and history stay readable until the history retention prunes them.
+    EXITED = "EXITED"
 
     @property
     def short(self) -> str:
         return "NEEDS_CONF" if self is State.NEEDS_CONFIRMATION else self.value
+
+
+# What a screen can show: EXITED is only ever decided by tmux (the pane is gone), never by a
+# pack rule or the LLM.
+SCREEN_STATES: tuple[State, ...] = tuple(s for s in State if s is not State.EXITED)
 
 
 @dataclass(frozen=True)

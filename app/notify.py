@@ -38,7 +38,8 @@ KINDS: tuple[str, ...] = (TMUX, DESKTOP, COMMAND)
 
 APP_NAME = "conductor"
 
-DEFAULT_STATES: frozenset[State] = frozenset({State.READY, State.NEEDS_CONFIRMATION, State.ERROR})
+DEFAULT_STATES: frozenset[State] = frozenset({State.READY, State.NEEDS_CONFIRMATION, State.ERROR,
+                                              State.EXITED})
 DEFAULT_MIN_INTERVAL = 10.0
 DEFAULT_TIMEOUT = 5.0
 
@@ -203,6 +204,9 @@ def format_message(event: NotificationEvent) -> Message:
     body = event.actions_needed or event.summary
     # One line everywhere: a newline would end a tmux message and split a desktop title.
     body = " ".join(body.split())
+    if event.state is State.EXITED:
+        # The summary says it all: "api: Claude Code exited".
+        return Message(title=f"{event.name or event.worker_id}: {body or 'exited'}", body="")
     title = f"{event.name or event.worker_id}: {event.state.value}"
     return Message(title=title, body=body)
 

@@ -12,15 +12,55 @@ if TYPE_CHECKING:
 
 # Plain strings rather than app.model.State: importing the model (enum, dataclasses) would cost
 # the status line several ms per refresh.
-_ATTENTION = {"NEEDS_CONFIRMATION": 0, "ERROR": 1, "READY": 2, "BUSY": 3, "UNKNOWN": 4}
+_ATTENTION = {"NEEDS_CONFIRMATION": 0, "ERROR": 1, "READY": 2, "BUSY": 3, "UNKNOWN": 4,
+              "EXITED": 5}
 _SHORT = {"NEEDS_CONFIRMATION": "NEEDS_CONF"}
-_TMUX_COLOUR = {
-    "NEEDS_CONFIRMATION": "#[fg=black,bg=yellow,bold]",
-    "ERROR": "#[fg=white,bg=red,bold]",
-    "READY": "#[fg=green]",
-    "BUSY": "#[fg=cyan]",
-    "UNKNOWN": "#[fg=colour244]",
+# Every style that colours sets both fg and bg, so it reads the same on tmux's default green bar
+# and on a dark theme; BUSY and UNKNOWN ask nothing of you and keep the bar's own colours.
+TMUX_STYLE = {
+    "NEEDS_CONFIRMATION": "fg=black,bg=yellow,bold",
+    "ERROR": "fg=white,bg=red,bold",
+    "READY": "fg=white,bg=blue,bold",
+    "BUSY": "default",
+    "UNKNOWN": "default",
 }
+# `NAME=STYLE;NAME=STYLE`, e.g. `READY=fg=black,bg=white`: the tmux plugin's @conductor-colour-*.
+ENV_STYLE = "CONDUCTOR_STATUS_STYLE"
+_STYLE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789,=#-")
+
+
+# Bidirectional overrides and isolates reorder what a terminal shows (a summary could display
+# one command and hold another).
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
+
+
+def clean_text(text: str) -> str:
+    """``text`` without terminal escape sequences (CSI, OSC, DCS...), control characters or
+    bidi overrides: summaries come from screens and from an LLM, and are printed to terminals.
+    Tabs and newlines become spaces; nothing else is changed."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        char = text[i]
+        code = ord(char)
+        if char == "\x1b" or code == 0x9B or code == 0x9D:
+            kind = "[" if code == 0x9B else "]" if code == 0x9D else text[i + 1:i + 2]
+            i += 1 if code != 0x1B else 2
+            if kind == "[":  # CSI: parameters, then one final byte in @-~
+                while i < n and not ("@" <= text[i] <= "~"):
+                    i += 1
+                i += 1
+            elif kind in ("]", "P", "X", "^", "_"):  # OSC, DCS, SOS, PM, APC: up to ST or BEL
+                while i < n and text[i] not in ("\x07", "\x9c") and text[i:i + 2] != "\x1b\\":
+                    i += 1
+                i += 2 if text[i:i + 2] == "\x1b\\" else 1
+            continue
+        if char in "\t\n\r":
+            out.append(" ")
+        elif code >= 0x20 and not (0x7F <= code <= 0x9F) and char not in _BIDI:
+            out.append(char)
+        i += 1
+    return "".join(out)
 
 
 def by_attention(workers: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -40,16 +80,45 @@ def duration(seconds: float) -> str:
     return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
 
 
-def short_line(workers: Sequence[Mapping[str, Any]], colour: bool = False) -> str:
-    """``[worker-a: READY] [api: NEEDS_CONF]`` for tmux's status-right."""
+def coarse(seconds: float) -> str:
+    """One unit, for the status line: ``45s``, ``2m``, ``3h``, ``2d``."""
+    seconds = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def styles(spec: str | None) -> dict[str, str]:
+    """The status-line styles, with ``spec`` (:data:`ENV_STYLE`'s format) overriding the
+    defaults; a part that is not a state name and a plain tmux style is ignored, so a typo cannot
+    break the status line nor smuggle in a tmux format."""
+    out = dict(TMUX_STYLE)
+    for part in (spec or "").split(";"):
+        state, _, style = part.strip().partition("=")
+        state = state.strip().upper()
+        style = style.strip().lower()
+        if state == "NEEDS_CONF":
+            state = "NEEDS_CONFIRMATION"
+        if state in out and style and set(style) <= _STYLE_CHARS:
+            out[state] = style
+    return out
+
+
+def short_line(workers: Sequence[Mapping[str, Any]], colour: bool = False,
+               style_spec: str | None = None) -> str:
+    """``[worker-a: READY] [api: NEEDS_CONF]`` for tmux's status-right; exited panes are left
+    out (their exit was notified, and the line is for the panes you can act on)."""
+    style = styles(style_spec) if colour else {}
     parts = []
     for w in by_attention(workers):
         state = w.get("state") or "UNKNOWN"
+        if state == "EXITED":
+            continue
         # '#' would start a tmux format in status-right; double it to print it literally.
-        name = str(w.get("name") or w.get("id")).replace("#", "##")
+        name = clean_text(str(w.get("name") or w.get("id"))).replace("#", "##")
         text = f"[{name}: {_SHORT.get(state, state)}]"
-        parts.append(f"{_TMUX_COLOUR[state]}{text}#[default]" if colour and state in _TMUX_COLOUR
-                     else text)
+        parts.append(f"#[{style[state]}]{text}#[default]" if state in style else text)
     return " ".join(parts)
 
 
@@ -73,8 +142,9 @@ def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120
         waited, long_wait = waiting(w, now, grace_s)
         rows.append((
             str(w.get("id") or ""),
-            str(w.get("name") or ""),
-            str(w.get("cli_type") or "-"),
+            # Window names are set by programs (through escapes of their own): printable only.
+            clean_text(str(w.get("name") or "")),
+            clean_text(str(w.get("cli_type") or "-")),
             str(w.get("state") or "UNKNOWN"),
             _clock(entered, now) if entered else "-",
             "-" if waited is None else duration(waited) + (" long" if long_wait else ""),
@@ -95,11 +165,14 @@ def _clock(ts: float, now: float) -> str:
 
 
 def _one_line(text: str, limit: int = 80) -> str:
-    text = " ".join(text.split())
+    text = " ".join(clean_text(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def as_json(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120.0) -> str:
+def as_json(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120.0,
+            stale_s: float | None = None) -> str:
+    """``stale_s``: how old the states are when the watcher stopped or fell behind (None:
+    fresh); each row then says ``"stale": true`` and ``"stale_s"``."""
     import json
 
     out = []
@@ -108,7 +181,9 @@ def as_json(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 1
         changed = w.get("last_change_ts")
         out.append({**w, "waiting_s": None if waited is None else round(waited, 1),
                     "waiting_long": long_wait,
-                    "inactive_s": round(max(0.0, now - changed), 1) if changed else None})
+                    "inactive_s": round(max(0.0, now - changed), 1) if changed else None,
+                    "stale": stale_s is not None,
+                    "stale_s": None if stale_s is None else round(stale_s, 1)})
     return json.dumps(out, indent=2, ensure_ascii=False)
 
 

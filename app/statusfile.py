@@ -24,12 +24,15 @@ def write_status(folder: Path, data: Mapping[str, Any], previous: str | None) ->
     """
     text = render(data)
     path = folder / STATUS_FILE
-    if previous is None:
+    if previous is None and not folder.is_symlink():
         try:
             previous = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             previous = None
     if text != previous:
-        folder.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, text)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if folder.is_symlink():
+            # Someone replaced the pane's folder with a link: writing would land elsewhere.
+            raise OSError(f"{folder} is a symbolic link; not writing through it")
+        write_atomic(path, text, mode=0o600)
     return text

@@ -8,6 +8,7 @@ seconds; ``sqlite_utils`` costs ~150 ms to import), the writer uses sqlite-utils
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
@@ -39,6 +40,9 @@ PUBLIC_FIELDS = (
 # own `send`) or "hook" (an agent CLI's hook); ``event`` is what the fusion rules read
 # (turn_start, working, turn_end, permission, idle, session_end, other, or "send").
 EVENT_KINDS = ("send", "hook")
+_MAX_SQL_INT = 2**63 - 1
+# app.model.State's values, spelled out: importing the model costs the status line several ms.
+KNOWN_STATES = ("READY", "BUSY", "NEEDS_CONFIRMATION", "ERROR", "UNKNOWN")
 
 
 def _migrations() -> Migrations:
@@ -92,6 +96,37 @@ def db_path(workers_dir: str | Path) -> str:
     return os.path.join(workers_dir, DB_NAME)
 
 
+CREATE_LOCK_NAME = "store.lock"
+# O_NOFOLLOW: a link planted in a shared store folder must not make us write through it.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def make_private_dir(path: str | Path) -> None:
+    """Create the store folder (and its parents) as 0700; refuse one that is a symlink."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    if os.path.islink(path):
+        raise OSError(f"{path} is a symbolic link; the store folder must be a real folder")
+
+
+def open_private(path: str, flags: int) -> int:
+    """``os.open`` for our own files: created 0600, never through a symbolic link."""
+    try:
+        return os.open(path, flags | os.O_CREAT | _NOFOLLOW, 0o600)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise OSError(f"{path} is a symbolic link; refusing to open it") from exc
+        raise
+
+
+def _refuse_link(path: str) -> None:
+    if os.path.islink(path):
+        raise StoreError(f"status store {path} is a symbolic link; refusing to open it")
+
+
+class StoreMissing(StoreError):
+    """There is no status.db yet."""
+
+
 def _configure(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
@@ -101,6 +136,29 @@ def _locked(exc: sqlite3.Error, path: str) -> StoreError:
     if "locked" in text or "busy" in text:
         return StoreError(f"status store {path} is locked by another process; try again")
     return StoreError(f"status store {path}: {text}")
+
+
+def _check_not_newer(conn: sqlite3.Connection, path: str) -> None:
+    """Refuse a database a newer release migrated: this one would misread its tables (and
+    every cycle would fail) rather than say so once."""
+    try:
+        applied = {row[0] for row in conn.execute(
+            "SELECT name FROM _sqlite_migrations WHERE migration_set = 'conductor_pty'")}
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return  # a new or pre-migrations store
+        raise
+    unknown = applied - {m.name for m in _migrations()._migrations}
+    if unknown:
+        raise StoreError(f"status store {path} was written by a newer conductor pty (migration "
+                         f"{', '.join(sorted(unknown))}); upgrade conductor pty, or point "
+                         "--workers-dir at another folder")
+    states = {row[0] for row in conn.execute("SELECT DISTINCT state FROM status")}
+    strange = sorted(str(s) for s in states - set(KNOWN_STATES) - {None})
+    if strange:
+        raise StoreError(f"status store {path} holds states this release does not know "
+                         f"({', '.join(strange)[:80]}): it was written by a newer conductor pty; "
+                         "upgrade, or point --workers-dir at another folder")
 
 
 class HistoryRow:
@@ -120,20 +178,37 @@ class StoreWriter:
 
         self.workers_dir = workers_dir
         self.path = db_path(workers_dir)
+        lock_fd = -1
         try:
-            workers_dir.mkdir(parents=True, exist_ok=True)
+            make_private_dir(workers_dir)
+            # Creating and migrating the schema is serialised between processes: ten hooks
+            # firing at once on a new store would otherwise race inside the migrations.
+            lock_fd = open_private(os.path.join(workers_dir, CREATE_LOCK_NAME), os.O_RDWR)
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            # Created here, 0600 and not through a link, before SQLite opens it: its -wal and
+            # -shm files take the database file's permissions.
+            os.close(open_private(self.path, os.O_RDWR))
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
                                    isolation_level=None, check_same_thread=False)
-            _configure(conn)
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            # Plugins installed in the user's environment must not touch our database.
-            self.db = Database(conn, execute_plugins=False)
-            _migrations().apply(self.db)
+            try:
+                _configure(conn)
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                # Plugins installed in the user's environment must not touch our database.
+                self.db = Database(conn, execute_plugins=False)
+                _check_not_newer(conn, self.path)
+                _migrations().apply(self.db)
+            except BaseException:
+                conn.close()
+                raise
         except sqlite3.Error as exc:
             raise _locked(exc, self.path) from exc
         except OSError as exc:
-            raise StoreError(f"cannot create the status store in {workers_dir}: {exc}") from exc
+            raise StoreError(f"cannot create the status store in {workers_dir}: "
+                             f"{exc.strerror or exc}") from exc
+        finally:
+            if lock_fd >= 0:
+                os.close(lock_fd)  # drops the flock
         self.conn = conn
 
     def close(self) -> None:
@@ -145,12 +220,16 @@ class StoreWriter:
             self.conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self.conn
+                self.conn.execute("COMMIT")
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                # A failed COMMIT (disk full) may or may not have ended the transaction.
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
                 raise
-            self.conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise _locked(exc, self.path) from exc
+        except OverflowError as exc:  # an integer SQLite cannot hold (a setting out of range)
+            raise StoreError(f"status store {self.path}: {exc}") from exc
 
     def upsert_pty(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
         _insert(conn, "ptys", row, conflict_key="id")
@@ -175,6 +254,8 @@ class StoreWriter:
                       older_than_ts: float) -> None:
         """Bound the history: at most ``keep_per_pane`` rows per pane, none older than the cut-off
         (the newest row of each pane is kept whatever its age)."""
+        keep_per_pane = min(keep_per_pane, _MAX_SQL_INT)
+        older_than_ts = max(older_than_ts, -1e300)
         conn.execute(
             "DELETE FROM status_history WHERE ts < ? AND seq NOT IN "
             "(SELECT MAX(seq) FROM status_history GROUP BY id)",
@@ -195,6 +276,20 @@ class StoreWriter:
 
     def known_ids(self) -> set[str]:
         return {row[0] for row in self.conn.execute("SELECT id FROM ptys")}
+
+    def live_ids(self) -> set[str]:
+        """Panes not yet given their final EXITED row."""
+        return {row[0] for row in self.conn.execute(
+            "SELECT p.id FROM ptys p LEFT JOIN status s ON s.id = p.id "
+            "WHERE s.state IS NULL OR s.state != 'EXITED'")}
+
+    def prune_exited(self, conn: sqlite3.Connection, older_than_ts: float) -> list[str]:
+        """Remove the panes that exited before the cut-off, with their history; their ids."""
+        ids = [row[0] for row in conn.execute(
+            "SELECT id FROM status WHERE state = 'EXITED' AND state_entered_ts < ?",
+            (older_than_ts,))]
+        self.remove(conn, ids)
+        return ids
 
     def pty(self, worker_id: str) -> dict[str, Any] | None:
         cursor = self.conn.execute("SELECT * FROM ptys WHERE id = ?", (worker_id,))
@@ -224,6 +319,7 @@ def record_event(workers_dir: str, row: Mapping[str, Any]) -> None:
     """
     path = db_path(workers_dir)
     if os.path.exists(path):
+        _refuse_link(path)
         try:
             conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
             try:
@@ -273,16 +369,44 @@ class StoreReader:
 
     def __init__(self, workers_dir: str | Path) -> None:
         self.path = db_path(workers_dir)
-        if not os.path.exists(self.path):
-            raise StoreError(f"no status store at {self.path}: start `conductor pty watch` first")
         try:
-            self.conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True,
-                                        timeout=BUSY_TIMEOUT_MS / 1000)
-            _configure(self.conn)
-            self.conn.row_factory = sqlite3.Row
-            self.conn.execute("SELECT 1 FROM ptys LIMIT 1")
+            os.stat(self.path)
+        except PermissionError:
+            # Another user's private store: it may well exist, but we may not look inside.
+            raise StoreError(f"cannot read the status store {self.path}: permission denied"
+                             ) from None
+        except OSError:
+            raise StoreMissing(f"no status store at {self.path}: start `conductor pty watch` "
+                               "first") from None
+        _refuse_link(self.path)
+        try:
+            self.conn = self._open("mode=ro")
+        except sqlite3.OperationalError as exc:
+            # A read-only mount, or another user's store: SQLite cannot create the WAL's shared
+            # memory file beside it. Opened as immutable it reads the main file without it.
+            if os.access(os.path.dirname(self.path), os.W_OK):
+                raise _locked(exc, self.path) from exc
+            try:
+                self.conn = self._open("mode=ro&immutable=1")
+            except sqlite3.Error as again:
+                raise _locked(again, self.path) from again
         except sqlite3.Error as exc:
             raise _locked(exc, self.path) from exc
+
+    def _open(self, options: str) -> sqlite3.Connection:
+        # urllib.parse would cost the status line ~8 ms: these are the characters a URI path
+        # cannot carry as they are.
+        quoted = self.path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+        conn = sqlite3.connect(f"file:{quoted}?{options}", uri=True,
+                               timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            _configure(conn)
+            conn.row_factory = sqlite3.Row
+            conn.execute("SELECT 1 FROM ptys LIMIT 1")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def close(self) -> None:
         self.conn.close()

@@ -219,9 +219,10 @@ class Tmux:
         return libtmux.Server(socket_name=self.socket_name, socket_path=self.socket_path)
 
     def new_window(self, directory: str, name: str, command: str | None,
-                   session_name: str | None = None) -> Pane:
+                   session_name: str | None = None, remain_on_exit: bool = False) -> Pane:
         """A new window rooted in ``directory``, in the session the caller sits in, else the most
-        recently used session, else a new ``conductor`` session."""
+        recently used session, else a new ``conductor`` session. ``remain_on_exit`` keeps the
+        window (dead, with its last screen) when its program ends."""
         import libtmux.exc
 
         if not self.is_running():
@@ -248,6 +249,9 @@ class Tmux:
         except libtmux.exc.LibTmuxException as exc:
             raise TmuxError(f"tmux new-window: {' '.join(str(exc).split())}") from None
         pane_id = window.active_pane.pane_id if window.active_pane else None
+        if remain_on_exit and pane_id:
+            # Window scope: the user's other windows keep their own setting.
+            self.run("set-option", "-w", "-t", pane_id, "remain-on-exit", "on", check=False)
         for pane in self.list_panes().panes:
             if pane.pane_id == pane_id:
                 return pane

@@ -21,10 +21,19 @@ from typing import Any
 from app import statusfile
 from app.assess import NO_SIGNALS, Assessment, Policy, Signals, absorb, assess
 from app.classify.llm import AsyncLLM, merge, worth_asking
-from app.classify.packs import GENERIC_PACK, Pack, detect_pack, judge_for, plain_program
+from app.classify.packs import (
+    GENERIC_PACK,
+    Pack,
+    PatternTimeout,
+    detect_pack,
+    judge_for,
+    plain_program,
+    time_limit,
+)
 from app.config import WatchSettings
 from app.errors import ConductorError, TmuxServerNotRunning
 from app.model import Pane, State, Transition, Verdict
+from app.render import clean_text
 from app.screen import normalise, screen_hash
 from app.store import StoreWriter, public_row
 from app.tmux import Tmux
@@ -34,6 +43,9 @@ log = logging.getLogger(__name__)
 WORKER_ID_RE = re.compile(r"^[0-9a-f]{10}$")
 _PRUNE_EVERY = 200  # cycles
 _STABLE_COUNT_CAP = 10
+# Wall-clock budget for choosing and running one pane's pack on one screen; a pattern that runs
+# past it makes that screen UNKNOWN (reason ``pattern_timeout``) instead of stalling every pane.
+CLASSIFY_BUDGET_S = 0.5
 
 
 def worker_id(socket_label: str, server_pid: int, pane_id: str) -> str:
@@ -78,7 +90,8 @@ class CycleReport:
     panes: int = 0
     captured: int = 0
     transitions: list[Transition] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
+    exited: list[str] = field(default_factory=list)  # panes that got their final EXITED row
+    removed: list[str] = field(default_factory=list)  # rows and folders deleted (retention)
     server_running: bool = True
 
 
@@ -97,26 +110,42 @@ class PaneObserver:
         """Normalise a captured screen and (re)classify it with the pane's pack."""
         text = normalise(raw)
         text_hash = screen_hash(text)
+        if text_hash == tracked.text_hash and tracked.verdict is not None and \
+                tracked.verdict.rule_id == "pattern-timeout":
+            return  # the same screen would only run out of time again
         pane = tracked.pane
         program = "" if tracked.cli_forced else plain_program(self.packs, pane.current_command)
         rejudge = tracked.verdict is None or program != tracked.program
-        if tracked.pack is None or tracked.pack_command != pane.current_command or (
-            tracked.pack.name in (GENERIC_PACK, "shell") and text_hash != tracked.text_hash
-        ):
-            chosen = self._choose_pack(tracked, text)
-            if program and chosen.name == GENERIC_PACK and tracked.pack is not None \
-                    and tracked.pack.detect.weak:
-                # `sleep 30` typed at a shell prompt: still a shell pane, now running a program.
-                chosen = tracked.pack
-            rejudge = rejudge or chosen is not tracked.pack
-            tracked.pack = chosen
-            tracked.pack_command = pane.current_command
-        tracked.program = program
-        judge, program = judge_for(self.packs, tracked.pack, pane.current_command)
-        if text_hash != tracked.text_hash or rejudge:
-            tracked.verdict = judge.classify(text, program)
-        tracked.stability_hash = (tracked.pack.fingerprint(text) if tracked.pack.volatile
-                                  else text_hash)
+        try:
+            with time_limit(CLASSIFY_BUDGET_S):
+                if tracked.pack is None or tracked.pack_command != pane.current_command or (
+                    tracked.pack.name in (GENERIC_PACK, "shell")
+                    and text_hash != tracked.text_hash
+                ):
+                    chosen = self._choose_pack(tracked, text)
+                    if program and chosen.name == GENERIC_PACK and tracked.pack is not None \
+                            and tracked.pack.detect.weak:
+                        # `sleep 30` typed at a shell prompt: still a shell pane, now running a
+                        # program.
+                        chosen = tracked.pack
+                    rejudge = rejudge or chosen is not tracked.pack
+                    tracked.pack = chosen
+                    tracked.pack_command = pane.current_command
+                tracked.program = program
+                judge, program = judge_for(self.packs, tracked.pack, pane.current_command)
+                if text_hash != tracked.text_hash or rejudge:
+                    tracked.verdict = judge.classify(text, program)
+                tracked.stability_hash = (tracked.pack.fingerprint(text)
+                                          if tracked.pack.volatile else text_hash)
+        except PatternTimeout as exc:
+            log.warning("pane %s (%s): %s on its screen; it is UNKNOWN until the screen changes",
+                        pane.pane_id, tracked.name, exc)
+            tracked.verdict = Verdict(
+                state=State.UNKNOWN, confidence=0, reasons=("pattern_timeout",),
+                rule_id="pattern-timeout", classifier=f"pack:{tracked.pack.name}"
+                if tracked.pack else "pack", summary=f"classification took over "
+                f"{CLASSIFY_BUDGET_S:g}s: {exc}"[:200])
+            tracked.stability_hash = text_hash
         tracked.text, tracked.text_hash = text, text_hash
 
     def _choose_pack(self, tracked: Tracked, text: str) -> Pack:
@@ -202,6 +231,7 @@ class Watcher:
         self._restored = store.statuses()
         self._cycles = 0
         self._cleaned_at_start = False
+        self._unwritten: list[Transition] = []  # transitions whose cycle failed to commit
 
     @property
     def workers_dir(self) -> Path:
@@ -224,10 +254,12 @@ class Watcher:
         report.panes = len(current)
 
         gone = [wid for wid in self.tracked if wid not in current]
+        orphans: list[str] = []
         if not self._cleaned_at_start:
-            stale = (self.store.known_ids() | self._folders()) - set(current)
-            gone = sorted(set(gone) | stale)
-            self._cleaned_at_start = True
+            # Panes that vanished while no watcher ran still get their final row; folders no
+            # row owns are a killed daemon's leftovers.
+            gone = sorted(set(gone) | (self.store.live_ids() - set(current)))
+            orphans = sorted(self._folders() - self.store.known_ids() - set(current))
         for wid in current.keys() - self.tracked.keys():
             self.tracked[wid] = self._track(wid, current[wid])
 
@@ -251,7 +283,8 @@ class Watcher:
                        if current[w].pane_id in by_pane}
         report.captured = len(screens)
 
-        status_rows, history_rows, pty_rows = [], [], []
+        status_rows: list[dict[str, Any]] = []
+        pty_rows: list[dict[str, Any]] = []
         for wid, pane in current.items():
             tracked = self.tracked[wid]
             try:
@@ -266,39 +299,64 @@ class Watcher:
                 continue
             if transition is not None:
                 report.transitions.append(transition)
-                history_rows.append(_history_row(transition))
             a = tracked.assessment
             row = _status_row(wid, a) if a is not None else None
             if row is not None and row != tracked.status_row:
                 status_rows.append(row)
-                tracked.status_row = row
             pty = self._pty_row(tracked, listing.server_pid)
             if pty != tracked.pty_row:
-                pty_rows.append({**pty, "last_seen_ts": now})
-                tracked.pty_row = pty
+                pty_rows.append(pty)
 
+        exits = [exit_row(wid, self.tracked.get(wid), self.store, now) for wid in gone]
+        # Transitions of a cycle whose write failed are written (and notified) with this one.
+        transitions = [t for t in self._unwritten if t.pane_key in current]
+        transitions += report.transitions
+        history_rows = [_history_row(t) for t in transitions]
+        history_rows += [_history_row(final.transition) for final in exits]
+        status_rows += [final.status_row for final in exits]
         self._cycles += 1
-        with self.store.transaction() as conn:
-            for wid in gone:
-                self.tracked.pop(wid, None)
-                if self.llm is not None:
-                    self.llm.forget(wid)
-            self.store.remove(conn, gone)
-            for pty in pty_rows:
-                self.store.upsert_pty(conn, pty)
-            self.store.upsert_status(conn, status_rows)
-            self.store.add_history(conn, history_rows)
-            self.store.heartbeat(conn, last_cycle_ts=now)
-            if self._cycles % _PRUNE_EVERY == 1:
-                self.store.prune_history(conn, self.settings.history_rows_per_pane,
-                                         now - self.settings.history_days * 86400)
-        report.removed = gone
+        pruned: list[str] = []
+        try:
+            with self.store.transaction() as conn:
+                self.store.remove(conn, orphans)
+                for pty in pty_rows:
+                    self.store.upsert_pty(conn, {**pty, "last_seen_ts": now})
+                self.store.upsert_status(conn, status_rows)
+                self.store.add_history(conn, history_rows)
+                self.store.heartbeat(conn, last_cycle_ts=now)
+                if self._cycles % _PRUNE_EVERY == 1:
+                    cutoff = now - self.settings.history_days * 86400
+                    pruned = self.store.prune_exited(conn, cutoff)
+                    self.store.prune_history(conn, self.settings.history_rows_per_pane, cutoff)
+        except BaseException:
+            # Nothing of this cycle reached the store: the next cycle writes its transitions. Gone
+            # panes stay tracked and the start-up sweep is redone, so their final rows come then;
+            # the "last written" rows stay as they were, so they differ again.
+            self._unwritten = transitions
+            raise
+        # Only now is it true that the store holds these rows.
+        self._unwritten = []
+        self._cleaned_at_start = True
+        for row in status_rows:
+            if row["id"] in current:
+                self.tracked[row["id"]].status_row = row
+        for pty in pty_rows:
+            self.tracked[pty["id"]].pty_row = pty
         for wid in gone:
+            self.tracked.pop(wid, None)
+            if self.llm is not None:
+                self.llm.forget(wid)
+        report.exited = [final.worker_id for final in exits]
+        report.removed = orphans + pruned
+        for wid in report.removed:
             self._remove_folder(wid)
         # status.json holds a subset of the two rows: only a changed row can change it.
-        for wid in {r["id"] for r in status_rows} | {r["id"] for r in pty_rows}:
+        for wid in ({r["id"] for r in status_rows} | {r["id"] for r in pty_rows}) - set(gone):
             self._write_status_file(self.tracked[wid])
-        for transition in report.transitions:
+        for final in exits:
+            self._write_final_file(final)
+            self._notify(final.transition, final.tracked, final.name)
+        for transition in transitions:
             self._notify(transition)
         return report
 
@@ -394,13 +452,27 @@ class Watcher:
 
     def _remove_folder(self, wid: str) -> None:
         if WORKER_ID_RE.match(wid):
-            shutil.rmtree(self.workers_dir / wid, ignore_errors=True)
+            folder = self.workers_dir / wid
+            if folder.is_symlink():
+                folder.unlink(missing_ok=True)  # the link itself, never what it points at
+            else:
+                shutil.rmtree(folder, ignore_errors=True)
 
-    def _notify(self, transition: Transition) -> None:
-        tracked = self.tracked.get(transition.pane_key)
+    def _write_final_file(self, final: FinalRow) -> None:
+        folder = self.workers_dir / final.worker_id
+        try:
+            statusfile.write_status(folder, public_row(final.public), None)
+        except OSError as exc:
+            log.error("cannot write %s: %s", folder / statusfile.STATUS_FILE, exc)
+
+    def _notify(self, transition: Transition, tracked: Tracked | None = None,
+                name: str = "") -> None:
+        # A pane that exited while no watcher ran has no Tracked: logged, never notified (a
+        # restarted tmux server would otherwise ping once per pane it had).
+        tracked = tracked or self.tracked.get(transition.pane_key)
         log.info(
             "%s (%s): %s -> %s after %.1f s [%s] %s",
-            tracked.name if tracked else transition.pane_key, transition.pane_key,
+            tracked.name if tracked else name or transition.pane_key, transition.pane_key,
             transition.previous.value if transition.previous else "-", transition.state.value,
             transition.previous_lasted_s, ", ".join(transition.verdict.reasons),
             transition.verdict.summary,
@@ -421,8 +493,8 @@ def _history_row(transition: Transition) -> dict[str, Any]:
         "ts": transition.ts,
         "state": transition.state.value,
         "previous_state": transition.previous.value if transition.previous else None,
-        "summary": verdict.summary,
-        "actions_needed": verdict.actions_needed,
+        "summary": clean_text(verdict.summary),
+        "actions_needed": clean_text(verdict.actions_needed),
         "reasons": list(verdict.reasons),
         "rule_id": verdict.rule_id,
         "classifier": verdict.classifier,
@@ -435,8 +507,8 @@ def _status_row(worker: str, a: Assessment) -> dict[str, Any]:
     return {
         "id": worker,
         "state": a.state.value,
-        "summary": a.summary,
-        "actions_needed": a.actions_needed,
+        "summary": clean_text(a.summary),
+        "actions_needed": clean_text(a.actions_needed),
         "confidence": a.confidence,
         "reasons": list(a.reasons),
         "rule_id": verdict.rule_id if verdict else None,
@@ -448,3 +520,55 @@ def _status_row(worker: str, a: Assessment) -> dict[str, Any]:
         "stable_count": min(a.stable_count, _STABLE_COUNT_CAP),
         "signals": list(a.signals),
     }
+
+
+# What a notification calls the program that ended: "api: Claude Code exited".
+_CLI_LABELS = {"claude": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI",
+               "aider": "aider", "opencode": "opencode", "shell": "the shell"}
+
+
+def program_label(cli: str | None) -> str:
+    return _CLI_LABELS.get(cli or "", "the program")
+
+
+@dataclass
+class FinalRow:
+    """A pane that is gone, as it is kept: its last status row (EXITED) and the transition."""
+
+    worker_id: str
+    name: str
+    transition: Transition
+    status_row: dict[str, Any]
+    public: dict[str, Any]  # status.json: the pty row as last seen plus the final status
+    tracked: Tracked | None
+
+
+def exit_row(wid: str, tracked: Tracked | None, store: StoreWriter, now: float) -> FinalRow:
+    """The final row of a pane that left the server. ``tracked`` is None for a pane that vanished
+    while no watcher ran: what it was is then read back from the store."""
+    if tracked is not None:
+        a = tracked.assessment
+        previous, entered = (a.state, a.state_entered) if a is not None else (None, now)
+        cli = tracked.pack.name if tracked.pack else None
+        name = tracked.name
+        pty = tracked.pty_row or {}
+        last_hash = a.screen_hash if a is not None else None
+    else:
+        pty = store.pty(wid) or {}
+        row = store.statuses().get(wid) or {}
+        previous = State(row["state"]) if row.get("state") in State.__members__ else None
+        entered = row.get("state_entered_ts") or now
+        cli, name = pty.get("cli_type"), pty.get("name") or wid
+        last_hash = row.get("last_snapshot_hash")
+    verdict = Verdict(state=State.EXITED, confidence=100, reasons=("pane_gone",),
+                      rule_id="pane-gone", summary=f"{program_label(cli)} exited",
+                      classifier="tmux")
+    transition = Transition(wid, now, previous, State.EXITED, verdict,
+                            max(0.0, now - entered) if previous is not None else 0.0)
+    status_row = {
+        "id": wid, "state": State.EXITED.value, "summary": verdict.summary, "actions_needed": "",
+        "confidence": 100, "reasons": list(verdict.reasons), "rule_id": verdict.rule_id,
+        "classifier": verdict.classifier, "last_snapshot_hash": last_hash,
+        "state_entered_ts": now, "last_change_ts": now, "stable_count": 0, "signals": [],
+    }
+    return FinalRow(wid, name, transition, status_row, {**pty, **status_row}, tracked)

@@ -22,7 +22,8 @@ class Created:
 
 
 def create_worker(tmux: Tmux, workers_dir: Path, directory: Path, name: str | None = None,
-                  cli: str | None = None, command: str | None = None) -> Created:
+                  cli: str | None = None, command: str | None = None,
+                  remain_on_exit: bool = True) -> Created:
     """A new tmux window rooted in ``directory``, registered in the store at once so ``status``
     lists it before the watcher's next cycle."""
     if not directory.is_dir():
@@ -37,7 +38,8 @@ def create_worker(tmux: Tmux, workers_dir: Path, directory: Path, name: str | No
     window_name = name or f"worker-{secrets.token_hex(2)}"
     store = StoreWriter(workers_dir)  # before the window: a broken store creates nothing
     try:
-        pane = tmux.new_window(str(directory.resolve()), window_name, command)
+        pane = tmux.new_window(str(directory.resolve()), window_name, command,
+                               remain_on_exit=remain_on_exit)
         server_pid = tmux.list_panes().server_pid
         wid = worker_id(tmux.label, server_pid, pane.pane_id)
         with store.transaction() as conn:

@@ -83,11 +83,11 @@ def test_watch_end_to_end(server: Any, session: Any, watcher_process: Any,
     table = conductor("-L", socket, "pty", "status").stdout.splitlines()
     assert "question" in table[1]
 
-    # A killed window leaves the store and its folder within 2 cycles.
+    # A killed window becomes EXITED within 2 cycles, its status.json too.
     doomed = workers["printer"]["id"]
     session.windows.get(window_name="printer").kill()
-    retry_until(lambda: "printer" not in status_json(socket), 2.5, interval=0.1)
-    assert not (isolated_env / doomed).exists()
+    retry_until(lambda: state_of(socket, "printer") == "EXITED", 2.5, interval=0.1)
+    assert json.loads((isolated_env / doomed / "status.json").read_text())["state"] == "EXITED"
 
     # tail shows the history of a pane.
     tail = conductor("pty", "tail", workers["question"]["id"])

@@ -30,7 +30,7 @@ from app.classify.llm import (
 )
 from app.classify.packs import Pack, detect_pack, load_packs, parse_pack
 from app.errors import ConfigError, LLMError
-from app.model import State, Verdict
+from app.model import SCREEN_STATES, State, Verdict
 from app.screen import normalise, screen_hash
 from tests.openrouter_server import OpenRouterServer, Recorded, Reply, completion, free_port
 
@@ -194,8 +194,9 @@ def test_request_shape(server: OpenRouterServer, classifier: LLMClassifier, pack
     assert body["model"] == "test/model"
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     system, user = (m["content"] for m in body["messages"])
-    for state in State:
+    for state in SCREEN_STATES:
         assert f"{state.value}:" in system
+    assert "EXITED" not in system  # tmux decides that one, never a screen
     assert '"claude"' in system
     assert "toy dialog example" not in system  # names stay local; the screens and states go
     assert "Bash(rm -rf build)" in system and "state NEEDS_CONFIRMATION" in system
@@ -206,7 +207,7 @@ def test_request_shape(server: OpenRouterServer, classifier: LLMClassifier, pack
     assert fmt["json_schema"]["strict"] is True
     schema = fmt["json_schema"]["schema"]
     assert schema["required"] == ["state", "summary", "actions_needed"]
-    assert set(schema["properties"]["state"]["enum"]) == {s.value for s in State}
+    assert set(schema["properties"]["state"]["enum"]) == {s.value for s in SCREEN_STATES}
     assert body["temperature"] == 0
 
     assert verdict.state is State.BUSY
@@ -649,10 +650,10 @@ def test_merge_rule(case: MergeCase) -> None:
 
 
 def test_worth_asking_only_where_the_llm_can_change_the_outcome() -> None:
-    for state in State:
+    for state in SCREEN_STATES:
         pack_verdict = _v(state, "pack:toy")
         llm_can_change = any(merge(pack_verdict, _v(other, "llm:m")).state is not state
-                             for other in State)
+                             for other in SCREEN_STATES)
         assert worth_asking(pack_verdict) is llm_can_change, state
 
 

@@ -147,7 +147,7 @@ def test_desktop_argv_on_macos_passes_text_as_arguments_not_script() -> None:
 def test_defaults() -> None:
     s = NotifySettings()
     assert s.kinds == {TMUX, DESKTOP, COMMAND}
-    assert s.states == {State.READY, NEEDS, State.ERROR}
+    assert s.states == {State.READY, NEEDS, State.ERROR, State.EXITED}
     assert (s.min_interval, s.timeout, s.skip_focused, s.notify_command) == (10.0, 5.0, False, ())
 
 

@@ -13,7 +13,8 @@ import pytest
 
 from app.classify.packs import load_packs
 from app.config import WatchSettings
-from app.model import State
+from app.model import State, Transition
+from app.notify import NotificationEvent, format_message
 from app.store import StoreReader, StoreWriter, record_event
 from app.tmux import Tmux
 from app.watch import Watcher
@@ -97,35 +98,93 @@ def test_each_kind_of_pane_reaches_its_state_within_three_polls(
         }
 
 
-def test_a_closed_window_loses_its_row_and_folder_on_the_next_cycle(
+def test_a_closed_window_becomes_a_final_exited_row_that_keeps_its_history(
     session: Any, watcher: Watcher, isolated_env: Path
 ) -> None:
+    seen: list[tuple[Transition, str]] = []
+    watcher.on_transition = lambda t, tracked: seen.append((t, tracked.name))
     window = session.new_window(window_name="doomed", attach=False)
-    watcher.tick(time.time())
+    for _ in range(3):
+        watcher.tick(time.time())
     doomed = states_by_name(isolated_env)["doomed"]
-    assert (isolated_env / doomed["id"]).is_dir()
+    assert doomed["state"] == State.READY.value
 
     window.kill()
     report = watcher.tick(time.time())
 
-    assert doomed["id"] in report.removed
-    assert "doomed" not in states_by_name(isolated_env)
-    assert not (isolated_env / doomed["id"]).exists()
+    assert report.exited == [doomed["id"]] and report.removed == []
+    final = states_by_name(isolated_env)["doomed"]
+    assert final["state"] == State.EXITED.value
+    assert final["summary"] == "the shell exited" and final["reasons"] == ["pane_gone"]
+    on_disk = json.loads((isolated_env / doomed["id"] / "status.json").read_text())
+    assert on_disk["state"] == State.EXITED.value and on_disk["name"] == "doomed"
+    reader = StoreReader(isolated_env)
+    try:
+        states = [(r.previous_state, r.state) for r in reader.history(doomed["id"])]
+    finally:
+        reader.close()
+    assert states[-1] == ("READY", "EXITED")
+    [(transition, name)] = [(t, n) for t, n in seen if t.state is State.EXITED]
+    assert name == "doomed" and transition.previous is State.READY
+    message = format_message(NotificationEvent(
+        worker_id=doomed["id"], name=name, session="s", window="doomed", pane_id="%1", cli="shell",
+        previous=transition.previous, state=transition.state, summary=transition.verdict.summary))
+    assert message.line == "doomed: the shell exited"
+
+    # Final: later cycles neither repeat the transition nor touch the row.
+    assert watcher.tick(time.time()).exited == []
+    assert states_by_name(isolated_env)["doomed"]["state_entered_ts"] == final["state_entered_ts"]
 
 
-def test_start_up_cleans_rows_and_folders_of_panes_that_are_gone(
+def test_a_program_that_exits_without_remain_on_exit_is_exited_not_vanished(
+    session: Any, watcher: Watcher, isolated_env: Path
+) -> None:
+    session.new_window(window_name="brief", window_shell="sh -c 'read x'", attach=False)
+    watcher.tick(time.time())
+    brief = states_by_name(isolated_env)["brief"]
+    session.windows.get(window_name="brief").active_pane.send_keys("", enter=True)
+    retry_until(lambda: watcher.tick(time.time()).exited == [brief["id"]], 10)
+    assert states_by_name(isolated_env)["brief"]["state"] == State.EXITED.value
+
+
+def test_exited_rows_are_pruned_with_the_history_retention(
+    session: Any, watcher: Watcher, isolated_env: Path
+) -> None:
+    window = session.new_window(window_name="old", attach=False)
+    watcher.tick(time.time())
+    old = states_by_name(isolated_env)["old"]
+    window.kill()
+    watcher.tick(time.time())
+    assert (isolated_env / old["id"] / "status.json").exists()
+
+    # A restarted watcher prunes on its first cycle; eight days on, a 7-day retention drops it.
+    later = Watcher(watcher.tmux, watcher.store, watcher.packs, watcher.settings)
+    report = later.tick(time.time() + 8 * 86400)
+
+    assert report.removed == [old["id"]]
+    assert "old" not in states_by_name(isolated_env)
+    assert not (isolated_env / old["id"]).exists()
+
+
+def test_start_up_gives_panes_gone_meanwhile_a_final_row_and_cleans_orphan_folders(
     session: Any, watcher: Watcher, isolated_env: Path
 ) -> None:
     leftover = isolated_env / "0123456789"
     leftover.mkdir()
     (leftover / "status.json").write_text('{"state": "REA')  # a killed daemon's leftover
     with watcher.store.transaction() as conn:
-        watcher.store.upsert_pty(conn, {"id": "abcdefabcd", "name": "ghost", "pane_id": "%999"})
+        watcher.store.upsert_pty(conn, {"id": "abcdefabcd", "name": "ghost", "pane_id": "%999",
+                                        "cli_type": "claude"})
+        watcher.store.upsert_status(conn, [{"id": "abcdefabcd", "state": "BUSY",
+                                            "state_entered_ts": time.time() - 60}])
 
-    watcher.tick(time.time())
+    report = watcher.tick(time.time())
 
-    assert not leftover.exists()
-    assert "ghost" not in states_by_name(isolated_env)
+    assert not leftover.exists() and report.removed == ["0123456789"]
+    assert report.exited == ["abcdefabcd"]
+    ghost = states_by_name(isolated_env)["ghost"]
+    assert (ghost["state"], ghost["summary"]) == ("EXITED", "Claude Code exited")
+    assert watcher.tick(time.time()).exited == []
 
 
 def test_status_json_is_rewritten_when_truncated_and_only_when_it_changes(
@@ -171,7 +230,10 @@ def test_a_stopped_server_is_reported_not_raised(server: Any, watcher: Watcher) 
 
 
 def test_a_pane_first_seen_idle_has_no_previous_state(session: Any, watcher: Watcher) -> None:
-    session.new_window(window_name="fresh", attach=False)
+    window = session.new_window(window_name="fresh", attach=False)
+    # A shell that has not drawn its prompt yet is a blank, moving screen: wait for the prompt so
+    # the first look is the idle screen this test is about.
+    retry_until(lambda: any(line.strip() for line in window.active_pane.capture_pane()))
     transitions = []
     for _ in range(3):
         transitions += watcher.tick(time.time()).transitions

@@ -47,7 +47,8 @@ from typing import TYPE_CHECKING, Any
 
 from app.classify.redact import MASK, redact
 from app.errors import ConfigError, LLMError
-from app.model import State, Verdict
+from app.model import SCREEN_STATES, State, Verdict
+from app.render import clean_text
 from app.screen import normalise, screen_hash
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ busy markers and pending dialogs first.
 RESPONSE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "state": {"type": "string", "enum": [s.value for s in State]},
+        "state": {"type": "string", "enum": [s.value for s in SCREEN_STATES]},
         "summary": {"type": "string", "description": "one line: what the pane shows"},
         "actions_needed": {"type": "string", "description": "what the human should do, or ''"},
     },
@@ -399,9 +400,11 @@ class LLMClassifier:
         }
         deadline = self._clock() + remaining
         try:
+            # No redirects: each one would be another request against the per-minute budget
+            # (requests follows 30), carrying the key and the screen to wherever it points.
             response = self._http().post(
                 url, json=payload, headers=headers, stream=True,
-                timeout=(min(remaining, 5.0), remaining),
+                timeout=(min(remaining, 5.0), remaining), allow_redirects=False,
             )
             try:
                 status = response.status_code
@@ -422,6 +425,10 @@ class LLMClassifier:
 
         if status == 200:
             return body
+        if 300 <= status < 400:
+            where = _host(response.headers.get("Location", "")) or "nowhere"
+            raise LLMError(f"OpenRouter answered with a redirect (HTTP {status}) to {where}; "
+                           "not followed: check OPENROUTER_BASE_URL")
         detail = _error_detail(body, settings.api_key)
         if status in (401, 403):
             self._pause(AUTH_COOLDOWN, f"HTTP {status}")
@@ -442,8 +449,8 @@ class LLMClassifier:
             state=State(reply["state"]),
             confidence=LLM_CONFIDENCE,
             reasons=("llm_verdict",),
-            summary=_one_line(_scrub(reply["summary"], key), 200),
-            actions_needed=_one_line(_scrub(reply["actions_needed"], key), 200),
+            summary=_one_line(clean_text(_scrub(reply["summary"], key)), 200),
+            actions_needed=_one_line(clean_text(_scrub(reply["actions_needed"], key)), 200),
             classifier=self.name,
         )
 
@@ -504,7 +511,7 @@ def _parse_reply(body: bytes) -> dict[str, str]:
         if not isinstance(data[name], str):
             raise LLMError(f"LLM reply's {name!r} is not a string")
     state = data["state"].strip().upper()
-    if state not in State.__members__:
+    if state not in {s.value for s in SCREEN_STATES}:
         raise LLMError(f"LLM reply has unknown state {_one_line(data['state'], 40)!r}")
     return {"state": state, "summary": data["summary"], "actions_needed": data["actions_needed"]}
 

@@ -11,16 +11,20 @@ from __future__ import annotations
 import os
 import re
 import string
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import regex
 import yaml
 
 from app.classify.options import hint, read_options
-from app.errors import PackError
-from app.model import Option, State, Verdict
+from app.errors import ConductorError, PackError
+from app.model import SCREEN_STATES, Option, State, Verdict
 from app.screen import first_lines, last_lines, normalise, screen_hash
 
 # Neutral screens first (they stop evaluation with UNKNOWN), then what must never be missed.
@@ -513,9 +517,12 @@ def _check_keys(raw: dict[str, Any], allowed: set[str], where: str, what: str) -
 
 def _parse_state(value: Any, where: str, line: int | None, what: str) -> State:
     try:
-        return State(str(value))
+        state = State(str(value))
+        if state not in SCREEN_STATES:
+            raise ValueError(state)
+        return state
     except ValueError:
-        names = ", ".join(s.value for s in State)
+        names = ", ".join(s.value for s in SCREEN_STATES)
         raise PackError(where, line,
                         f"{what}: unknown state {value!r}; use one of {names}") from None
 
@@ -533,13 +540,79 @@ def _parse_region(value: Any, where: str, line: int | None, what: str) -> Region
                     f"got {value!r}")
 
 
+# A user's pack may hold a pattern that backtracks for hours on some screen (``(a|aa)+$``).
+# Patterns therefore run on the ``regex`` engine, whose matching takes a timeout: every search
+# gets what is left of the budget of the classification it belongs to (see ``time_limit``), or
+# DEFAULT_MATCH_TIMEOUT_S outside one. Its V0 syntax is the ``re`` syntax the packs are written in.
+DEFAULT_MATCH_TIMEOUT_S = 1.0
+_budget = threading.local()
+
+
+class PatternTimeout(ConductorError):
+    """A pack pattern ran past its time budget on a screen."""
+
+
+@contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Every pattern searched inside shares one budget of ``seconds`` (per thread)."""
+    outer = getattr(_budget, "deadline", None)
+    _budget.deadline = time.monotonic() + seconds
+    try:
+        yield
+    finally:
+        _budget.deadline = outer
+
+
+class _BoundedPattern:
+    """The part of ``re.Pattern``'s interface the packs use, with every match bounded in time."""
+
+    __slots__ = ("_compiled", "groupindex", "pattern")
+
+    def __init__(self, compiled: Any) -> None:
+        self._compiled = compiled
+        self.pattern: str = compiled.pattern
+        self.groupindex: Mapping[str, int] = compiled.groupindex
+
+    def _timeout(self) -> float:
+        deadline: float | None = getattr(_budget, "deadline", None)
+        if deadline is None:
+            return DEFAULT_MATCH_TIMEOUT_S
+        return max(0.001, deadline - time.monotonic())
+
+    def _run(self, method: str, *args: Any) -> Any:
+        try:
+            return getattr(self._compiled, method)(*args, timeout=self._timeout())
+        except TimeoutError:
+            raise PatternTimeout(f"pattern /{self.pattern}/ ran out of time") from None
+
+    def search(self, text: str) -> Any:
+        return self._run("search", text)
+
+    def fullmatch(self, text: str) -> Any:
+        return self._run("fullmatch", text)
+
+    def finditer(self, text: str) -> Any:
+        # Materialised here: the timeout covers the whole scan, not only the first match.
+        try:
+            return iter(list(self._compiled.finditer(text, timeout=self._timeout())))
+        except TimeoutError:
+            raise PatternTimeout(f"pattern /{self.pattern}/ ran out of time") from None
+
+    def sub(self, replacement: str, text: str) -> Any:
+        return self._run("sub", replacement, text)
+
+
 def _compile(pattern: Any, where: str, line: int | None, what: str) -> re.Pattern[str]:
     if not isinstance(pattern, str) or not pattern:
         raise PackError(where, line, f"{what}: pattern must be a non-empty string")
     try:
-        return re.compile(pattern, re.MULTILINE)
-    except re.error as exc:
+        re.compile(pattern, re.MULTILINE)  # the documented syntax, and its error messages
+        compiled = regex.compile(pattern, regex.MULTILINE | regex.VERSION0)
+    except (re.error, regex.error) as exc:
         raise PackError(where, line, f"{what}: invalid regex /{pattern}/: {exc}") from None
+    # Typed as re.Pattern so the rest of the module reads as plain ``re`` code; it offers the
+    # methods used here (search, fullmatch, finditer, sub, pattern, groupindex).
+    return cast("re.Pattern[str]", _BoundedPattern(compiled))
 
 
 def _parse_conditions(raw: Any, region: Region, where: str, line: int | None,

@@ -39,6 +39,18 @@ _ASSIGN_RE = re.compile(
     r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;]+)"
 )
 
+# ``postgres://user:pass@host``, ``https://user:token@host``: the password part of a URL.
+_URL_CRED_RE = re.compile(
+    r"(?i)(?P<head>\b[a-z][a-z0-9+.-]*://[^\s:/@]*:)(?P<value>[^\s@/]+)(?=@)"
+)
+
+# ``--password VALUE``, ``--api-key VALUE``, ``--token VALUE`` (the ``=`` forms are _ASSIGN_RE's).
+_FLAG_RE = re.compile(
+    r"(?i)(?P<head>(?<![\w-])--?[\w-]*(?:password|passwd|passphrase|secret|token|api-?key"
+    r"|access-?key|private-?key|credentials?)[\w-]*[ \t]+)(?P<value>(?!-)[^\s\"']+|\"[^\"\n]*\""
+    r"|'[^'\n]*')"
+)
+
 # Bare tokens in the forms their issuers use. ``sk-`` also covers ``sk-or-v1-`` (OpenRouter),
 # ``sk-ant-`` (Anthropic) and ``sk-proj-`` (OpenAI), and keys already shown half-masked with dots.
 _TOKEN_RES: tuple[re.Pattern[str], ...] = (
@@ -46,6 +58,8 @@ _TOKEN_RES: tuple[re.Pattern[str], ...] = (
     re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
     re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
     re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
+    re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"),  # GitLab personal access token
+    re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"),  # Google API key
     # JWT: three base64url parts, the first two starting with '{"' encoded.
     re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),
 )
@@ -67,13 +81,62 @@ def _mask_value(found: re.Match[str]) -> str:
     return f"{found.group('head')}{quote}{MASK}{quote}"
 
 
+_KEY_CHARS = re.compile(r"[A-Za-z0-9_\-+/=.]*")
+
+
+def _mask_wrapped(text: str) -> str:
+    """Mask secrets a terminal wrapped over two or more lines.
+
+    The patterns run once more over the screen with its line breaks removed; each match that
+    crosses a break has every one of its pieces masked, on its own line, so the screen keeps its
+    shape. A word joined onto the end of a secret is masked with it: too much, never too little.
+    """
+    keep = [i for i, char in enumerate(text) if char != "\n"]
+    joined = "".join(text[i] for i in keep)
+    spans: list[tuple[int, int]] = []
+    finders: list[tuple[re.Pattern[str], int | str]] = [(p, 0) for p in _TOKEN_RES]
+    finders.append((_URL_CRED_RE, "value"))
+    for pattern, group in finders:
+        for found in pattern.finditer(joined):
+            start, end = found.span(group)
+            if end > start and keep[end - 1] - keep[start] != end - 1 - start:
+                first, last = keep[start], keep[end - 1] + 1
+                # A wrapped key goes on at the very start of the next line in key characters;
+                # whatever else follows a line break (a prompt, a border) is not part of it.
+                pieces = text[first:last].split("\n")
+                cut = len(pieces[0])
+                for piece in pieces[1:]:
+                    run = _KEY_CHARS.match(piece)
+                    length = run.end() if run else 0
+                    cut += 1 + length
+                    if length < len(piece):
+                        break
+                spans.append((first, first + cut))
+    if not spans:
+        return text
+    out, last = [], 0
+    for start, end in sorted(spans):
+        if start < last:
+            start = last
+        if start >= end:
+            continue
+        out.append(text[last:start])
+        out.append("\n".join(MASK if piece else piece for piece in text[start:end].split("\n")))
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
 def redact(text: str) -> str:
     """Return ``text`` with API keys, tokens, credentials and private keys replaced by
     ``[REDACTED]``; everything else, line breaks included, is left as it was."""
     text = _PEM_RE.sub(_mask_pem, text)
+    text = _mask_wrapped(text)
     text = _AUTH_HEADER_RE.sub(_mask_value, text)
     text = _BEARER_RE.sub(_mask_value, text)
     text = _ASSIGN_RE.sub(_mask_value, text)
+    text = _URL_CRED_RE.sub(_mask_value, text)
+    text = _FLAG_RE.sub(_mask_value, text)
     for pattern in _TOKEN_RES:
         text = pattern.sub(MASK, text)
     return text

@@ -1,0 +1,281 @@
+"""Living with it every day: exited panes stay readable, `create` keeps crashed screens, the
+next pane that needs you, completion, and `--version` where people type it."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.classify.packs import load_packs
+from app.config import WatchSettings
+from app.store import StoreReader, StoreWriter
+from app.tmux import Tmux
+from app.watch import Watcher
+from tests.conftest import conductor
+from tests.waiting import retry_until
+
+QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 60\""
+
+
+@pytest.fixture
+def watcher(server: Any, isolated_env: Path) -> Iterator[Watcher]:
+    store = StoreWriter(isolated_env)
+    yield Watcher(Tmux(socket_name=server.socket_name), store, load_packs(),
+                  WatchSettings(interval_s=1, ready_min_s=0))
+    store.close()
+
+
+def by_name(workers_dir: Path) -> dict[str, dict[str, Any]]:
+    reader = StoreReader(workers_dir)
+    try:
+        return {w["name"]: w for w in reader.workers()}
+    finally:
+        reader.close()
+
+
+def settle(watcher: Watcher, expected: dict[str, str], workers_dir: Path) -> None:
+    def reached() -> bool:
+        watcher.tick(time.time())
+        states = {n: w["state"] for n, w in by_name(workers_dir).items()}
+        return all(states.get(n) == s for n, s in expected.items())
+
+    retry_until(reached, 15, interval=0.1, message=f"states: {by_name(workers_dir)}")
+
+
+def names_listed(*args: str) -> list[str]:
+    """The names `status --json` lists, leaving out the session fixture's own shells."""
+    done = conductor("pty", "status", "--json", *args)
+    assert done.returncode == 0, done.stderr
+    return [w["name"] for w in json.loads(done.stdout) if w["name"] != "sh"]
+
+
+def test_an_exited_pane_stays_in_tail_and_explain_and_leaves_status_after_a_while(
+    session: Any, watcher: Watcher, isolated_env: Path, tmp_path: Path
+) -> None:
+    window = session.new_window(window_name="api", attach=False)
+    settle(watcher, {"api": "READY"}, isolated_env)
+    api = by_name(isolated_env)["api"]
+    window.kill()
+    watcher.tick(time.time())
+
+    tail = conductor("pty", "tail", "api")
+    assert tail.returncode == 0, tail.stderr
+    assert tail.stdout.splitlines()[-1].split("  ")[1:3] == ["READY -> EXITED",
+                                                             "the shell exited"]
+    explain = conductor("pty", "explain", api["id"])
+    assert explain.returncode == 0, explain.stderr
+    assert explain.stdout.startswith(f"api ({api['id']}, pane {api['pane_id']}): EXITED")
+    assert "live screen: the pane is gone" in explain.stdout
+
+    # Shown for states.exited_shown seconds (default 600); --all shows it until it is pruned.
+    assert names_listed() == ["api"]
+    (tmp_path / "config.toml").write_text("[states]\nexited_shown = 0\n")
+    assert names_listed() == []
+    assert names_listed("--all") == ["api"]
+    assert "api" not in conductor("pty", "status").stdout
+    # The status line is for panes you can act on.
+    assert conductor("pty", "status", "--short").stdout.strip() in (
+        "[conductor: watcher stopped]", "[conductor: no panes]")
+
+
+def test_send_and_wait_refuse_an_exited_pane_and_a_reused_name_means_the_live_one(
+    server: Any, session: Any, watcher: Watcher, isolated_env: Path
+) -> None:
+    window = session.new_window(window_name="api", attach=False)
+    watcher.tick(time.time())
+    gone = by_name(isolated_env)["api"]["id"]
+    window.kill()
+    watcher.tick(time.time())
+
+    done = conductor("-L", server.socket_name, "pty", "send", gone, "hello")
+    assert done.returncode == 1
+    assert done.stderr.strip() == (f"Error: pane '{gone}' has exited (the shell exited); see "
+                                   f"`conductor pty tail {gone}`")
+
+    live = session.new_window(window_name="api", attach=False).active_pane.pane_id
+    settle(watcher, {"api": "READY"}, isolated_env)
+    waited = conductor("-L", server.socket_name, "pty", "wait", "api", "--timeout", "20")
+    assert waited.returncode == 0, waited.stderr
+    assert waited.stdout.startswith(f"api ({live}): READY")
+
+
+def test_create_keeps_a_crashed_program_on_screen_as_error_with_its_status(
+    server: Any, session: Any, watcher: Watcher, isolated_env: Path, tmp_path: Path
+) -> None:
+    done = conductor("-L", server.socket_name, "pty", "create", str(tmp_path), "--name", "crash",
+                     "--cmd", "sh -c 'read x; echo boom; exit 4'")
+    assert done.returncode == 0, done.stderr
+    pane = server.windows.get(window_name="crash").active_pane
+    assert server.cmd("show-options", "-w", "-v", "-t", pane.pane_id,
+                      "remain-on-exit").stdout == ["on"]
+    # Only that window: the user's own windows keep tmux's default.
+    assert server.cmd("show-options", "-g", "-w", "-v", "remain-on-exit").stdout == ["off"]
+    pane.send_keys("", enter=True)
+    settle(watcher, {"crash": "ERROR"}, isolated_env)
+    assert by_name(isolated_env)["crash"]["summary"] == "Process exited (status 4)"
+
+
+def test_create_leaves_remain_on_exit_alone_when_the_setting_is_off(
+    server: Any, session: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "config.toml").write_text("[create]\nremain_on_exit = false\n")
+    done = conductor("-L", server.socket_name, "pty", "create", str(tmp_path), "--name", "plain")
+    assert done.returncode == 0, done.stderr
+    pane = server.windows.get(window_name="plain").active_pane
+    assert server.cmd("show-options", "-w", "-v", "-t", pane.pane_id,
+                      "remain-on-exit").stdout == []
+
+
+def test_switch_next_goes_to_the_question_then_the_error_then_the_longest_waiting_ready(
+    server: Any, session: Any, watcher: Watcher, isolated_env: Path
+) -> None:
+    session.new_window(window_name="older", attach=False)
+    for window in server.windows:  # the fixtures' own idle shells would be READY too
+        if window.window_name != "older":
+            window.kill()
+    settle(watcher, {"older": "READY"}, isolated_env)
+    session.new_window(window_name="newer", attach=False)
+    server.cmd("set-option", "-g", "remain-on-exit", "on")
+    session.new_window(window_name="crashed", window_shell="sh -c 'exit 3'", attach=False)
+    session.new_window(window_name="question", window_shell=QUESTION, attach=False)
+    settle(watcher, {"newer": "READY", "crashed": "ERROR", "question": "NEEDS_CONFIRMATION"},
+           isolated_env)
+    panes = {n: w["pane_id"] for n, w in by_name(isolated_env).items()}
+
+    def switch_next(current: str | None = None) -> str:
+        extra = ["--from", current] if current else []
+        done = conductor("-L", server.socket_name, "pty", "switch", "--next", *extra)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split(" ")[0]
+
+    assert switch_next() == "question"
+    assert switch_next(panes["question"]) == "crashed"
+    session.windows.get(window_name="question").kill()
+    session.windows.get(window_name="crashed").kill()
+    settle(watcher, {"question": "EXITED", "crashed": "EXITED"}, isolated_env)
+    assert switch_next() == "older"
+    assert switch_next(panes["older"]) == "newer"
+    active = server.cmd("display-message", "-p", "-t", session.session_id, "#{window_name}")
+    assert active.stdout == ["newer"]
+
+    both = conductor("-L", server.socket_name, "pty", "switch", "--next", "older")
+    assert (both.returncode, both.stderr.strip()) == (
+        1, "Error: give a pane ID|NAME or --next, not both")
+
+
+def test_switch_next_with_nobody_waiting_says_so(
+    server: Any, session: Any, watcher: Watcher, isolated_env: Path
+) -> None:
+    session.new_window(window_name="loop", attach=False,
+                       window_shell="sh -c 'while :; do date +%N; sleep 0.05; done'")
+    for window in server.windows:
+        if window.window_name != "loop":
+            window.kill()
+    settle(watcher, {"loop": "BUSY"}, isolated_env)
+    states = {w["state"] for w in by_name(isolated_env).values()}
+    assert states <= {"BUSY", "EXITED"}
+    done = conductor("-L", server.socket_name, "pty", "switch", "--next")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "no pane needs you: none is NEEDS_CONFIRMATION, ERROR or READY"
+
+
+def test_version_on_pty_too() -> None:
+    top = conductor("--version")
+    sub = conductor("pty", "--version")
+    assert top.returncode == sub.returncode == 0
+    assert sub.stdout == top.stdout and "conductor" in sub.stdout
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_offers_pane_names_and_ids_from_the_store(
+    session: Any, watcher: Watcher, isolated_env: Path, shell: str
+) -> None:
+    session.new_window(window_name="api-server", attach=False)
+    session.new_window(window_name="web", attach=False)
+    watcher.tick(time.time())
+    api = by_name(isolated_env)["api-server"]["id"]
+    line = "conductor pty tail a"
+    env = {"_CONDUCTOR_COMPLETE": f"{shell}_complete", "COMP_WORDS": line, "COMP_CWORD": "3"}
+    if shell == "fish":
+        env["COMP_CWORD"] = "a"  # fish hands over the word itself, bash and zsh its index
+    done = conductor(env=env)
+    assert done.returncode == 0, done.stderr
+    # bash: `plain,VALUE` lines; zsh: type, value and help lines; fish: `plain,VALUE<TAB>help`.
+    assert "api-server" in done.stdout and "web" not in done.stdout
+    env_id = {**env, "COMP_WORDS": f"conductor pty tail {api[:4]}",
+              "COMP_CWORD": api[:4] if shell == "fish" else "3"}
+    assert api in conductor(env=env_id).stdout
+
+
+def test_completion_with_no_store_completes_nothing_quietly(tmp_path: Path) -> None:
+    env = {"_CONDUCTOR_COMPLETE": "bash_complete", "COMP_WORDS": "conductor pty tail ",
+           "COMP_CWORD": "3", "CONDUCTOR_WORKERS_DIR": str(tmp_path / "none")}
+    done = conductor(env=env)
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "", "")
+
+
+def test_completion_scripts_are_printed_for_each_shell() -> None:
+    for shell, marker in (("bash", "complete -o"), ("zsh", "compdef"), ("fish", "complete ")):
+        done = conductor(env={"_CONDUCTOR_COMPLETE": f"{shell}_source"})
+        assert done.returncode == 0 and marker in done.stdout, (shell, done.stdout)
+
+
+@pytest.mark.parametrize("cli", ["claude", "gemini"])
+def test_hooks_uninstall_removes_only_ours_from_json_settings(tmp_path: Path, cli: str) -> None:
+    settings = tmp_path / "settings.json"
+    theirs = {"type": "command", "command": "my-logger --event"}
+    original = {"model": "x", "hooks": {"Notification": [{"hooks": [theirs]}],
+                                        "Custom": []}}
+    settings.write_text(json.dumps(original))
+    installed = conductor("pty", "hooks", "install", "--cli", cli, "--path", str(settings))
+    assert installed.returncode == 0, installed.stderr
+    assert "pty hook" in settings.read_text()
+
+    done = conductor("pty", "hooks", "uninstall", "--cli", cli, "--path", str(settings))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"removed conductor pty hooks for {cli} from {settings}")
+    assert json.loads(settings.read_text()) == original
+    again = conductor("pty", "hooks", "uninstall", "--cli", cli, "--path", str(settings))
+    assert again.stdout.strip() == f"no conductor pty hooks for {cli} in {settings}"
+
+
+def test_hooks_uninstall_codex_keeps_comments_and_another_notify(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('# mine\nmodel = "o3"\n\n[tui]\nx = 1\n')
+    assert conductor("pty", "hooks", "install", "--cli", "codex", "--path",
+                     str(config)).returncode == 0
+    assert conductor("pty", "hooks", "uninstall", "--cli", "codex", "--path",
+                     str(config)).returncode == 0
+    assert config.read_text() == '# mine\nmodel = "o3"\n\n[tui]\nx = 1\n'
+
+    config.write_text('notify = ["their-notifier"]\n')
+    done = conductor("pty", "hooks", "uninstall", "--cli", "codex", "--path", str(config))
+    assert done.stdout.strip() == f"no conductor pty hooks for codex in {config}"
+    assert config.read_text() == 'notify = ["their-notifier"]\n'
+
+
+def test_hooks_uninstall_of_a_broken_file_is_one_line(tmp_path: Path) -> None:
+    settings = tmp_path / "settings.json"
+    settings.write_text("{oops")
+    done = conductor("pty", "hooks", "uninstall", "--cli", "claude", "--path", str(settings))
+    assert done.returncode == 1
+    assert done.stderr.strip() == (f"Error: {settings}:1: not valid JSON: Expecting property "
+                                   "name enclosed in double quotes")
+    assert settings.read_text() == "{oops"
+
+
+def test_status_line_styles_accept_tmux_style_words_only() -> None:
+    from app.render import TMUX_STYLE, short_line, styles
+
+    assert styles("ready=fg=black,bg=white; NEEDS_CONF=fg=red,bg=black")["READY"] == \
+        "fg=black,bg=white"
+    assert styles("NEEDS_CONF=fg=red,bg=black")["NEEDS_CONFIRMATION"] == "fg=red,bg=black"
+    assert styles("READY=fg=red]#(touch x);BOGUS=fg=red") == TMUX_STYLE
+    line = short_line([{"name": "a#b", "state": "READY"}, {"name": "c", "state": "EXITED"}],
+                      colour=True)
+    assert line == "#[fg=white,bg=blue,bold][a##b: READY]#[default]"

@@ -1,0 +1,510 @@
+"""Faults and hostile input (issue 10): each test reproduces one finding of the fault probe on a
+real tmux server, a real store and, where the finding was about the daemon, a real watcher."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app import store
+from app.classify.llm import LLMClassifier, LLMSettings
+from app.classify.packs import load_packs
+from app.classify.redact import redact
+from app.config import WatchSettings
+from app.daemon import InstanceLock
+from app.errors import LLMError, StoreError
+from app.files import write_atomic
+from app.handoff import Refused, check_text
+from app.hook import main as hook_main
+from app.model import State
+from app.render import clean_text
+from app.tmux import Tmux
+from app.watch import Watcher
+from tests.conftest import REPO, conductor
+from tests.openrouter_server import OpenRouterServer, Reply
+from tests.waiting import retry_until, stays_false
+
+BASH = "env -i HOME={home} TERM=screen PS1='lab$ ' bash --norc --noprofile"
+
+
+def screen(pane: Any) -> str:
+    return "\n".join(pane.capture_pane())
+
+
+def bash_pane(session: Any, home: Path, name: str = "bash") -> Any:
+    window = session.new_window(window_name=name, attach=False, start_directory=str(home),
+                                window_shell=BASH.format(home=home))
+    pane = window.active_pane
+    retry_until(lambda: screen(pane).rstrip().endswith("lab$"), 10)
+    return pane
+
+
+def pty(server: Any, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    return conductor("-L", server.socket_name, "pty", *args, **kwargs)
+
+
+# --- 7: send cannot break out of bracketed paste -----------------------------------------------
+
+@pytest.mark.parametrize("no_enter", [False, True], ids=["enter", "no-enter"])
+def test_send_refuses_the_paste_end_marker_and_the_injected_command_never_runs(
+        server: Any, session: Any, tmp_path: Path, no_enter: bool) -> None:
+    pane = bash_pane(session, tmp_path)
+    marker = tmp_path / "PWNED"
+    hostile = f"echo harmless\x1b[201~\ntouch {marker}\n"
+    args = ["send", pane.pane_id, *(["--no-enter"] if no_enter else []), "--", hostile]
+    result = pty(server, *args)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "control character (U+001B" in result.stderr
+    # Nothing was typed: the marker file never appears and the prompt line is still empty.
+    assert stays_false(marker.exists, 1.5)
+    assert "touch" not in screen(pane) and "harmless" not in screen(pane)
+    # --force concerns the pane's state, not the text: still refused.
+    forced = pty(server, "send", pane.pane_id, "--force", "--", hostile)
+    assert forced.returncode == 1 and not marker.exists()
+    # Plain text with newlines and tabs still goes through and runs.
+    ok = pty(server, "send", pane.pane_id, "--", f"touch {tmp_path / 'fine'}\t")
+    assert ok.returncode == 0, ok.stderr
+    retry_until((tmp_path / "fine").exists, 10)
+
+
+@pytest.mark.parametrize("text", [
+    "a\x1b[201~b",           # bracketed-paste end
+    "\x1b]0;owned\x07",      # OSC: set the terminal title
+    "\x1b[2J",               # CSI: clear the screen
+    "\x9b201~",              # C1 CSI
+    "x\x00y", "x\x03", "x\x7f", "x\x08y", "x\ry",
+], ids=["paste-end", "osc", "csi", "c1-csi", "nul", "ctrl-c", "del", "backspace", "lone-cr"])
+def test_send_refuses_every_terminal_control_sequence(text: str) -> None:
+    with pytest.raises(Refused, match="control character"):
+        check_text(text)
+
+
+def test_send_accepts_newlines_tabs_and_crlf_line_ends() -> None:
+    check_text("line one\r\nline\ttwo\nthree ünïcödé ❯ ✓")
+
+
+# --- 8: a runaway pattern in a user's pack -----------------------------------------------------
+
+RUNAWAY_PACK = """\
+name: slowcat
+description: a user's pack with a pattern that backtracks catastrophically
+detect:
+  commands: [cat]
+rules:
+  - id: runaway
+    state: BUSY
+    region: {last: 5}
+    match: '(a|aa)+$'
+  - id: idle
+    state: READY
+    region: {last: 5}
+    match: 'ready'
+"""
+
+
+@pytest.mark.slow
+def test_a_runaway_user_pattern_marks_its_pane_and_the_watcher_keeps_going(
+        server: Any, session: Any, tmp_path: Path, isolated_env: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    packs_dir = tmp_path / "packs"
+    packs_dir.mkdir()
+    (packs_dir / "slowcat.yml").write_text(RUNAWAY_PACK)
+    monkeypatch.setenv("CONDUCTOR_PACKS_DIR", str(packs_dir))
+    # On Python's re this line takes hours: (a|aa)+ tries every split of 70 a's.
+    runaway = session.new_window(window_name="runaway", attach=False,
+                                 window_shell="exec cat")
+    runaway.active_pane.send_keys("a" * 70 + "!", enter=True, literal=True)
+    bash_pane(session, tmp_path, "calm")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "-L", server.socket_name, "pty", "watch", "--interval",
+         "0.5", "--no-notify"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=REPO)
+    try:
+        def states() -> dict[str, dict[str, Any]]:
+            out = pty(server, "status", "--json")
+            return {w["name"]: w for w in json.loads(out.stdout or "[]")}
+
+        retry_until(lambda: states().get("calm", {}).get("state") == "READY", 30, interval=0.3)
+        retry_until(lambda: "pattern_timeout" in states().get("runaway", {}).get("reasons", []),
+                    30, interval=0.3, message=f"{states()}")
+        row = states()["runaway"]
+        assert row["state"] == "UNKNOWN"
+        assert "took over" in row["summary"] and "(a|aa)+$" in row["summary"]
+        # The watcher keeps cycling: its heartbeat moves on.
+        first = _last_cycle(isolated_env)
+        retry_until(lambda: _last_cycle(isolated_env) > first, 10, interval=0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        _, err = proc.communicate(timeout=5)
+        assert "ran out of time" in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _last_cycle(workers: Path) -> float:
+    conn = sqlite3.connect(f"file:{workers / 'status.db'}?mode=ro", uri=True)
+    try:
+        row = conn.execute("SELECT last_cycle_ts FROM daemon").fetchone()
+        return float(row[0] or 0) if row else 0.0
+    finally:
+        conn.close()
+
+
+# --- 9: the store never disagrees with tmux after one failed write -----------------------------
+
+def test_a_failed_write_is_retried_and_the_store_catches_up(
+        server: Any, session: Any, tmp_path: Path, isolated_env: Path) -> None:
+    writer = store.StoreWriter(isolated_env)
+    tmux = Tmux(socket_name=server.socket_name)
+    # A real failing write: a trigger refuses every status row while "disk_full" holds a row.
+    writer.conn.executescript(
+        "CREATE TABLE disk_full (x); INSERT INTO disk_full VALUES (1);"
+        "CREATE TRIGGER full_i BEFORE INSERT ON status WHEN (SELECT COUNT(*) FROM disk_full) "
+        "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;"
+        "CREATE TRIGGER full_u BEFORE UPDATE ON status WHEN (SELECT COUNT(*) FROM disk_full) "
+        "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;")
+    watcher = Watcher(tmux, writer, load_packs(), WatchSettings(interval_s=0.2, stable_polls=1,
+                                                                ready_min_s=0))
+    notified: list[str] = []
+    watcher.on_transition = lambda t, tracked: notified.append(t.state.value)
+    pane = bash_pane(session, tmp_path, "shell")
+    with pytest.raises(StoreError, match="disk is full"):
+        for _ in range(50):
+            watcher.tick()
+    # Space comes back: the next cycles write every row and the transition they missed.
+    writer.conn.execute("DELETE FROM disk_full")
+
+    def stored_state() -> str | None:
+        watcher.tick()
+        row = writer.conn.execute(
+            "SELECT s.state FROM status s JOIN ptys p ON p.id = s.id WHERE p.pane_id = ?",
+            (pane.pane_id,)).fetchone()
+        return row[0] if row else None
+
+    retry_until(lambda: stored_state() == "READY", 10, interval=0.1)
+    wid = next(w for w, t in watcher.tracked.items() if t.pane.pane_id == pane.pane_id)
+    history = [r[0] for r in writer.conn.execute(
+        "SELECT state FROM status_history WHERE id = ? ORDER BY seq", (wid,))]
+    assert "READY" in history
+    assert "READY" in notified
+    assert json.loads((isolated_env / wid / "status.json").read_text())["state"] == "READY"
+    writer.close()
+
+
+def test_a_setting_too_big_for_sqlite_fails_one_prune_and_not_every_row(
+        server: Any, session: Any, tmp_path: Path, isolated_env: Path) -> None:
+    writer = store.StoreWriter(isolated_env)
+    settings = WatchSettings(interval_s=0.2, history_rows_per_pane=10**30, stable_polls=1,
+                             ready_min_s=0)
+    watcher = Watcher(Tmux(socket_name=server.socket_name), writer, load_packs(), settings)
+    bash_pane(session, tmp_path, "shell")
+    retry_until(lambda: watcher.tick() is not None and any(
+        t.assessment is not None and t.assessment.state is State.READY
+        for t in watcher.tracked.values()), 10, interval=0.1)
+    names = {r[0] for r in writer.conn.execute(
+        "SELECT p.name FROM status s JOIN ptys p ON p.id = s.id")}
+    assert "shell" in names
+    writer.close()
+
+
+# --- 11: concurrent hooks on a store that does not exist yet -----------------------------------
+
+def test_concurrent_hooks_on_a_new_store_lose_no_event(tmp_path: Path) -> None:
+    for round_ in range(2):
+        workers = tmp_path / f"store{round_}"
+        env = {**os.environ, "CONDUCTOR_WORKERS_DIR": str(workers),
+               "TMUX": "/tmp/tmux-0/default,4242,0"}
+        procs = []
+        for i in range(12):
+            payload = json.dumps({"session_id": f"s{i}", "transcript_path": "/tmp/t.jsonl",
+                                  "cwd": "/tmp", "hook_event_name": "Stop"})
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "app", "pty", "hook", "--cli", "claude", payload],
+                env={**env, "TMUX_PANE": f"%{i}"}, cwd=REPO, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True))
+        for proc in procs:
+            out, err = proc.communicate(timeout=60)
+            assert (proc.returncode, out, err) == (0, "", "")
+        conn = sqlite3.connect(workers / "status.db")
+        panes = sorted(r[0] for r in conn.execute("SELECT pane_id FROM events"))
+        conn.close()
+        log = workers / "hook.log"
+        assert panes == sorted(f"%{i}" for i in range(12)), \
+            log.read_text() if log.exists() else "no hook.log"
+
+
+# --- 12: a private store folder, and nothing opened through a link ------------------------------
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.lstat().st_mode)
+
+
+def test_the_store_is_private(server: Any, session: Any, tmp_path: Path,
+                              isolated_env: Path) -> None:
+    writer = store.StoreWriter(isolated_env)
+    watcher = Watcher(Tmux(socket_name=server.socket_name), writer, load_packs(),
+                      WatchSettings(interval_s=0.2))
+    bash_pane(session, tmp_path)
+    watcher.tick()
+    lock = InstanceLock(isolated_env / "watch.lock")
+    lock.acquire()
+    hook_main(["not json"], env={"CONDUCTOR_WORKERS_DIR": str(isolated_env)})
+    assert _mode(isolated_env) == 0o700
+    files = ["status.db", "status.db-wal", "status.db-shm", "hook.log", "watch.lock",
+             "store.lock"]
+    assert {name: oct(_mode(isolated_env / name)) for name in files} == \
+        {name: oct(0o600) for name in files}
+    for wid in watcher.tracked:
+        assert _mode(isolated_env / wid) == 0o700
+        assert _mode(isolated_env / wid / "status.json") == 0o600
+    lock.release()
+    writer.close()
+
+
+def test_links_planted_in_the_store_are_never_followed(
+        server: Any, session: Any, tmp_path: Path, isolated_env: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    isolated_env.mkdir(mode=0o700)
+    (isolated_env / "watch.lock").symlink_to(victim)
+    (isolated_env / "hook.log").symlink_to(victim)
+    with pytest.raises(StoreError, match="symbolic link"):
+        InstanceLock(isolated_env / "watch.lock").acquire()
+    hook_main(["not json"], env={"CONDUCTOR_WORKERS_DIR": str(isolated_env)})
+    assert victim.read_text() == "precious\n"
+
+    # A pane's folder swapped for a link: status.json is not written through it.
+    writer = store.StoreWriter(isolated_env)
+    watcher = Watcher(Tmux(socket_name=server.socket_name), writer, load_packs(),
+                      WatchSettings(interval_s=0.2, stable_polls=1, ready_min_s=0))
+    pane = bash_pane(session, tmp_path)
+    watcher.tick()
+    wid = next(w for w, t in watcher.tracked.items() if t.pane.pane_id == pane.pane_id)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.rmtree(isolated_env / wid)
+    (isolated_env / wid).symlink_to(elsewhere)
+    pane.send_keys("echo moved", enter=True)
+    retry_until(lambda: watcher.tick() is not None and
+                "moved" in watcher.tracked[wid].text, 10, interval=0.1)
+    assert list(elsewhere.iterdir()) == []
+    writer.close()
+
+    # The owner of a linked file is not copied onto our replacement.
+    target = tmp_path / "owned-by-nobody.json"
+    target.write_text("{}")
+    os.chown(target, 65534, 65534)
+    link = tmp_path / "status.json"
+    link.symlink_to(target)
+    write_atomic(link, "{}\n", mode=0o600)
+    assert not link.is_symlink() and link.stat().st_uid == os.getuid()
+    assert target.read_text() == "{}"
+
+
+# --- 16: readers on a read-only mount, and as another user -------------------------------------
+
+def _can_mount() -> bool:
+    return os.geteuid() == 0 and shutil.which("mount") is not None
+
+
+@pytest.mark.skipif(not _can_mount(), reason="needs root to bind-mount a read-only store")
+@pytest.mark.parametrize("writer_open", [True, False], ids=["watcher-running", "watcher-gone"])
+def test_readers_read_a_store_on_a_read_only_mount(tmp_path: Path, isolated_env: Path,
+                                                   writer_open: bool) -> None:
+    writer = store.StoreWriter(isolated_env)
+    with writer.transaction() as conn:
+        writer.upsert_pty(conn, {"id": "abc", "name": "api", "pane_id": "%1"})
+        writer.upsert_status(conn, [{"id": "abc", "state": "READY", "summary": "idle"}])
+        writer.heartbeat(conn, pid=os.getpid(), last_cycle_ts=time.time())
+    if not writer_open:
+        writer.close()
+    mounted = tmp_path / "ro"
+    mounted.mkdir()
+    bound = subprocess.run(["mount", "--bind", str(isolated_env), str(mounted)], check=False,
+                           capture_output=True)
+    if bound.returncode != 0:
+        writer.close()
+        pytest.skip(f"bind mount refused: {bound.stderr!r}")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(mounted)], check=True)
+        result = conductor("--workers-dir", str(mounted), "pty", "status", "--json")
+        assert result.returncode == 0, result.stderr
+        assert [(w["name"], w["state"]) for w in json.loads(result.stdout)] == [("api", "READY")]
+        short = conductor("pty", "status", "--short",
+                          env={"CONDUCTOR_WORKERS_DIR": str(mounted)})
+        assert "no store" not in short.stdout and "unreadable" not in short.stdout
+    finally:
+        subprocess.run(["umount", str(mounted)], check=False)
+        if writer_open:
+            writer.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="needs root to run the reader as nobody")
+def test_another_user_is_told_the_store_is_unreadable_not_missing(tmp_path: Path) -> None:
+    workers = tmp_path / "store"
+    store.StoreWriter(workers).close()
+    tmp_path.chmod(0o755)  # nobody may reach the folder; the folder itself stays private
+    result = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-S",
+         "-c", "import sys; sys.path.insert(0, sys.argv[1]); from app.status import short_line;"
+         " print(short_line(sys.argv[2]))", str(REPO), str(workers)],
+        capture_output=True, text=True, timeout=30, check=False)
+    assert result.stdout.strip() == "[conductor: store unreadable]", result.stderr
+
+
+# --- 13: a store from a newer release ----------------------------------------------------------
+
+@pytest.mark.parametrize("change", [
+    "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
+    "VALUES ('conductor_pty', 'm099_future', 'x')",
+    "INSERT INTO status (id, state) VALUES ('x', 'HIBERNATING')",
+], ids=["unknown-migration", "unknown-state"])
+def test_a_store_from_a_newer_release_is_refused_in_one_line(
+        server: Any, isolated_env: Path, change: str) -> None:
+    store.StoreWriter(isolated_env).close()
+    conn = sqlite3.connect(isolated_env / "status.db")
+    conn.execute(change)
+    conn.commit()
+    conn.close()
+    result = pty(server, "watch", "--once", "--no-notify")
+    assert result.returncode == 1
+    assert result.stderr.startswith("Error: status store") and "newer conductor pty" in \
+        result.stderr and result.stderr.count("\n") == 1
+
+
+# --- 10: readers say when the states are stale --------------------------------------------------
+
+@pytest.mark.slow
+def test_readers_say_stale_when_the_watcher_is_hung(
+        server: Any, session: Any, tmp_path: Path, isolated_env: Path,
+        watcher_process: Any) -> None:
+    bash_pane(session, tmp_path)
+    proc = watcher_process("--interval", "0.3", "--no-notify")
+    retry_until(lambda: "READY" in pty(server, "status", "--short").stdout, 20, interval=0.2)
+    assert pty(server, "status").stderr == ""
+    proc.send_signal(signal.SIGSTOP)  # hung: alive, but no cycle finishes
+    try:
+        # Two minutes without a cycle, as seen by readers (the watcher itself is frozen).
+        conn = sqlite3.connect(isolated_env / "status.db")
+        conn.execute("UPDATE daemon SET last_cycle_ts = ?", (time.time() - 125,))
+        conn.commit()
+        conn.close()
+        short = pty(server, "status", "--short")
+        assert short.stdout.strip() == "[conductor: stale 2m]"
+        table = pty(server, "status")
+        assert "stale: the watcher's last cycle was 2m0" in table.stderr
+        rows = json.loads(pty(server, "status", "--json").stdout)
+        assert rows and all(r["stale"] and r["stale_s"] >= 125 for r in rows)
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    # Once it runs again, the next cycle makes the states fresh.
+    retry_until(lambda: "stale" not in pty(server, "status", "--short").stdout, 20,
+                interval=0.2)
+    assert not json.loads(pty(server, "status", "--json").stdout)[0]["stale"]
+
+
+# --- 14: terminal escapes from outside never reach the store or a terminal ---------------------
+
+HOSTILE_SUMMARY = "\x1b]0;owned\x07Asks to \x1b[2Jship\x9b31m \u202eit\x00"
+
+
+@pytest.mark.slow
+def test_an_llm_summary_with_escapes_is_stored_and_printed_clean(
+        server: Any, session: Any, watcher_process: Any, isolated_env: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    with OpenRouterServer(default=Reply.verdict("NEEDS_CONFIRMATION", HOSTILE_SUMMARY,
+                                                "\x1b[31manswer\x1b[0m")) as llm:
+        monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-v1-" + "ab" * 24)
+        monkeypatch.setenv("OPENROUTER_BASE_URL", llm.base_url)
+        session.new_window(window_name="deploy", attach=False, window_shell=(
+            "sh -c 'printf \"Ship it to production now?\\n\"; sleep 600'"))
+        watcher_process("--interval", "0.3", "--no-notify")
+
+        def deploy() -> dict[str, Any]:
+            done = pty(server, "status", "--json")
+            rows = json.loads(done.stdout) if done.returncode == 0 else []
+            return next((w for w in rows if w["name"] == "deploy"), {})
+
+        retry_until(lambda: deploy().get("state") == "NEEDS_CONFIRMATION", 20, interval=0.2)
+    row = deploy()
+    assert row["summary"] == "Asks to ship it"
+    assert row["actions_needed"] == "answer"
+    on_disk = (isolated_env / row["id"] / "status.json").read_text()
+    assert "\\u001b" not in on_disk and "\x1b" not in on_disk
+    for argv in (["tail", row["id"]], ["status"]):
+        printed = pty(server, *argv)
+        assert printed.returncode == 0
+        assert "Asks to ship it" in printed.stdout
+        assert not any((ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) <= 0x9F
+                       for c in printed.stdout), repr(printed.stdout)
+
+
+@pytest.mark.parametrize("text, clean", [
+    ("a\x1b]0;title\x07b", "ab"),
+    ("x\x1b[2Jy", "xy"),
+    ("p\x1b]8;;http://e\x1b\\link\x1b]8;;\x1b\\q", "plinkq"),
+    ("t\x07\x00\x7f\u202eevil", "tevil"),
+    ("\x9b31mred", "red"),
+    ("two\nlines\tand tab", "two lines and tab"),
+    ("ünïcödé ❯ ✓", "ünïcödé ❯ ✓"),
+], ids=["osc-title", "csi-clear", "osc8-link", "controls-bidi", "c1-csi", "newline-tab",
+        "unicode"])
+def test_clean_text_leaves_only_printable_text(text: str, clean: str) -> None:
+    assert clean_text(text) == clean
+
+
+# --- 15: redaction gaps, and no redirects for the LLM client -----------------------------------
+
+KEY = "sk-or-v1-" + "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize("screen, secret", [
+    ("$ psql postgres://admin:hunter2pw@db:5432/app", "hunter2pw"),
+    ("$ git clone https://bob:s3cr3tTok@example.com/x.git", "s3cr3tTok"),
+    ("$ mysql --password hunter2pw -u root", "hunter2pw"),
+    ("$ deploy --api-key 'abc def ghi'", "abc def ghi"),
+    ("GITLAB_TOKEN glpat-abcdefghij0123456789xyz", "glpat-abcdefghij0123456789xyz"),
+    ("maps key AIzaSyA1234567890abcdefghijklmnopqrstuv in use",
+     "AIzaSyA1234567890abcdefghijklmnopqrstuv"),
+    (f"export OPENROUTER_KEY={KEY[:30]}\n{KEY[30:]}\n❯ ", KEY[30:]),
+    (f"echo {KEY[:14]}\n{KEY[14:44]}\n{KEY[44:]}\n$ ", KEY[14:44]),
+], ids=["postgres-url", "https-url", "password-flag", "api-key-flag", "gitlab", "google",
+        "wrapped-key", "wrapped-three-lines"])
+def test_redaction_closes_the_probe_gaps(screen: str, secret: str) -> None:
+    out = redact(screen)
+    assert secret not in out
+    assert out.count("\n") == screen.count("\n")  # the screen keeps its shape
+    assert out.splitlines()[-1] == screen.splitlines()[-1] or "[REDACTED]" in out
+
+
+def test_prose_and_prompts_survive_redaction() -> None:
+    screen = ("Used 1.2k tokens\n--token-limit\nssh user@host\nhttps://example.com/a@b\n"
+              "tokens: 12k\n❯ ")
+    assert redact(screen) == screen.replace("12k", "[REDACTED]")
+
+
+def test_the_llm_client_follows_no_redirect() -> None:
+    moved = Reply(status=307, headers=(("Location", "/v1/chat/completions"),), body="")
+    with OpenRouterServer(default=moved) as srv:
+        llm = LLMClassifier(LLMSettings(api_key=KEY, base_url=srv.base_url, timeout=5.0,
+                                        max_retries=0))
+        try:
+            with pytest.raises(LLMError, match=r"redirect .*not followed"):
+                llm.classify("Ship it to production now?\n", "generic")
+        finally:
+            llm.close()
+        assert srv.count == 1  # requests would have made 31

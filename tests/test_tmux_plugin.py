@@ -1,0 +1,218 @@
+"""The tmux plugin (conductor-pty.tmux) on a real tmux server: sourced as TPM would run it, its
+options, bindings and status line read back, and a real client's screen read cell by cell.
+
+The client's terminal is a pane of a second ("outer") tmux server: ``capture-pane -e`` on it
+returns exactly what a person would see, colours included.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO, conductor
+from tests.waiting import retry_until, stop_process
+
+PLUGIN = REPO / "conductor-pty.tmux"
+QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 60\""
+SGR = re.compile(r"\x1b\[([0-9;]*)m")
+
+# What the plugin finds: conductor on PATH, else the checkout's venv (the tmux server here has
+# the tests' environment).
+CONDUCTOR = shutil.which("conductor") or str(REPO / ".venv" / "bin" / "conductor")
+pytestmark = pytest.mark.skipif(not Path(CONDUCTOR).exists(),
+                                reason="no conductor command on PATH or in the checkout's .venv")
+
+
+def run_plugin(server: Any) -> None:
+    done = server.cmd("run-shell", str(PLUGIN))
+    assert not done.stderr, done.stderr
+
+
+def option(server: Any, name: str) -> str:
+    out = server.cmd("show-option", "-gqv", name).stdout
+    return out[0] if out else ""
+
+
+def key(server: Any, name: str) -> str:
+    return " ".join(server.cmd("list-keys", "-T", "prefix", name).stdout)
+
+
+def test_the_segment_is_appended_to_the_users_status_right_once(server: Any, session: Any
+                                                                ) -> None:
+    server.cmd("set-option", "-g", "status-right", "MINE %H:%M")
+    assert option(server, "status-right-length") == "40"
+
+    run_plugin(server)
+    run_plugin(server)  # a config reload runs it again
+
+    right = option(server, "status-right")
+    assert right.startswith("MINE %H:%M #(")
+    assert right.count("pty status --short --colour") == 1
+    assert f"'{CONDUCTOR}' pty status --short --colour" in right
+    # The user's part (10 characters) + a space + the default 60 for ours.
+    assert option(server, "status-right-length") == "71"
+    assert option(server, "status-interval") == "15"  # the user's, untouched
+
+
+def test_a_long_enough_status_right_length_is_left_alone_and_left_or_off_work(
+        server: Any, session: Any) -> None:
+    server.cmd("set-option", "-g", "status-right-length", "200")
+    server.cmd("set-option", "-g", "@conductor-status-length", "30")
+    run_plugin(server)
+    assert option(server, "status-right-length") == "200"
+
+    server.cmd("set-option", "-g", "status-left", "[#S]")
+    server.cmd("set-option", "-g", "@conductor-status", "left")
+    server.cmd("set-option", "-g", "@conductor-status-interval", "2")
+    run_plugin(server)
+    assert option(server, "status-left").startswith("#(")
+    assert option(server, "status-left").endswith(" [#S]")
+    assert option(server, "status-left-length") == "35"  # 4 + 1 + 30: raised only that far
+    assert option(server, "status-interval") == "2"
+
+
+def test_bindings_and_a_key_the_user_bound_is_left_alone(server: Any, session: Any) -> None:
+    server.cmd("bind-key", "-T", "prefix", "S", "display-message", "mine")
+    run_plugin(server)
+
+    assert "pty switch --next --from '#{pane_id}'" in key(server, "N")
+    assert f"-L '{server.socket_name}'" in key(server, "N")
+    assert "display-message mine" in key(server, "S")
+
+    server.cmd("set-option", "-g", "@conductor-popup-key", "W")
+    server.cmd("set-option", "-g", "@conductor-next-key", "none")
+    server.cmd("unbind-key", "-T", "prefix", "N")
+    run_plugin(server)
+    assert "display-popup" in key(server, "W") and "pty status --watch" in key(server, "W")
+    assert key(server, "N") == ""
+
+
+def test_hostile_option_values_never_reach_tmux_or_a_shell(server: Any, session: Any,
+                                                           tmp_path: Path) -> None:
+    sentinel = tmp_path / "pwned"
+    server.cmd("set-option", "-g", "@conductor-colour-ready",
+               f"fg=red#[bg=blue]$(touch {sentinel})")
+    server.cmd("set-option", "-g", "@conductor-colour-error", "fg=black,bg=white")
+    run_plugin(server)
+    right = option(server, "status-right")
+    assert "CONDUCTOR_STATUS_STYLE='ERROR=fg=black,bg=white;'" in right
+    assert "touch" not in right and "bg=blue" not in right
+
+    server.cmd("set-option", "-g", "status-right", "")
+    server.cmd("set-option", "-g", "@conductor-bin", f"/tmp/x#(touch {sentinel})")
+    run_plugin(server)
+    assert option(server, "status-right") == ""
+    assert not sentinel.exists()
+
+
+class Terminal:
+    """A person's terminal showing a client attached to ``server``: an outer tmux pane."""
+
+    def __init__(self, server: Any, session: Any) -> None:
+        self.socket = f"{server.socket_name}-outer"
+        env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+        subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", "new-session", "-d",
+                        "-x", "160", "-y", "16",
+                        f"tmux -L {server.socket_name} attach -t {session.session_id}"],
+                       check=True, env=env, timeout=30)
+        retry_until(lambda: server.cmd("list-clients").stdout != [], 10)
+
+    def screen(self, styled: bool = False) -> list[str]:
+        done = subprocess.run(["tmux", "-L", self.socket, "capture-pane", "-p",
+                               *(["-e"] if styled else [])],
+                              capture_output=True, text=True, check=False, timeout=30)
+        return done.stdout.rstrip("\n").split("\n")
+
+    def status_line(self, styled: bool = False) -> str:
+        return self.screen(styled)[-1]
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "send-keys", *keys], check=True, timeout=30)
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], check=False, timeout=30)
+
+
+def cell_styles(styled_line: str, text: str) -> set[str]:
+    """The SGR parameters in force where ``text`` starts on a captured line."""
+    before = styled_line[:styled_line.index(text)]
+    params: list[str] = []
+    for match in SGR.finditer(before):
+        codes = match.group(1)
+        params = [] if codes in ("", "0") else params + codes.split(";")
+    return set(params)
+
+
+@pytest.mark.slow
+def test_a_new_user_sees_the_states_on_the_status_line_and_the_keys_work(
+        server: Any, session: Any, watcher_process: Any, isolated_env: Path) -> None:
+    server.cmd("set-option", "-g", "status-interval", "1")
+    session.new_window(window_name="asks", window_shell=QUESTION, attach=False)
+    session.new_window(window_name="idle", attach=False)
+    for window in list(server.windows):
+        if window.window_name not in ("asks", "idle"):
+            window.kill()
+    session.windows.get(window_name="idle").select()
+    watcher = watcher_process("--interval", "0.5")
+    run_plugin(server)
+    term = Terminal(server, session)
+    try:
+        retry_until(lambda: "[asks: NEEDS_CONF] [idle: READY]" in term.status_line(), 20,
+                    interval=0.2, message=f"status line: {term.status_line()!r}")
+        styled = term.status_line(styled=True)
+        print("status line as shown:", term.status_line().strip())
+        print("with its colours:", styled.encode("unicode_escape").decode())
+        left = term.status_line()[:4]  # the session name at the bar's left end
+        bar = cell_styles(styled, left)
+        assert "42" in bar  # tmux's default green bar
+        # Each state that asks for you has its own fg *and* bg: readable on green and on dark.
+        assert {"30", "43", "1"} <= cell_styles(styled, "[asks: NEEDS_CONF]")
+        assert {"37", "44", "1"} <= cell_styles(styled, "[idle: READY]")
+
+        # prefix N: to the pane that needs you; again: on to the next (the READY one).
+        term.keys("C-b", "N")
+        retry_until(lambda: server.cmd("list-clients", "-F", "#{window_name}").stdout ==
+                    ["asks"], 10)
+        term.keys("C-b", "N")
+        retry_until(lambda: server.cmd("list-clients", "-F", "#{window_name}").stdout ==
+                    ["idle"], 10)
+
+        # prefix S: status --watch in a popup, closed with Ctrl-C.
+        term.keys("C-b", "S")
+        retry_until(lambda: any("conductor pty status" in line for line in term.screen()), 15,
+                    interval=0.2, message=f"screen: {term.screen()}")
+        assert any("asks" in line and "NEEDS_CONFIRMATION" in line for line in term.screen())
+        term.keys("C-c")
+        retry_until(lambda: not any("conductor pty status" in line for line in term.screen()),
+                    10)
+
+        # A dark theme: the states keep their own colours.
+        server.cmd("set-option", "-g", "status-style", "bg=black,fg=white")
+        retry_until(lambda: "40" in cell_styles(term.status_line(styled=True), left), 10)
+        assert {"37", "44"} <= cell_styles(term.status_line(styled=True), "[idle: READY]")
+    finally:
+        term.close()
+        stop_process(watcher)
+
+
+@pytest.mark.slow
+def test_the_plugin_can_start_the_watcher(server: Any, session: Any, isolated_env: Path) -> None:
+    server.cmd("set-option", "-g", "@conductor-start-watcher", "on")
+    run_plugin(server)
+    lock = isolated_env / "watch.lock"
+    retry_until(lambda: lock.exists() and lock.read_text().strip() != "", 20)
+    pid = int(lock.read_text())
+    try:
+        retry_until(lambda: conductor("pty", "status", "--short").stdout.startswith("[sh: "),
+                    20, interval=0.2)
+    finally:
+        os.kill(pid, 15)
+        retry_until(lambda: conductor("pty", "status", "--short").stdout.strip() ==
+                    "[conductor: watcher stopped]", 20, interval=0.2)
