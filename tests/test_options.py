@@ -4,6 +4,7 @@ the generic layer finds dialogs a CLI's pack has not learned, without ever sayin
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +16,7 @@ from app.classify.options import REFUSE, hint, read_options
 from app.classify.packs import Pack, judge_for, load_packs
 from app.model import Option, State
 from scripts.corpus_report import CORPUS, ScreenCase, load_cases, pack_for, verdict_for
+from tests.conftest import conductor
 
 DIALOGS = CORPUS / "dialogs.tsv"
 
@@ -184,3 +186,12 @@ def test_an_unrecognised_screen_says_what_runs_there(packs: dict[str, Pack]) -> 
     assert packs["claude"].classify("something new").summary == "claude: screen not recognised"
     verdict = packs["generic"].classify("htop-like screen", program="btop")
     assert verdict.state is State.BUSY and verdict.summary == "btop is running"
+
+
+def test_classify_json_lists_the_options_with_their_keys() -> None:
+    screen = CORPUS / "v2.1.330/claude-code/confirm-shell-command-200x50.txt"
+    done = conductor("pty", "classify", "--cli", "claude", "--json", str(screen))
+    assert done.returncode == 0, done.stderr
+    options = json.loads(done.stdout)["options"]
+    assert [(o["keys"], o["role"]) for o in options if o["label"] == "No"] == [(["4"], "refuse")]
+    assert options[2]["label"].startswith("Yes, and switch to auto mode")
