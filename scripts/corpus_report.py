@@ -56,6 +56,7 @@ STATES: tuple[State, ...] = (
     State.READY, State.BUSY, State.NEEDS_CONFIRMATION, State.ERROR, State.UNKNOWN,
 )
 DANGEROUS = frozenset({State.BUSY, State.NEEDS_CONFIRMATION})
+SHARED_SET = "shared"  # the lab captures heldout.txt was written for
 # The release each CLI's first captures (sets without a version in their name) came from.
 BASE_VERSIONS: dict[str, str] = {"claude-code": "2.1.197", "codex": "0.169.0"}
 _SET_VERSION_RE = re.compile(r"v(\d+(?:\.\d+)+)$")
@@ -198,7 +199,9 @@ def load_cases(corpus: Path = CORPUS) -> list[ScreenCase]:
                 state=State(cols[2]),
                 size=cols[3],
                 note=cols[4] if len(cols) > 4 else "",
-                held_out=folder.name.startswith("heldout") or cols[0] in held,
+                # heldout.txt names screens of the shared corpus only; other sets reuse its names.
+                held_out=folder.name.startswith("heldout")
+                or (folder.name == SHARED_SET and cols[0] in held),
                 command=cols[5] if len(cols) > 5 else "",
             ))
     return cases
@@ -431,7 +434,7 @@ def confusion_table(results: Sequence[ScreenResult]) -> str:
 
 
 def figures_line(label: str, fig: Figures) -> str:
-    return (f"{label:<14} {fig.right:>3}/{fig.total:<3} {100 * fig.accuracy:6.1f} %   "
+    return (f"{label:<20} {fig.right:>3}/{fig.total:<3} {100 * fig.accuracy:6.1f} %   "
             f"READY on BUSY {fig.ready_on_busy}   READY on NEEDS_CONF {fig.ready_on_confirm}   "
             f"NEEDS_CONF found {fig.confirm_found}/{fig.confirm_total}")
 

@@ -15,6 +15,7 @@ from scripts.corpus_report import (
     ScreenCase,
     Timeline,
     by_cli,
+    by_version,
     classify_cases,
     confusion_table,
     figures,
@@ -65,6 +66,22 @@ def test_accuracy_per_cli(cli: str, packs: dict[str, Pack]) -> None:
     wrong = [f"{r.case.id}: {r.case.state.short} said {r.predicted.short} ({r.rule})"
              for r in results if not r.right]
     assert fig.accuracy >= MIN_ACCURACY, "\n".join(wrong)
+
+
+RELEASES = sorted({(c.cli, c.version) for c in CASES if c.version})
+
+
+@pytest.mark.parametrize("release", RELEASES, ids=[f"{c}-{v}" for c, v in RELEASES])
+def test_held_out_screens_of_each_release(release: tuple[str, str],
+                                          packs: dict[str, Pack]) -> None:
+    """Issue 14: on screens nobody wrote rules from, per CLI release: at least 97 % right, no
+    READY on a busy or asking screen, every dialog found."""
+    results = by_version(classify_cases(packs, [c for c in CASES if c.held_out]))[release]
+    fig = figures(results)
+    assert fig.total >= 10
+    assert fig.accuracy >= MIN_ACCURACY
+    assert fig.ready_on_busy == 0 and fig.ready_on_confirm == 0
+    assert fig.confirm_found == fig.confirm_total > 0
 
 
 def test_every_cli_has_held_out_screens() -> None:
