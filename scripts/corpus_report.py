@@ -162,7 +162,8 @@ class ReplayResult:
     stable_polls: int
     reported: tuple[State, ...]
     ready_while_busy: tuple[int, ...]  # frame indexes reported READY while truly BUSY/NEEDS_CONF
-    lags: tuple[int, ...]  # frames from each true end of turn to the first READY report
+    # Frames from each true end of turn (once the TUI has drawn it) to the first READY report.
+    lags: tuple[int, ...]
     missed_ready: tuple[int, ...]  # turn ends never reported READY before the truth changed
     unseen: tuple[int, ...]  # BUSY-labelled frames still identical to the idle screen before
 
@@ -299,12 +300,14 @@ def replay(pack: Pack, timeline: Timeline) -> ReplayResult:
     """Feed the frames through the watcher's own stability logic, one frame per poll."""
     previous: Assessment | None = None
     reported: list[State] = []
+    raw: list[State] = []
     texts: list[str] = []
     for frame in timeline.frames:
         text = normalise(frame.path.read_text(encoding="utf-8", errors="replace"))
         texts.append(text)
-        previous = assess(previous, pack.classify(text), pack.fingerprint(text), frame.t,
-                          pack.stable_polls)
+        verdict = pack.classify(text)
+        raw.append(verdict.state)
+        previous = assess(previous, verdict, pack.fingerprint(text), frame.t, pack.stable_polls)
         reported.append(previous.state)
     truth = [f.state for f in timeline.frames]
     # The driver labels a frame BUSY from the moment it presses Enter; the TUI may not have
@@ -328,11 +331,15 @@ def replay(pack: Pack, timeline: Timeline) -> ReplayResult:
         end = start
         while end < len(truth) and truth[end] is State.READY:
             end += 1
+        # The server's end of turn can come a frame before the TUI redraws its idle screen (the
+        # mirror of the start, where the label moves before the screen): count the lag from the
+        # first frame that no longer shows the busy marker.
+        drawn = next((i for i in range(start, end) if raw[i] is not State.BUSY), start)
         first = next((i for i in range(start, end) if reported[i] is State.READY), None)
         if first is None:
             missed.append(start)
         else:
-            lags.append(first - start)
+            lags.append(max(0, first - drawn))
     return ReplayResult(timeline, pack.stable_polls, tuple(reported), bad, tuple(lags),
                         tuple(missed), tuple(unseen))
 
