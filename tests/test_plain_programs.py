@@ -160,3 +160,20 @@ def test_anti_flap_holds_across_unknown() -> None:
         now += 1
     started = reported.index(State.BUSY)  # the first redraw; before it the pane was just seen
     assert started <= 3 and set(reported[started:]) == {State.BUSY}, reported
+
+
+def test_a_pager_started_from_a_shell_asks_for_a_person(
+        server: Any, session: Any, tmp_path: Path, watcher: Watcher, isolated_env: Path) -> None:
+    text = tmp_path / "long.txt"
+    text.write_text("".join(f"line {i}\n" for i in range(500)))
+    pane = shell_pane(session, tmp_path / "pager2", name="pager")
+    tick_until(watcher, isolated_env, pane.pane_id, "READY")
+
+    pane.send_keys(f"less {text}", enter=True)
+    asking = tick_until(watcher, isolated_env, pane.pane_id, "NEEDS_CONFIRMATION")
+
+    assert asking["summary"] == "less is showing text in a pager"
+    assert "q quits" in asking["actions_needed"]
+    assert asking["cli_type"] == "shell"
+    pane.send_keys("q", enter=False)
+    assert tick_until(watcher, isolated_env, pane.pane_id, "READY")["cli_type"] == "shell"
