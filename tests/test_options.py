@@ -99,8 +99,9 @@ def test_the_option_named_refuse_is_the_one_whose_label_refuses(
 def test_claude_2_1_330_hints_follow_the_new_option_order(packs: dict[str, Pack]) -> None:
     """The two hints that became dangerous: Enter now refuses the trust dialog, and 3 approves
     (and switches to auto mode) in the Bash dialog."""
-    trust = (CORPUS / "v2.1.330/claude-code/confirm-trust-folder-200x50.txt").read_text()
-    bash = (CORPUS / "v2.1.330/claude-code/confirm-shell-command-200x50.txt").read_text()
+    new = CORPUS / "claude-code-2.1.330" / "claude-code"
+    trust = (new / "confirm-trust-folder-200x50.txt").read_text()
+    bash = (new / "confirm-shell-command-200x50.txt").read_text()
     old_bash = (CORPUS / "shared/claude-code/confirm-shell-command-200x50.txt").read_text()
 
     said = packs["claude"].classify(trust).actions_needed
@@ -189,7 +190,7 @@ def test_an_unrecognised_screen_says_what_runs_there(packs: dict[str, Pack]) -> 
 
 
 def test_classify_json_lists_the_options_with_their_keys() -> None:
-    screen = CORPUS / "v2.1.330/claude-code/confirm-shell-command-200x50.txt"
+    screen = CORPUS / "claude-code-2.1.330/claude-code/confirm-shell-command-200x50.txt"
     done = conductor("pty", "classify", "--cli", "claude", "--json", str(screen))
     assert done.returncode == 0, done.stderr
     options = json.loads(done.stdout)["options"]

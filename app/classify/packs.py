@@ -248,9 +248,8 @@ class Pack:
     # The generic pack, whose NEEDS_CONFIRMATION and BUSY rules run beneath this pack's (see
     # _ordered): dialogs a CLI's pack has not learned yet (set by load_packs).
     layer: Pack | None = field(default=None, compare=False, repr=False)
-    # The CLI releases whose real screens this pack was measured on (people read it; nothing
-    # depends on it).
-    checked_versions: tuple[str, ...] = ()
+    # The CLI releases whose real screens the pack was measured on (documentation, not a gate).
+    checked_versions: tuple[str, ...] = field(default=(), compare=False)
 
     def draft(self, screen: str) -> str | None:
         """Text typed into the CLI's input box but not sent yet (stripped, wrapped lines joined).
@@ -472,6 +471,9 @@ def parse_pack(text: str, where: str) -> Pack:
     stable_polls = data.get("stable_polls", DEFAULT_STABLE_POLLS)
     if not isinstance(stable_polls, int) or isinstance(stable_polls, bool) or stable_polls < 1:
         raise PackError(where, top, "'stable_polls' must be a whole number of at least 1")
+    checked = data.get("checked_versions", [])
+    if not isinstance(checked, list) or not all(isinstance(v, str) for v in checked):
+        raise PackError(where, top, "'checked_versions' must be a list of quoted version strings")
 
     raw_rules = data.get("rules")
     if not isinstance(raw_rules, list) or not raw_rules:
@@ -494,7 +496,7 @@ def parse_pack(text: str, where: str) -> Pack:
         volatile=_parse_volatile(data.get("volatile"), where, top),
         input=_parse_input(data.get("input"), where, top),
         examples=tuple(_parse_example(raw, where, top) for raw in data.get("examples") or []),
-        checked_versions=_parse_versions(data.get("checked_versions"), where, top),
+        checked_versions=tuple(checked),
     )
     _check_examples(pack)
     return pack
@@ -700,15 +702,6 @@ def _parse_detect(raw: Any, where: str, top: int | None) -> Detect:
         screen=patterns("screen"),
         weak=weak,
     )
-
-
-def _parse_versions(raw: Any, where: str, top: int | None) -> tuple[str, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list) or not all(isinstance(v, str) and v for v in raw):
-        raise PackError(where, top, "'checked_versions' must be a list of version strings "
-                        "(quote them: '2.1.330')")
-    return tuple(raw)
 
 
 def _parse_volatile(raw: Any, where: str, top: int | None) -> tuple[re.Pattern[str], ...]:
