@@ -116,7 +116,7 @@ def watch(obj: Context, interval: float | None, stable_polls: int | None, once: 
                        stable_polls=stable_polls or cfg.watch.stable_polls)
     notify = replace(cfg.notify, kinds=frozenset()) if no_notify else cfg.notify
     code = Daemon(obj.tmux(), obj.workers_dir, settings, once=once, notify=notify,
-                  llm_defaults=cfg.llm_defaults, notes=tuple(notes)).run()
+                  llm_defaults=cfg.llm_defaults, notes=tuple(notes), herd=cfg.herd).run()
     sys.exit(code)
 
 
@@ -566,10 +566,14 @@ def explain(obj: Context, ident: str, lines: int) -> None:
                f"{worker.get('confidence') or 0}; decided by {worker.get('classifier') or '-'} "
                f"rule {worker.get('rule_id') or '-'}")
     click.echo(f"  signals: {', '.join(worker.get('signals') or []) or 'screen only'}")
+    click.echo(f"  watched: {render.watch_mode(worker.get('signals') or [])}")
     if worker.get("summary"):
         click.echo(f"  summary: {render.clean_text(worker['summary'])}")
     if worker.get("actions_needed"):
         click.echo(f"  actions: {render.clean_text(worker['actions_needed'])}")
+    click.echo(f"  herding: {'eligible' if worker.get('eligible_for_herd') else 'not eligible'}"
+               f"{' (' + worker['herd_reason'] + ')' if worker.get('herd_reason') else ''}; "
+               f"goal: {render.clean_text(worker.get('goal') or '-')}")
     packs = load_packs()
     # An exited pane's %N may belong to another pane by now (a new tmux server reuses them).
     screen = None if worker["state"] == "EXITED" else \
@@ -661,6 +665,16 @@ def _read_screen(source: str) -> str:
         return Path(source).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise ConductorError(f"cannot read {source}: {exc.strerror or exc}") from None
+
+
+def _register_groups() -> None:
+    from app.cli_herd import goal, herd
+
+    pty.add_command(herd)
+    pty.add_command(goal)
+
+
+_register_groups()
 
 
 def run(argv: list[str]) -> int:

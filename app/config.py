@@ -34,6 +34,10 @@ DEFAULT_ERROR_POLLS = 2
 DEFAULT_READY_MIN_S = 1.5
 # READY or NEEDS_CONFIRMATION for longer than this is "waiting long".
 DEFAULT_WAITING_GRACE_S = 120.0
+# Control mode: tmux tells the watcher the moment a pane prints, so the poll is only the safety
+# net. A pane printing nonstop is still captured at most once per DEFAULT_MIN_CAPTURE_S.
+DEFAULT_EVENTS = True
+DEFAULT_MIN_CAPTURE_S = 0.25
 # After ``send``, READY is not believed until the pane visibly left READY or this passed: the
 # screen of a CLI still looks idle for about half a second after Enter.
 DEFAULT_SEND_GRACE_S = 3.0
@@ -64,6 +68,8 @@ class WatchSettings:
     waiting_grace_s: float = DEFAULT_WAITING_GRACE_S
     send_grace_s: float = DEFAULT_SEND_GRACE_S
     exited_shown_s: float = DEFAULT_EXITED_SHOWN_S
+    events: bool = DEFAULT_EVENTS
+    min_capture_s: float = DEFAULT_MIN_CAPTURE_S
 
     def __post_init__(self) -> None:
         if self.interval_s <= 0:
@@ -74,7 +80,7 @@ class WatchSettings:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("ready_min_s", "waiting_grace_s", "send_grace_s", "history_days",
-                     "exited_shown_s"):
+                     "exited_shown_s", "min_capture_s"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must not be negative, got {getattr(self, name)}")
         if self.force_capture_s <= 0 or self.history_rows_per_pane < 1:

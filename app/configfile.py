@@ -25,7 +25,7 @@ import re
 import stat
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -38,6 +38,7 @@ from app import config
 from app.classify import llm
 from app.errors import ConfigError
 from app.files import write_atomic
+from app.herd import gate as herd_gate
 from app.model import State
 from app.notify import (
     COMMAND,
@@ -91,6 +92,13 @@ interval = {_v(config.DEFAULT_INTERVAL_S)}
 # Seconds after which a pane is captured again even though tmux reports no output, in case
 # tmux's one-second activity clock hid a change.
 force_capture = {_v(config.DEFAULT_FORCE_CAPTURE_S)}
+
+# true: tmux control mode tells the watcher the moment a pane prints, and the poll above is
+# only the safety net; false: polling only.
+events = {_v(config.DEFAULT_EVENTS)}
+
+# Seconds: a pane that prints nonstop is captured at most this often.
+min_capture = {_v(config.DEFAULT_MIN_CAPTURE_S)}
 
 # State changes kept in the history, per pane.
 history_rows = {_v(config.DEFAULT_HISTORY_ROWS_PER_PANE)}
@@ -194,6 +202,28 @@ poll_interval = {_v(DEFAULT_WAIT_POLL_S)}
 # true: windows made by `conductor pty create` keep their last screen when the program exits
 # (tmux remain-on-exit), so a crashed agent shows what happened and reads ERROR with its status.
 remain_on_exit = {_v(True)}
+
+[herd]
+# Herding nudges only panes opted in with `conductor pty herd on ID`. Seconds a READY pane
+# must sit with no screen change, no send and no nudge before it counts as stalled.
+stall_after = {_v(herd_gate.DEFAULT_STALL_AFTER_S)}
+
+# Seconds a state must have lasted before a pane can be nudged at all.
+stability = {_v(herd_gate.DEFAULT_STABILITY_S)}
+
+# Lowest confidence (0-100) of the pane's state for a nudge.
+confidence_min = {_v(herd_gate.DEFAULT_CONFIDENCE_MIN)}
+
+# Seconds between two nudges of the same pane.
+cooldown = {_v(herd_gate.DEFAULT_COOLDOWN_S)}
+
+# Nudges until a person acts on the pane (a send, typing, a turn they start); then it waits
+# for you.
+max_nudges = {_v(herd_gate.DEFAULT_MAX_NUDGES)}
+
+# Rule set `herd on` uses without --rules: a bundled name (conservative, persistent), a name
+# in herd_rules/ next to this file, or a path to a .yml file.
+rules = {_v(herd_gate.DEFAULT_RULES)}
 """
 
 
@@ -209,6 +239,7 @@ class Config:
     wait_poll_s: float
     path: Path
     remain_on_exit: bool = True  # [create]: tmux remain-on-exit on windows `create` makes
+    herd: herd_gate.HerdSettings = field(default_factory=herd_gate.HerdSettings)
     added: tuple[str, ...] = ()
     created: bool = False
 
@@ -452,6 +483,7 @@ _RULES: dict[str, _Rule] = {
     "watch.force_capture": _POSITIVE,
     "watch.history_rows": _AT_LEAST_ONE,
     "watch.history_days": _NOT_NEGATIVE,
+    "watch.min_capture": _NOT_NEGATIVE,
     "states.ready_polls": _NOT_NEGATIVE,
     "states.ready_min_seconds": _NOT_NEGATIVE,
     "states.busy_polls": _AT_LEAST_ONE,
@@ -466,6 +498,11 @@ _RULES: dict[str, _Rule] = {
     "llm.calls_per_minute": _Rule(*llm.CALLS_PER_MINUTE_RANGE),
     "llm.max_screen_chars": _Rule(*llm.MAX_SCREEN_CHARS_RANGE),
     "wait.poll_interval": _POSITIVE,
+    "herd.stall_after": _NOT_NEGATIVE,
+    "herd.stability": _NOT_NEGATIVE,
+    "herd.confidence_min": _Rule(0, 100),
+    "herd.cooldown": _NOT_NEGATIVE,
+    "herd.max_nudges": _NOT_NEGATIVE,
 }
 
 _STATE_LISTS = ("notify.states", *(f"notify.{kind}.states" for kind in KINDS))
@@ -494,6 +531,8 @@ def _check(user: dict[str, Any], defaults: dict[str, Any], path: Path) -> dict[s
         raise ConfigError(f"{path}: llm.base_url must start with http:// or https://, got {url!r}")
     if not values.get("llm.model", llm.DEFAULT_MODEL).strip():
         raise ConfigError(f"{path}: llm.model must not be empty")
+    if not values.get("herd.rules", herd_gate.DEFAULT_RULES).strip():
+        raise ConfigError(f"{path}: herd.rules must name a rule set")
     return values
 
 
@@ -568,6 +607,8 @@ def _settings(values: dict[str, Any], path: Path, added: tuple[str, ...], create
             history_rows_per_pane=values["watch.history_rows"],
             history_days=values["watch.history_days"],
             force_capture_s=values["watch.force_capture"],
+            events=values["watch.events"],
+            min_capture_s=values["watch.min_capture"],
             busy_polls=values["states.busy_polls"],
             confirmation_polls=values["states.confirmation_polls"],
             error_polls=values["states.error_polls"],
@@ -606,6 +647,15 @@ def _settings(values: dict[str, Any], path: Path, added: tuple[str, ...], create
         wait_poll_s=values["wait.poll_interval"],
         path=path,
         remain_on_exit=values["create.remain_on_exit"],
+        herd=herd_gate.HerdSettings(
+            stall_after_s=values["herd.stall_after"],
+            stability_s=values["herd.stability"],
+            confidence_min=values["herd.confidence_min"],
+            cooldown_s=values["herd.cooldown"],
+            max_nudges=values["herd.max_nudges"],
+            waiting_grace_s=values["states.waiting_grace"],
+            rules=values["herd.rules"].strip(),
+        ),
         added=added,
         created=created,
     )

@@ -2,6 +2,10 @@
 
 Signal handlers only set a flag; the loop waits on an Event so a stop is immediate, finishes the
 cycle it is in and exits 0. One failing cycle is logged and survived.
+
+With control mode the same Event is set by the control clients' threads when a pane prints, so
+the loop runs a light tick at once (or when the pane may next be captured) and a full poll every
+``interval_s``.
 """
 
 from __future__ import annotations
@@ -13,25 +17,30 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import IO
 
 from app.classify.llm import AsyncLLM, LLMClassifier, LLMSettings
-from app.classify.packs import load_packs
+from app.classify.packs import Pack, load_packs
 from app.config import WatchSettings
 from app.errors import AlreadyRunning, StoreError
+from app.herd.gate import HerdSettings
+from app.herd.step import HerdStep
 from app.model import Transition
 from app.notify import NotificationEvent, Notifier, NotifySettings
 from app.store import StoreWriter, make_private_dir, open_private
-from app.tmux import Tmux
+from app.tmux import ControlMode, Tmux
 from app.watch import Tracked, Watcher
 
 log = logging.getLogger(__name__)
 
 LOCK_NAME = "watch.lock"
+# After a wake-up, wait this long (seconds) so output reported by several panes at once is
+# captured in one batch.
+_GATHER_S = 0.01
 
 
 class InstanceLock:
@@ -115,6 +124,16 @@ def _notify_with(notifier: Notifier) -> Callable[[Transition, Tracked], None]:
     return on_transition
 
 
+def _start_herd(daemon: Daemon, store: StoreWriter, packs: Mapping[str, Pack],
+                llm: AsyncLLM | None, notifier: Notifier) -> HerdStep:
+    """Herding for opted-in panes; its nudges and "needs you" notes go to the tmux message line
+    when tmux notifications are on."""
+    tmux = daemon.tmux
+    announce = tmux.display_message if "tmux" in notifier.active_kinds else None
+    return HerdStep(tmux, store, packs, daemon.herd or HerdSettings(), daemon.settings,
+                    llm=llm.classifier if llm is not None else None, announce=announce)
+
+
 @dataclass
 class Daemon:
     tmux: Tmux
@@ -124,16 +143,20 @@ class Daemon:
     notify: NotifySettings | None = None
     llm_defaults: LLMSettings | None = None  # the config file's [llm]; the environment wins
     notes: tuple[str, ...] = ()  # logged once the watcher has started (e.g. config upgraded)
+    herd: HerdSettings | None = None  # the config's [herd]; None: defaults
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
+        self._wake = threading.Event()  # a stop, or control mode reporting output
         self._server_running: bool | None = None
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._stop.set()
+        self._wake.set()
 
     def run(self, install_signals: bool = True) -> int:
         # Validate everything before taking the lock or touching the store: a half-configured
@@ -153,20 +176,30 @@ class Daemon:
             notifier = Notifier(self.notify or NotifySettings(), self.tmux.display_message)
             for line in notifier.startup_report():
                 log.info("%s", line)
+            control = ControlMode(self.tmux, self._wake.set) \
+                if self.settings.events and not self.once else None
+            herd = _start_herd(self, store, packs, llm, notifier)
             watcher = Watcher(self.tmux, store, packs, self.settings,
-                              on_transition=_notify_with(notifier), llm=llm)
+                              on_transition=_notify_with(notifier), llm=llm, control=control,
+                              herd=herd)
             with store.transaction() as conn:
                 store.heartbeat(conn, pid=os.getpid(), socket=self.tmux.label,
                                 interval=self.settings.interval_s, started_ts=time.time(),
                                 stopped_ts=None, problem=None)
-            log.info("watching tmux server %s every %.1f s; store %s (%d packs: %s)",
-                     self.tmux.label, self.settings.interval_s, store.path, len(packs),
-                     ", ".join(sorted(packs)))
+            log.info("watching tmux server %s %s; store %s (%d packs: %s)",
+                     self.tmux.label,
+                     f"on output (control mode), polling every {self.settings.interval_s:.1f} s "
+                     "as a safety net" if control is not None
+                     else f"every {self.settings.interval_s:.1f} s",
+                     store.path, len(packs), ", ".join(sorted(packs)))
             for note in self.notes:
                 log.info("%s", note)
             try:
                 self._loop(watcher, store)
             finally:
+                if control is not None:
+                    control.close()
+                herd.close()
                 notifier.close(timeout=5.0)
                 if llm is not None:
                     llm.close()
@@ -185,22 +218,39 @@ class Daemon:
         return 0
 
     def _loop(self, watcher: Watcher, store: StoreWriter) -> None:
+        next_full = 0.0  # monotonic
         while not self._stop.is_set():
+            # Cleared before the tick takes what control mode reported: a report arriving
+            # during the tick wakes the next wait at once.
+            self._wake.clear()
             started = time.monotonic()
-            self._cycle(watcher, store)
+            full = started >= next_full
+            if self._cycle(watcher, store, full):
+                next_full = started + self.settings.interval_s
             if self.once:
                 return
-            self._stop.wait(max(0.0, self.settings.interval_s - (time.monotonic() - started)))
+            timeout = next_full - time.monotonic()
+            due = watcher.next_due()
+            if due is not None:
+                timeout = min(timeout, due - time.time())
+            if self._wake.wait(max(0.0, timeout)) and not self._stop.is_set():
+                self._stop.wait(_GATHER_S)
 
-    def _cycle(self, watcher: Watcher, store: StoreWriter) -> None:
+    def _cycle(self, watcher: Watcher, store: StoreWriter, full: bool = True) -> bool:
+        """One tick; True when it was a full poll."""
         try:
-            report = watcher.tick(time.time())
+            report = watcher.tick(time.time(), full=full)
         except StoreError as exc:
             log.error("cycle skipped: %s", exc)
-            return
+            return full
         except Exception:
             log.exception("cycle failed; continuing")
-            return
+            return full
+        if report.transitions:
+            try:
+                self.tmux.refresh_status()
+            except Exception as exc:  # a status line is never worth a cycle
+                log.warning("could not refresh the tmux status line: %s", exc)
         if report.server_running != self._server_running:
             if not report.server_running:
                 log.warning("no tmux server on socket %s; waiting for one", self.tmux.label)
@@ -213,3 +263,4 @@ class Daemon:
                                     if report.server_running else "tmux server not running")
             except StoreError as exc:
                 log.error("%s", exc)
+        return report.full

@@ -120,6 +120,7 @@ class PaneWatch:
         self.tracked = Tracked(worker_id=target.worker_id, pane=target.pane, name=target.name,
                                named_by_user=True, cli_forced=target.cli_forced)
         self._event_seq = 0
+        self.started = time.time()
 
     def poll(self, now: float | None = None) -> Assessment:
         now = time.time() if now is None else now
@@ -143,6 +144,14 @@ class PaneWatch:
             # we did not see); a question is never overruled into READY.
             assessment = replace(
                 assessment, state=State.NEEDS_CONFIRMATION,
+                reasons=(*assessment.reasons, "watcher_verdict"),
+                summary=(watcher_row or {}).get("summary") or assessment.summary)
+        elif assessment.state in (State.BUSY, State.UNKNOWN) and watcher_vouches(
+                watcher_row, self.tracked, self.started):
+            # A watcher on control mode saw this very screen go quiet: no need to wait out our
+            # own stability window.
+            assessment = replace(
+                assessment, state=State.READY,
                 reasons=(*assessment.reasons, "watcher_verdict"),
                 summary=(watcher_row or {}).get("summary") or assessment.summary)
         return assessment
@@ -181,20 +190,44 @@ def watcher_asks(row: Mapping[str, Any] | None, stability_hash: str | None) -> b
         row.get("last_snapshot_hash") == stability_hash
 
 
+def watcher_vouches(row: Mapping[str, Any] | None, tracked: Tracked, since: float) -> bool:
+    """The watcher's row says READY about the screen that is up now, judged on output (control
+    mode), and it became READY after ``since`` and after the last send and turn start: an
+    older READY may be the idle screen still up right after Enter. Our own verdict of the
+    screen must be READY too (only the stability window is taken from the watcher)."""
+    if row is None or row.get("state") != State.READY.value or tracked.verdict is None:
+        return False
+    signals = row.get("signals") or ""
+    codes = signals.split() if isinstance(signals, str) else list(signals)
+    return ("watch=events" in codes and tracked.verdict.state is State.READY
+            and row.get("last_snapshot_hash") == tracked.stability_hash
+            and (row.get("state_entered_ts") or 0.0) > max(
+                since, tracked.signals.sent, tracked.signals.turn_start))
+
+
 def send(tmux: Tmux, target: Target, text: str, packs: Mapping[str, Pack],
          settings: WatchSettings, workers_dir: Path, *, enter: bool = True,
-         force: bool = False) -> None:
+         force: bool = False, origin: str = "send", expect_screen: str | None = None,
+         answer_dialog: bool = False) -> None:
     """Type ``text`` into the pane literally (then Enter), unless it is asking for confirmation
     or holds unsent input of the user's; record the send so ``wait`` and the watcher know a new
-    turn was asked for."""
+    turn was asked for.
+
+    ``origin`` names the sender in the events table ("herd" for a nudge: a person's sends reset
+    the herd's counters, its own do not). ``expect_screen`` (the stability hash a decision was
+    made on) refuses when the pane shows anything else by the time we look. ``answer_dialog``
+    lets a herd rule with ``approve: true`` type into a NEEDS_CONFIRMATION pane; drafts still
+    refuse.
+    """
     check_text(text)  # even with --force: it guards the paste itself, not the pane's state
     text = text.replace("\r\n", "\n")
     if not force:
-        _check_ready_for_input(tmux, target, packs, settings, workers_dir)
+        _check_ready_for_input(tmux, target, packs, settings, workers_dir,
+                               expect_screen=expect_screen, answer_dialog=answer_dialog)
     # Recorded before typing: a Stop hook of the previous turn that lands while we type must
     # already be older than this send.
     store.record_event(str(workers_dir), {
-        "ts": time.time(), "kind": "send", "event": "send", "name": "send", "cli": "",
+        "ts": time.time(), "kind": "send", "event": "send", "name": origin, "cli": "",
         "pane_id": target.pane.pane_id, "server_pid": target.server_pid, "socket": tmux.label,
         "session_id": "", "detail": f"{len(text)} characters{'' if enter else ', no Enter'}",
     })
@@ -202,12 +235,16 @@ def send(tmux: Tmux, target: Target, text: str, packs: Mapping[str, Pack],
 
 
 def _check_ready_for_input(tmux: Tmux, target: Target, packs: Mapping[str, Pack],
-                           settings: WatchSettings, workers_dir: Path) -> None:
+                           settings: WatchSettings, workers_dir: Path, *,
+                           expect_screen: str | None = None,
+                           answer_dialog: bool = False) -> None:
     watch = PaneWatch(tmux, target, packs, settings, workers_dir)
     assessment = watch.poll()
+    if expect_screen is not None and watch.tracked.stability_hash != expect_screen:
+        raise Refused(f"not sent: {target.label} changed its screen since the decision")
     # The watcher may know more (an LLM verdict, a permission hook), but only about the screen
     # it saw: once the screen moved on (the user answered), its verdict is history.
-    if assessment.state is State.NEEDS_CONFIRMATION:
+    if assessment.state is State.NEEDS_CONFIRMATION and not answer_dialog:
         summary = assessment.summary or "it is waiting for confirmation"
         raise Refused(f"not sent: {target.label} is waiting for confirmation ({summary}); "
                       "answer it first, or use --force")

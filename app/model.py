@@ -54,6 +54,7 @@ class Pane:
     history_size: int
     in_mode: bool = False
     focused: bool = False  # what an attached client shows right now
+    session_id: str = ""  # tmux's "$N": what a control-mode client attaches to
 
     @property
     def change_hint(self) -> tuple[int, int, int, int, int, int, bool, bool]:

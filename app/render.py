@@ -193,3 +193,12 @@ def history_line(ts_text: str, state: str, previous: str | None, summary: str,
     tail = f"  {_one_line(summary)}" if summary else ""
     why = f"  [{', '.join(reasons)}]" if reasons else ""
     return f"{ts_text}  {arrow}{tail}{why}"
+
+
+def watch_mode(signals: Sequence[str]) -> str:
+    """How the watcher watches a pane, from the ``watch=`` entry of its signals."""
+    if "watch=events" in signals:
+        return "on output (tmux control mode), with the poll as a safety net"
+    if "watch=poll" in signals:
+        return "by polling only (control mode off or unavailable for this pane)"
+    return "unknown (written by an older watcher)"

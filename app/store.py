@@ -34,6 +34,9 @@ PUBLIC_FIELDS = (
     "id", "name", "tmux_session", "tmux_window", "window_index", "pane_id", "cwd", "cli_type",
     "state", "summary", "actions_needed", "confidence", "reasons", "rule_id", "classifier",
     "state_entered_ts", "last_change_ts", "signals",
+    # Herding (app/herd): whether the watcher would nudge the pane now, else the gate that says
+    # no; and the pane's goal.
+    "eligible_for_herd", "herd_reason", "goal",
 )
 
 # Rows of the events table: what happened to a pane besides its screen. ``kind`` is "send" (our
@@ -88,6 +91,23 @@ def _migrations() -> Migrations:
         }, pk="seq")
         table(db, "events").create_index(["server_pid", "pane_id", "seq"])
         table(db, "status").add_column("signals", str)
+
+    @migrations()
+    def m003_herding(db: Database) -> None:
+        # One row per pane someone opted in or gave a goal: the CLI writes the opt-in columns,
+        # the watcher the counters, each only its own (upserts name their columns).
+        table(db, "herd").create({
+            "id": str, "enabled": int, "rules": str, "dry_run": int, "goal": str,
+            "nudges": int, "last_nudge_ts": float, "turn": int, "updated_ts": float,
+        }, pk="id")
+        # Every herding decision that differed from the pane's previous one, and every nudge.
+        table(db, "nudges").create({
+            "seq": int, "id": str, "ts": float, "name": str, "eligible": int, "outcome": str,
+            "reason": str, "rule_id": str, "text": str, "state": str, "detail": str,
+        }, pk="seq")
+        table(db, "nudges").create_index(["id", "seq"])
+        table(db, "status").add_column("herd_eligible", int)
+        table(db, "status").add_column("herd_reason", str)
 
     return migrations
 
@@ -274,6 +294,32 @@ class StoreWriter:
     def add_event(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
         _insert(conn, "events", row)
 
+    # --- herding (app/herd) ---------------------------------------------------------------------
+
+    def herd_rows(self) -> dict[str, dict[str, Any]]:
+        return {row["id"]: row for row in _events(self.conn, "SELECT * FROM herd", ())}
+
+    def upsert_herd(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
+        _insert(conn, "herd", row, conflict_key="id")
+
+    def add_nudge(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
+        _insert(conn, "nudges", row)
+
+    def forget_herd(self, conn: sqlite3.Connection, ids: Iterable[str]) -> None:
+        """A pane that is gone takes its opt-in and counters with it; its log ages out."""
+        for worker_id in ids:
+            conn.execute("DELETE FROM herd WHERE id = ?", (worker_id,))
+
+    def prune_nudges(self, conn: sqlite3.Connection, older_than_ts: float) -> None:
+        conn.execute("DELETE FROM nudges WHERE ts < ?", (older_than_ts,))
+
+    def person_sends(self, since_ts: float) -> dict[tuple[str, int | None], float]:
+        """The newest send from anyone but the herd, per (pane_id, server_pid), after a time."""
+        rows = self.conn.execute(
+            "SELECT pane_id, server_pid, MAX(ts) FROM events WHERE kind = 'send' AND "
+            "COALESCE(name, '') != 'herd' AND ts > ? GROUP BY pane_id, server_pid", (since_ts,))
+        return {(row[0], row[1]): row[2] for row in rows}
+
     def known_ids(self) -> set[str]:
         return {row[0] for row in self.conn.execute("SELECT id FROM ptys")}
 
@@ -422,8 +468,10 @@ class StoreReader:
         rows = self._query(
             "SELECT p.id, p.name, p.tmux_session, p.tmux_window, p.window_index, p.pane_id, "
             "p.cwd, p.cli_type, s.state, s.summary, s.actions_needed, s.confidence, s.reasons, "
-            "s.rule_id, s.classifier, s.state_entered_ts, s.last_change_ts, s.signals "
-            "FROM ptys p LEFT JOIN status s ON s.id = p.id ORDER BY p.tmux_session, "
+            "s.rule_id, s.classifier, s.state_entered_ts, s.last_change_ts, s.signals, "
+            "s.herd_eligible, s.herd_reason, h.goal "
+            "FROM ptys p LEFT JOIN status s ON s.id = p.id LEFT JOIN herd h ON h.id = p.id "
+            "ORDER BY p.tmux_session, "
             "p.window_index, p.pane_index"
         )
         return [public_row(dict(row)) for row in rows]
@@ -470,6 +518,24 @@ class StoreReader:
         rows = self._query("SELECT * FROM daemon WHERE name = 'watch'")
         return dict(rows[0]) if rows else None
 
+    def herd(self) -> dict[str, dict[str, Any]]:
+        """Every herd row (opt-in, rules, goal, counters) by pane id."""
+        return {row["id"]: dict(row) for row in self._query("SELECT * FROM herd")}
+
+    def nudges(self, worker_id: str | None = None, after_seq: int = 0,
+               limit: int | None = None) -> list[dict[str, Any]]:
+        """The herding decisions log, oldest first (the newest ``limit`` when given)."""
+        sql = "SELECT * FROM nudges WHERE seq > ?"
+        params: tuple[Any, ...] = (after_seq,)
+        if worker_id is not None:
+            sql += " AND id = ?"
+            params += (worker_id,)
+        sql += " ORDER BY seq DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params += (limit,)
+        return [dict(row) for row in reversed(self._query(sql, params))]
+
 
 def _codes(text: str | None) -> list[str]:
     return text.split() if text else []
@@ -483,6 +549,9 @@ def public_row(row: Mapping[str, Any]) -> dict[str, Any]:
     signals = row.get("signals")
     out["signals"] = _codes(signals) if isinstance(signals, str) or signals is None \
         else list(signals)
+    eligible = row.get("herd_eligible", row.get("eligible_for_herd"))
+    out["eligible_for_herd"] = bool(eligible) if eligible is not None else False
+    out["herd_reason"] = row.get("herd_reason") or ""
     out["state"] = out["state"] or "UNKNOWN"
     out["summary"] = out["summary"] or ""
     out["actions_needed"] = out["actions_needed"] or ""

@@ -4,6 +4,12 @@ List panes (one tmux call), capture only what may have changed (one batched call
 assess stability, then write the store in one transaction and each changed ``status.json``. No
 sleeping and no signals here (that is ``daemon.py``), so tests drive ticks directly against a real
 tmux server.
+
+With control mode (``app.tmux.ControlMode``) the watcher also runs light ticks between polls:
+``tick(now, full=False)`` captures only the panes that printed (each at most once per
+``min_capture_s``) and looks again at panes whose screen went quiet, so READY comes from the time
+since the last output instead of from a count of polls. A pane that prints nothing costs nothing
+there; the full poll stays as the safety net.
 """
 
 from __future__ import annotations
@@ -14,12 +20,12 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from app import statusfile
-from app.assess import NO_SIGNALS, Assessment, Policy, Signals, absorb, assess
+from app.assess import NO_SIGNALS, TURN_END_ARM_S, Assessment, Policy, Signals, absorb, assess
 from app.classify.llm import AsyncLLM, merge, worth_asking
 from app.classify.packs import (
     GENERIC_PACK,
@@ -32,11 +38,12 @@ from app.classify.packs import (
 )
 from app.config import WatchSettings
 from app.errors import ConductorError, TmuxServerNotRunning
+from app.herd.step import HerdStep
 from app.model import Pane, State, Transition, Verdict
 from app.render import clean_text
 from app.screen import normalise, screen_hash
 from app.store import StoreWriter, public_row
-from app.tmux import Tmux
+from app.tmux import ControlMode, Tmux
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +53,15 @@ _STABLE_COUNT_CAP = 10
 # Wall-clock budget for choosing and running one pane's pack on one screen; a pattern that runs
 # past it makes that screen UNKNOWN (reason ``pattern_timeout``) instead of stalling every pane.
 CLASSIFY_BUDGET_S = 0.5
+# How a pane is watched, as shown in its signals ("watch=events"): control mode reports its
+# output, or only the poll looks at it.
+EVENTS, POLL = "events", "poll"
+# Status columns that move with every capture of a moving screen; a light tick writes a row whose
+# other columns did not change only at the next full poll.
+_VOLATILE = ("last_snapshot_hash", "last_change_ts", "stable_count")
+# A pane that went quiet is looked at again this often (seconds) until nothing can change any
+# more without new output.
+_RECHECK_S = 0.5
 
 
 def worker_id(socket_label: str, server_pid: int, pane_id: str) -> str:
@@ -83,6 +99,8 @@ class Tracked:
     # The rows last written to the store; a row is written again only when it differs.
     status_row: dict[str, Any] | None = None
     pty_row: dict[str, Any] | None = None
+    mode: str = POLL
+    recheck_at: float = 0.0  # when a light tick should look at the quiet pane again; 0: never
 
 
 @dataclass
@@ -93,6 +111,7 @@ class CycleReport:
     exited: list[str] = field(default_factory=list)  # panes that got their final EXITED row
     removed: list[str] = field(default_factory=list)  # rows and folders deleted (retention)
     server_running: bool = True
+    full: bool = True  # a full poll (else a light tick over the panes that printed)
 
 
 class PaneObserver:
@@ -104,7 +123,8 @@ class PaneObserver:
         self.packs = packs
         self.settings = settings
         self.llm = llm
-        self._policies: dict[int, Policy] = {}  # by the pack's stable_polls; built once
+        # By the pack's stable_polls and whether control mode watches the pane; built once.
+        self._policies: dict[tuple[int, bool], Policy] = {}
 
     def classify(self, tracked: Tracked, raw: str) -> None:
         """Normalise a captured screen and (re)classify it with the pane's pack."""
@@ -173,9 +193,16 @@ class PaneObserver:
         if self.llm is not None and not pane.dead:
             verdict = merge(pack_verdict, self.llm.result(tracked.worker_id, tracked.text_hash))
         pack_polls = tracked.pack.stable_polls if tracked.pack else 3
-        policy = self._policies.get(pack_polls)
+        events = tracked.mode == EVENTS
+        policy = self._policies.get((pack_polls, events))
         if policy is None:
-            policy = self._policies[pack_polls] = Policy.from_settings(self.settings, pack_polls)
+            policy = Policy.from_settings(self.settings, pack_polls)
+            if events:
+                # Control mode reports every byte the pane prints, so a screen is known to be
+                # still without counting polls: one look after it went quiet plus
+                # ready_min_s of silence make it stable.
+                policy = replace(policy, stable_polls=min(policy.stable_polls, 2))
+            self._policies[(pack_polls, events)] = policy
         stable_polls = policy.stable_polls
         previous = tracked.assessment
         tracked.assessment = assess(previous, verdict, tracked.stability_hash, now,
@@ -217,6 +244,8 @@ class Watcher:
         settings: WatchSettings | None = None,
         on_transition: Callable[[Transition, Tracked], None] | None = None,
         llm: AsyncLLM | None = None,
+        control: ControlMode | None = None,
+        herd: HerdStep | None = None,
     ) -> None:
         self.tmux = tmux
         self.store = store
@@ -224,6 +253,7 @@ class Watcher:
         self.settings = settings or WatchSettings()
         self.on_transition = on_transition
         self.llm = llm
+        self.herd = herd  # app/herd: eligibility on each status row, nudges after the tick
         self.observer = PaneObserver(packs, self.settings, llm)
         self._event_seq = 0
         self._events_read = False
@@ -232,25 +262,47 @@ class Watcher:
         self._cycles = 0
         self._cleaned_at_start = False
         self._unwritten: list[Transition] = []  # transitions whose cycle failed to commit
+        self.control = control
+        self._server_pid = 0
+        self._watched: set[str] = set()  # session ids whose output control mode reports
+        self._pending: dict[str, float] = {}  # pane id -> when it printed, not yet captured
 
     @property
     def workers_dir(self) -> Path:
         return self.store.workers_dir
 
-    def tick(self, now: float | None = None) -> CycleReport:
-        """One poll cycle. An unreachable server is reported in ``CycleReport.server_running``;
-        a bad pane is logged and skipped; only a store failure raises (StoreError)."""
+    def tick(self, now: float | None = None, *, full: bool = True) -> CycleReport:
+        """One poll cycle (``full``), or a light tick over the panes control mode reported and
+        the quiet ones due a second look; a light tick turns full when panes may have come or
+        gone. An unreachable server is reported in ``CycleReport.server_running``; a bad pane is
+        logged and skipped; only a store failure raises (StoreError)."""
         now = time.time() if now is None else now
-        report = CycleReport()
-        try:
-            listing = self.tmux.list_panes()
-        except TmuxServerNotRunning:
-            report.server_running = False
-            return report
-        socket = self.tmux.label
-        current: dict[str, Pane] = {
-            worker_id(socket, listing.server_pid, p.pane_id): p for p in listing.panes
-        }
+        if self.control is not None:
+            dirty, changed = self.control.take()
+            for pane_id in dirty:
+                self._pending.setdefault(pane_id, now)
+            known = {t.pane.pane_id for t in self.tracked.values()}
+            full = full or changed or not self.tracked or not self._pending.keys() <= known
+        report = CycleReport(full=full)
+        if full:
+            try:
+                listing = self.tmux.list_panes()
+            except TmuxServerNotRunning:
+                report.server_running = False
+                return report
+            self._server_pid = listing.server_pid
+            if self.control is not None:
+                self.control.follow({p.session_id for p in listing.panes if p.session_id})
+                self._watched = self.control.watching()
+            socket = self.tmux.label
+            current: dict[str, Pane] = {
+                worker_id(socket, listing.server_pid, p.pane_id): p for p in listing.panes
+            }
+            listed = {p.pane_id for p in listing.panes}
+            self._pending = {p: t for p, t in self._pending.items() if p in listed}
+        else:
+            current = {wid: t.pane for wid, t in self.tracked.items()}
+        server_pid = self._server_pid
         report.panes = len(current)
 
         gone = [wid for wid in self.tracked if wid not in current]
@@ -263,17 +315,31 @@ class Watcher:
         for wid in current.keys() - self.tracked.keys():
             self.tracked[wid] = self._track(wid, current[wid])
 
-        self._read_events(current, listing.server_pid)
+        self._read_events(current, server_pid)
         to_capture = []
+        look = set(current) if full else set()
         for wid, pane in current.items():
             tracked = self.tracked[wid]
             tracked.pane = pane
             if not tracked.named_by_user:
                 tracked.name = pane.default_name
-            if self._needs_capture(tracked, pane, now):
+            if full:
+                tracked.mode = EVENTS if pane.session_id in self._watched else POLL
+            if self._needs_capture(tracked, pane, now, full):
                 to_capture.append(wid)
+            elif tracked.recheck_at and tracked.recheck_at <= now:
+                look.add(wid)
+            if pane.pane_id in self._pending:
+                look.discard(wid)  # it printed since its last capture: not quiet, not judged yet
+        look.update(to_capture)
         screens: dict[str, str] = {}
         if to_capture:
+            resumed = [current[w].pane_id for w in to_capture
+                       if self._pending.pop(current[w].pane_id, None) is not None]
+            if resumed and self.control is not None:
+                # Before the capture: output from now on is reported again, so nothing printed
+                # after the capture goes unnoticed.
+                self.control.resume(resumed)
             try:
                 by_pane = self.tmux.capture([current[w].pane_id for w in to_capture])
             except TmuxServerNotRunning:
@@ -286,6 +352,8 @@ class Watcher:
         status_rows: list[dict[str, Any]] = []
         pty_rows: list[dict[str, Any]] = []
         for wid, pane in current.items():
+            if wid not in look:
+                continue
             tracked = self.tracked[wid]
             try:
                 if wid in screens:
@@ -294,16 +362,22 @@ class Watcher:
                 elif wid in to_capture:
                     continue  # vanished mid-capture: it will be gone from the next listing
                 transition = self.observer.assess(tracked, now)
+                tracked.recheck_at = self._recheck_at(tracked, now) \
+                    if tracked.mode == EVENTS else 0.0
             except Exception:  # one bad pane must never stop the others
                 log.exception("pane %s (%s): skipped this cycle", pane.pane_id, tracked.name)
                 continue
             if transition is not None:
                 report.transitions.append(transition)
             a = tracked.assessment
-            row = _status_row(wid, a) if a is not None else None
-            if row is not None and row != tracked.status_row:
+            row = _status_row(wid, a, tracked.mode) if a is not None else None
+            if row is not None and self.herd is not None:
+                row.update(self.herd.annotate(tracked, now))
+            if row is not None and row != tracked.status_row and (
+                    full or transition is not None
+                    or _material(row) != _material(tracked.status_row)):
                 status_rows.append(row)
-            pty = self._pty_row(tracked, listing.server_pid)
+            pty = self._pty_row(tracked, server_pid)
             if pty != tracked.pty_row:
                 pty_rows.append(pty)
 
@@ -314,7 +388,9 @@ class Watcher:
         history_rows = [_history_row(t) for t in transitions]
         history_rows += [_history_row(final.transition) for final in exits]
         status_rows += [final.status_row for final in exits]
-        self._cycles += 1
+        if not (full or status_rows or transitions or pty_rows or exits):
+            return report
+        self._cycles += full
         pruned: list[str] = []
         try:
             with self.store.transaction() as conn:
@@ -323,8 +399,9 @@ class Watcher:
                     self.store.upsert_pty(conn, {**pty, "last_seen_ts": now})
                 self.store.upsert_status(conn, status_rows)
                 self.store.add_history(conn, history_rows)
-                self.store.heartbeat(conn, last_cycle_ts=now)
-                if self._cycles % _PRUNE_EVERY == 1:
+                if full:
+                    self.store.heartbeat(conn, last_cycle_ts=now)
+                if full and self._cycles % _PRUNE_EVERY == 1:
                     cutoff = now - self.settings.history_days * 86400
                     pruned = self.store.prune_exited(conn, cutoff)
                     self.store.prune_history(conn, self.settings.history_rows_per_pane, cutoff)
@@ -358,6 +435,8 @@ class Watcher:
             self._notify(final.transition, final.tracked, final.name)
         for transition in transitions:
             self._notify(transition)
+        if self.herd is not None:
+            self.herd.act(gone, now)
         return report
 
     # --- per pane ------------------------------------------------------------------------------
@@ -405,7 +484,42 @@ class Watcher:
                 if tracked.assessment is not None:
                     tracked.assessment = absorb(tracked.assessment, tracked.signals)
 
-    def _needs_capture(self, tracked: Tracked, pane: Pane, now: float) -> bool:
+    def next_due(self) -> float | None:
+        """When (epoch seconds) a light tick has something to do: a pane that printed may be
+        captured again, or a quiet pane is due a second look. None: nothing until new output."""
+        # A pane that printed is not looked at again before its next capture.
+        times = [t.recheck_at for t in self.tracked.values()
+                 if t.recheck_at and t.pane.pane_id not in self._pending]
+        if self._pending:
+            captured = {t.pane.pane_id: t.captured_at for t in self.tracked.values()}
+            times += [captured.get(p, 0.0) + self.settings.min_capture_s for p in self._pending]
+        return min(times) if times else None
+
+    def _recheck_at(self, tracked: Tracked, now: float) -> float:
+        """When to look again at a pane without new output, for the assessment rules that move
+        with time alone (the READY window, the send grace, a turn-end hook's arming, anti-flap
+        holds); 0 once none of them can change anything."""
+        a = tracked.assessment
+        if a is None or tracked.pane.dead:
+            return 0.0
+        quiet = now - a.stable_since
+        settings = self.settings
+        horizon = max(settings.ready_min_s, settings.send_grace_s, TURN_END_ARM_S) + _RECHECK_S
+        if quiet >= horizon and a.candidate is a.state and a.stable_count >= 2:
+            return 0.0
+        step = _RECHECK_S
+        if quiet < settings.ready_min_s:
+            step = min(step, settings.ready_min_s - quiet + 0.01)
+        return now + max(step, 0.02)
+
+    def _needs_capture(self, tracked: Tracked, pane: Pane, now: float, full: bool = True
+                       ) -> bool:
+        if pane.pane_id in self._pending:
+            # Control mode said it printed: capture it, but never more often than
+            # min_capture_s, however fast it streams.
+            return now - tracked.captured_at >= self.settings.min_capture_s
+        if not full:
+            return False
         if tracked.hint != pane.change_hint:
             return True
         if now - tracked.captured_at >= self.settings.force_capture_s:
@@ -502,7 +616,11 @@ def _history_row(transition: Transition) -> dict[str, Any]:
     }
 
 
-def _status_row(worker: str, a: Assessment) -> dict[str, Any]:
+def _material(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if row is None else {k: v for k, v in row.items() if k not in _VOLATILE}
+
+
+def _status_row(worker: str, a: Assessment, mode: str = POLL) -> dict[str, Any]:
     verdict = a.verdict
     return {
         "id": worker,
@@ -518,7 +636,7 @@ def _status_row(worker: str, a: Assessment) -> dict[str, Any]:
         "last_change_ts": a.last_change,
         # Capped so a long-stable pane stops rewriting its row every poll.
         "stable_count": min(a.stable_count, _STABLE_COUNT_CAP),
-        "signals": list(a.signals),
+        "signals": [*a.signals, f"watch={mode}"],
     }
 
 

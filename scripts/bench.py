@@ -9,13 +9,21 @@ Figures:
   subprocesses, and the tmux server's share, for unchanged screens (the steady state) and for a
   cycle that recaptures every pane.
 - Detection latency: from a y/N question appearing in a pane to NEEDS_CONFIRMATION in status.db,
-  for a real `conductor pty watch` at --interval 1 and at the default 5 s.
+  and to the desktop notification, for a real `conductor pty watch` with every default (control
+  mode, --interval 5) and polling only (`[watch] events = false`) at --interval 1 and 5.
+- Replayed turns: the shared timelines (tests/corpus/shared/*/timeline-*) shown in tmux panes with
+  their timing; from each turn's end (the first idle frame) to READY in status.db, from each
+  dialog to NEEDS_CONFIRMATION, and every READY reported while the screen was not idle.
+- CPU per minute of a running watcher (its process, its tmux clients, control clients included)
+  and of the tmux server, control mode against polling only, in one run: 50 idle panes, 10 panes
+  printing nonstop plus 40 idle, 200 idle.
 - `conductor pty status --short` wall time against `python3 -c pass`, same run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import itertools
 import os
@@ -26,8 +34,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -102,6 +111,10 @@ def conductor_argv() -> list[str]:
     return [found] if found else [sys.executable, "-m", "app"]
 
 
+def watch_config(events: bool, extra: str = "") -> str:
+    return f"[watch]\nevents = {'true' if events else 'false'}\n{extra}"
+
+
 def question_latency(interval: float, trials: int, env: dict[str, str],
                      arrived: Callable[[Path, int], bool]) -> list[float]:
     """Seconds from a y/N question appearing in a pane until ``arrived(db, trial)`` holds,
@@ -130,16 +143,17 @@ def question_latency(interval: float, trials: int, env: dict[str, str],
     return latencies
 
 
-def detection_latency(interval: float, trials: int) -> list[float]:
+def detection_latency(interval: float, trials: int, events: bool) -> list[float]:
     """y/N question on screen -> NEEDS_CONFIRMATION in the store."""
     with tempfile.TemporaryDirectory() as folder:
-        env = {**os.environ, "CONDUCTOR_WORKERS_DIR": folder,
-               "CONDUCTOR_CONFIG": str(Path(folder) / "config.toml")}
+        config = Path(folder) / "config.toml"
+        config.write_text(watch_config(events))
+        env = {**os.environ, "CONDUCTOR_WORKERS_DIR": folder, "CONDUCTOR_CONFIG": str(config)}
         return question_latency(interval, trials, env,
                                 lambda db, _: state(db) == "NEEDS_CONFIRMATION")
 
 
-def notification_delay(interval: float, trials: int) -> list[float]:
+def notification_delay(interval: float, trials: int, events: bool) -> list[float]:
     """y/N question on screen -> the desktop notification received on a private D-Bus session
     bus by a recording org.freedesktop.Notifications server (through the real notify-send)."""
     from tests.dbus_notifications import NotificationBus
@@ -147,7 +161,8 @@ def notification_delay(interval: float, trials: int) -> list[float]:
     with tempfile.TemporaryDirectory() as folder:
         bus = NotificationBus(Path(folder)).start()
         config = Path(folder) / "config.toml"
-        config.write_text("[notify]\nmin_interval = 0\n[notify.tmux]\nenabled = false\n")
+        config.write_text(watch_config(events, "[notify]\nmin_interval = 0\n"
+                                                   "[notify.tmux]\nenabled = false\n"))
         env = {**os.environ, "CONDUCTOR_WORKERS_DIR": folder, "CONDUCTOR_CONFIG": str(config),
                "DBUS_SESSION_BUS_ADDRESS": bus.address}
 
@@ -205,33 +220,239 @@ def startup(runs: int) -> tuple[float, float]:
     return statistics.median(short), statistics.median(bare)
 
 
+# --- a running watcher's CPU ---------------------------------------------------------------------
+
+PRINTER = "sh -c 'i=0; while :; do i=$((i+1)); echo line $i; sleep 0.05; done'"
+
+
+def proc_cpu(pid: int) -> float:
+    """CPU seconds of a process and its reaped children."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of a process and every descendant, live (control clients) or reaped."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            parents.setdefault(ppid, []).append(int(entry.name))
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        total += proc_cpu(current)
+        todo += parents.get(current, [])
+    return total
+
+
+def rows(db: Path) -> int:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+        return int(conn.execute("SELECT count(*) FROM status").fetchone()[0])
+
+
+def watcher_cost(panes: int, streaming: int, seconds: float, events: bool
+                 ) -> tuple[float, float]:
+    """(watcher CPU s/min, tmux server CPU s/min) with every other setting at its default."""
+    with tmux_server(panes) as socket, tempfile.TemporaryDirectory() as folder:
+        for index in range(streaming):
+            tmux(socket, "respawn-window", "-k", "-t", f"bench:{index}", PRINTER)
+        config = Path(folder) / "config.toml"
+        config.write_text(watch_config(events, "[notify]\nstates = []\n"))
+        env = {**os.environ, "CONDUCTOR_WORKERS_DIR": folder, "CONDUCTOR_CONFIG": str(config)}
+        daemon = subprocess.Popen([*conductor_argv(), "-L", socket, "pty", "watch", "-q"],
+                                  env=env, cwd=REPO)
+        try:
+            db = Path(folder) / "status.db"
+            wait_for(lambda: db.exists() and rows(db) >= panes, 60)
+            time.sleep(6)  # past the first polls and the settling
+            ours, server, started = tree_cpu(daemon.pid), server_cpu(socket), time.monotonic()
+            time.sleep(seconds)
+            elapsed = time.monotonic() - started
+            return ((tree_cpu(daemon.pid) - ours) / elapsed * 60,
+                    (server_cpu(socket) - server) / elapsed * 60)
+        finally:
+            daemon.terminate()
+            daemon.wait(timeout=15)
+
+
+# --- recorded turns replayed into tmux -----------------------------------------------------------
+
+
+class Replay:
+    """One timeline's truth: (seconds, label) per frame."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.name = folder.parent.name
+        lines = (folder / "frames.tsv").read_text(encoding="utf-8").splitlines()[1:]
+        self.frames = [(float(t), label) for t, _, label in (ln.split("\t") for ln in lines if ln)]
+
+    def truth(self, t: float) -> str:
+        label = self.frames[0][1]
+        for at, frame_label in self.frames:
+            if at > t:
+                break
+            label = frame_label
+        return label
+
+    def starts_of(self, state: str) -> list[float]:
+        return [at for (_, before), (at, label) in itertools.pairwise(self.frames)
+                if label == state and before != state]
+
+    def leaves_ready(self) -> list[float]:
+        return [at for (_, before), (at, label) in itertools.pairwise(self.frames)
+                if before == "READY" and label != "READY"]
+
+
+def replay_turns(events: bool) -> dict[str, tuple[list[float], list[float], list[float],
+                                                   list[float]]]:
+    """Per timeline: (turn end -> READY s, dialog -> NEEDS_CONFIRMATION s, idle screen left ->
+    store left READY s, times READY was reported while the screen was not idle)."""
+    replays = [Replay(f) for f in sorted((REPO / "tests/corpus/shared").glob("*/timeline-*"))]
+    changes: dict[str, list[tuple[float, str]]] = {r.name: [] for r in replays}
+    with tmux_server(1) as socket, tempfile.TemporaryDirectory() as folder:
+        start_file = Path(folder) / "start"
+        for replay in replays:
+            tmux(socket, "new-window", "-d", "-n", replay.name, sys.executable,
+                 str(REPO / "scripts/replay_timeline.py"), str(replay.folder), str(start_file))
+        config = Path(folder) / "config.toml"
+        config.write_text(watch_config(events, "[notify]\nstates = []\n"))
+        env = {**os.environ, "CONDUCTOR_WORKERS_DIR": folder, "CONDUCTOR_CONFIG": str(config)}
+        daemon = subprocess.Popen([*conductor_argv(), "-L", socket, "pty", "watch", "-q"],
+                                  env=env, cwd=REPO)
+        db = Path(folder) / "status.db"
+        try:
+            wait_for(lambda: db.exists() and None not in states(db, changes).values(), 60)
+            with contextlib.suppress(TimeoutError):  # past first sight; aider's frame 0 stays
+                wait_for(lambda: list(states(db, changes).values()).count("UNKNOWN") <= 1, 30)
+            start = time.time() + 0.5
+            start_file.write_text(repr(start))
+            stop = threading.Event()
+
+            def sample() -> None:
+                last: dict[str, str | None] = {}
+                while not stop.is_set():
+                    try:
+                        now = states(db, changes)
+                    except sqlite3.Error:
+                        continue
+                    at = time.time() - start
+                    for name, value in now.items():
+                        if value != last.get(name) and value is not None:
+                            changes[name].append((at, value))
+                            last[name] = value
+                    time.sleep(0.02)
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            # Long enough after the last frame for the poller's READY at --interval 5.
+            time.sleep(max(r.frames[-1][0] for r in replays) + 25 + start - time.time())
+            stop.set()
+            sampler.join()
+        finally:
+            daemon.terminate()
+            daemon.wait(timeout=15)
+    results = {}
+    for replay in replays:
+        seen = changes[replay.name]
+
+        def first(state: str, after: float, differs: bool = False,
+                  seen: list[tuple[float, str]] = seen) -> float:
+            before = [v for t, v in seen if t < after]
+            current = before[-1] if before else None
+            if (current != state) if differs else (current == state):
+                return 0.0
+            for t, value in seen:
+                if t >= after and ((value != state) if differs else (value == state)):
+                    return t - after
+            return float("inf")
+
+        results[replay.name] = (
+            [first("READY", end) for end in replay.starts_of("READY")],
+            [first("NEEDS_CONFIRMATION", at) for at in replay.starts_of("NEEDS_CONFIRMATION")],
+            [first("READY", at, differs=True) for at in replay.leaves_ready()],
+            [t for t, value in seen if value == "READY" and t > 0
+             and replay.truth(t) != "READY"],
+        )
+    return results
+
+
+def states(db: Path, names: Mapping[str, object]) -> dict[str, str | None]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+        found = dict(conn.execute(
+            "SELECT p.name, s.state FROM ptys p LEFT JOIN status s ON s.id = p.id").fetchall())
+    return {name: found.get(name) for name in names}
+
+
+def figures(values: list[float]) -> str:
+    if not values:
+        return "none"
+    return f"median {statistics.median(values):.2f}, max {max(values):.2f} (n={len(values)})"
+
+
+SECTIONS = ("cycles", "latency", "replay", "cost", "startup")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--only", action="append", choices=SECTIONS,
+                        help="run only this part (repeatable)")
     args = parser.parse_args()
-    cycles, trials, runs = (5, 3, 10) if args.quick else (20, 6, 30)
+    only = set(args.only or SECTIONS)
+    cycles, trials, runs, cost_s = (5, 3, 10, 15.0) if args.quick else (20, 6, 30, 40.0)
 
     print(f"# conductor pty benchmarks ({os.cpu_count()} cores, tmux "
           f"{subprocess.run(['tmux', '-V'], capture_output=True, text=True).stdout.strip()})")
     print("\nCPU per poll cycle (ms): ours = this process + its tmux clients; server = tmux server")
     print(f"{'panes':>6} {'unchanged ours':>15} {'server':>8} {'all recaptured ours':>20} "
           f"{'server':>8}")
-    for panes in (10, 50, 200):
+    for panes in (10, 50, 200) if "cycles" in only else ():
         ours, server, full, full_server = cycle_cpu(panes, cycles)
         print(f"{panes:>6} {ours:>15.1f} {server:>8.1f} {full:>20.1f} {full_server:>8.1f}")
 
+    modes = [("control mode (default), --interval 5", 5.0, True),
+             ("polling only, --interval 1", 1.0, False),
+             ("polling only, --interval 5", 5.0, False)]
     print("\nDetection latency, y/N question on screen -> NEEDS_CONFIRMATION in status.db (s)")
-    for interval in (1.0, 5.0):
-        lat = detection_latency(interval, trials)
-        print(f"  --interval {interval:g}: median {statistics.median(lat):.2f}, "
-              f"max {max(lat):.2f} over {len(lat)} trials")
+    for label, interval, events in modes if "latency" in only else []:
+        print(f"  {label}: {figures(detection_latency(interval, trials, events))}")
 
     print("\nNotification delay, y/N question on screen -> desktop notification on D-Bus (s)")
-    for interval in (1.0, 5.0):
-        delay = notification_delay(interval, trials)
-        print(f"  --interval {interval:g}: median {statistics.median(delay):.2f}, "
-              f"max {max(delay):.2f} over {len(delay)} trials")
+    for label, interval, events in modes if "latency" in only else []:
+        print(f"  {label}: {figures(notification_delay(interval, trials, events))}")
 
+    print("\nReplayed turns (tests/corpus/shared/*/timeline-*), every default but the mode (s)")
+    for label, events in (("control mode (default)", True), ("polling only", False)) \
+            if "replay" in only else ():
+        results = replay_turns(events)
+        print(f"  {label}:")
+        for name, (ends, dialogs, leaves, early) in results.items():
+            print(f"    {name:12} end->READY {figures(ends)}; dialog->NEEDS_CONFIRMATION "
+                  f"{figures(dialogs)}; idle screen left->not READY {figures(leaves)}; "
+                  f"READY while not idle: {len(early)}")
+        every = [list(itertools.chain.from_iterable(r[i] for r in results.values()))
+                 for i in range(4)]
+        print(f"    all: end->READY {figures(every[0])}; dialog->NEEDS_CONFIRMATION "
+              f"{figures(every[1])}; READY while not idle: {len(every[3])}")
+
+    print(f"\nCPU per minute of a running watcher (s/min; {cost_s:g} s each; ours = watcher, "
+          "its tmux calls and control clients; server = tmux server)")
+    for panes, streaming in ((50, 0), (50, 10), (200, 0)) if "cost" in only else ():
+        what = f"{panes} panes" + (f", {streaming} printing nonstop" if streaming else ", idle")
+        for label, events in (("control mode", True), ("polling only", False)):
+            ours, server = watcher_cost(panes, streaming, cost_s, events)
+            print(f"  {what:32} {label:13} ours {ours:6.2f}  server {server:6.2f}")
+
+    if "startup" not in only:
+        return
     short, bare = startup(runs)
     print(f"\n`conductor pty status --short`: median {short:.1f} ms; `python3 -c pass`: "
           f"{bare:.1f} ms; ratio {short / bare:.2f}x ({runs} runs each)")

@@ -2,14 +2,14 @@
 
     python scripts/corpus_report.py            # all figures
     python scripts/corpus_report.py --errors   # also list every wrong screen
+    python scripts/corpus_report.py --versions # only the per-CLI, per-version table
 
 The corpus lives in ``tests/corpus/<set>/``: each set has a ``labels.tsv`` (path, cli, state, size,
-note, and optionally the pane's foreground ``command`` at capture time) and
-``<cli>/timeline-N/frames.tsv`` (t_seconds, file, state). ``tests/corpus/heldout.txt``
+note, and optionally the pane's foreground ``command`` at capture time),
+``<cli>/timeline-N/frames.tsv`` (t_seconds, file, state) and optionally a ``versions.tsv``
+(cli, version: the release its screens were captured from). ``tests/corpus/heldout.txt``
 names the screens that were not looked at while the rules were written; every screen of a set
-whose name starts with ``heldout`` (fresh lab captures) is held out as well. A set named
-``…v<version>`` holds captures of that CLI release (``v2.1.330``, ``heldout-v2.1.330``); the
-others hold the release the packs were first written from (``BASE_VERSIONS``).
+whose name starts with ``heldout`` (fresh lab captures) is held out as well.
 ``tests/corpus/drafts.tsv`` gives the text typed but not sent in a screen's input box (path, cli,
 state, draft, note): the labelled screens that have some, and every screen of ``drafts/`` (captures
 made for the packs' ``input`` rules, outside the classification figures). The tests import these
@@ -19,7 +19,6 @@ functions, so the figures printed here are the ones the suite asserts.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -38,6 +37,8 @@ from app.screen import normalise  # noqa: E402
 
 CORPUS = ROOT / "tests" / "corpus"
 HELDOUT_LIST = CORPUS / "heldout.txt"
+VERSIONS_FILE = "versions.tsv"
+SHARED_SET = "shared"  # the set heldout.txt speaks of
 DRAFTS_LIST = CORPUS / "drafts.tsv"
 
 # The corpus names CLIs by product; packs are named by command. "plain" screens (shells, REPLs,
@@ -48,6 +49,7 @@ CLI_PACK: dict[str, str] = {
     "gemini-cli": "gemini",
     "aider": "aider",
     "opencode": "opencode",
+    "qwen-code": "qwen",
     "bash": "shell",  # drafts/ screens of a pane whose foreground process is bash
 }
 PLAIN_PACKS = frozenset({"shell", "generic"})
@@ -56,10 +58,6 @@ STATES: tuple[State, ...] = (
     State.READY, State.BUSY, State.NEEDS_CONFIRMATION, State.ERROR, State.UNKNOWN,
 )
 DANGEROUS = frozenset({State.BUSY, State.NEEDS_CONFIRMATION})
-SHARED_SET = "shared"  # the lab captures heldout.txt was written for
-# The release each CLI's first captures (sets without a version in their name) came from.
-BASE_VERSIONS: dict[str, str] = {"claude-code": "2.1.197", "codex": "0.169.0"}
-_SET_VERSION_RE = re.compile(r"v(\d+(?:\.\d+)+)$")
 
 
 class ScreenCase(NamedTuple):
@@ -70,16 +68,12 @@ class ScreenCase(NamedTuple):
     size: str
     note: str
     held_out: bool
+    version: str = ""  # the CLI release captured, from the set's versions.tsv ("" when unknown)
     command: str = ""  # the pane's foreground process when captured ("": not recorded)
 
     @property
     def id(self) -> str:
         return f"{self.set_name}/{self.path}"
-
-    @property
-    def version(self) -> str:
-        found = _SET_VERSION_RE.search(self.set_name)
-        return found.group(1) if found else BASE_VERSIONS.get(self.cli, "")
 
     def text(self) -> str:
         return (CORPUS / self.set_name / self.path).read_text(encoding="utf-8", errors="replace")
@@ -182,10 +176,21 @@ def corpus_sets(corpus: Path = CORPUS) -> list[Path]:
     return sorted(p for p in corpus.iterdir() if (p / "labels.tsv").is_file())
 
 
+def set_versions(folder: Path) -> dict[str, str]:
+    """cli -> version captured, from the set's ``versions.tsv`` (absent: nothing known)."""
+    listing = folder / VERSIONS_FILE
+    if not listing.is_file():
+        return {}
+    rows = (line.split("\t") for line in listing.read_text(encoding="utf-8").splitlines()
+            if line.strip() and not line.startswith(("#", "cli\t")))
+    return {cols[0]: cols[1].strip() for cols in rows if len(cols) >= 2}
+
+
 def load_cases(corpus: Path = CORPUS) -> list[ScreenCase]:
     held = held_out_paths(corpus / "heldout.txt")
     cases: list[ScreenCase] = []
     for folder in corpus_sets(corpus):
+        versions = set_versions(folder)
         lines = (folder / "labels.tsv").read_text(encoding="utf-8").splitlines()
         seen: set[str] = set()
         for line in lines[1:]:
@@ -200,9 +205,10 @@ def load_cases(corpus: Path = CORPUS) -> list[ScreenCase]:
                 state=State(cols[2]),
                 size=cols[3],
                 note=cols[4] if len(cols) > 4 else "",
-                # heldout.txt names screens of the shared corpus only; other sets reuse its names.
+                # heldout.txt names screens of the shared set; later sets reuse its file names
                 held_out=folder.name.startswith("heldout")
                 or (folder.name == SHARED_SET and cols[0] in held),
+                version=versions.get(cols[1], ""),
                 command=cols[5] if len(cols) > 5 else "",
             ))
     return cases
@@ -411,10 +417,10 @@ def draft_figures(results: Sequence[DraftResult]) -> DraftFigures:
     )
 
 
-def by_version(results: Iterable[ScreenResult]) -> dict[tuple[str, str], list[ScreenResult]]:
+def by_cli_version(results: Iterable[ScreenResult]) -> dict[tuple[str, str], list[ScreenResult]]:
     grouped: dict[tuple[str, str], list[ScreenResult]] = defaultdict(list)
     for result in results:
-        grouped[(result.case.cli, result.case.version)].append(result)
+        grouped[(result.case.cli, result.case.version or "?")].append(result)
     return dict(sorted(grouped.items()))
 
 
@@ -444,6 +450,21 @@ def figures_line(label: str, fig: Figures) -> str:
     return (f"{label:<20} {fig.right:>3}/{fig.total:<3} {100 * fig.accuracy:6.1f} %   "
             f"READY on BUSY {fig.ready_on_busy}   READY on NEEDS_CONF {fig.ready_on_confirm}   "
             f"NEEDS_CONF found {fig.confirm_found}/{fig.confirm_total}")
+
+
+def version_table(results: Sequence[ScreenResult]) -> list[str]:
+    """One row per CLI and release: every screen, then the held-out ones alone."""
+    out = [f"{'cli':<12} {'version':<10} {'all':>9} {'%':>6}  {'held out':>9} {'%':>6}  "
+           f"{'READY on BUSY/NC':>16}  {'dialogs found':>13}"]
+    for (cli, version), group in by_cli_version(results).items():
+        fig = figures(group)
+        held = figures([r for r in group if r.case.held_out])
+        held_pct = f"{100 * held.accuracy:6.1f}" if held.total else "     -"
+        out.append(f"{cli:<12} {version:<10} {fig.right:>4}/{fig.total:<4} "
+                   f"{100 * fig.accuracy:6.1f}  {held.right:>4}/{held.total:<4} {held_pct}  "
+                   f"{fig.ready_on_busy + fig.ready_on_confirm:>16}  "
+                   f"{fig.confirm_found:>6}/{fig.confirm_total:<6}")
+    return out
 
 
 def draft_line(label: str, fig: DraftFigures) -> str:
@@ -478,12 +499,6 @@ def report(packs: Mapping[str, Pack], show_errors: bool = False,
         out.append(f"== {cli} (pack: {', '.join(sorted({r.pack for r in group}))})")
         out.append(confusion_table(group))
         out.append("")
-    out.append("== PER CLI AND RELEASE (held-out screens | all screens)")
-    for (cli, version), group in by_version(results).items():
-        held = [r for r in group if r.case.held_out]
-        out.append(figures_line(f"{cli} {version}".strip(), figures(held)) + "  | all "
-                   + f"{sum(r.right for r in group)}/{len(group)}")
-    out.append("")
     for title, subset in (("ALL SCREENS", results),
                           ("HELD-OUT SCREENS", [r for r in results if r.case.held_out]),
                           ("SEEN SCREENS", [r for r in results if not r.case.held_out])):
@@ -492,6 +507,9 @@ def report(packs: Mapping[str, Pack], show_errors: bool = False,
             out.append(figures_line(cli, figures(group)))
         out.append(figures_line("total", figures(subset)))
         out.append("")
+    out.append("== PER CLI AND VERSION (versions.tsv of each set; ? = not recorded)")
+    out.extend(version_table(results))
+    out.append("")
     detected = sum(r.detected_right for r in results)
     out.append(f"== PACK DETECTION from the screen alone: {detected}/{len(results)} right")
     out.extend(f"   {r.case.id}: expected {CLI_PACK.get(r.case.cli, 'shell/generic')}, "
@@ -524,7 +542,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="list every wrongly classified screen")
     parser.add_argument("--held-out", action="store_true",
                         help="with --errors, also list wrong held-out screens (spoils them)")
+    parser.add_argument("--versions", action="store_true",
+                        help="print only the per-CLI, per-version table")
     args = parser.parse_args(argv)
+    if args.versions:
+        print("\n".join(version_table(classify_cases(load_packs(), load_cases()))))
+        return 0
     print(report(load_packs(), show_errors=args.errors, show_held_out=args.held_out))
     return 0
 

@@ -7,6 +7,7 @@
     ask         Claude's Bash permission dialog; any line answers it, then 2 s of work
     suggest T   answers, then shows T in the empty prompt box the way Claude draws a suggested
                 next prompt (dim)
+    say T       ends its turn saying T (e.g. "Shall I continue?"), as a model's reply
     anything    else: a short answer at once
 
 Hooks are not called from here: each test writes the hook events itself, at exactly the moment
@@ -74,6 +75,8 @@ def main() -> None:
             work(history, task, float(words[1]))
         elif words[:1] == ["ask"]:
             ask(history, task)
+        elif words[:1] == ["say"]:
+            history += [f"❯ {task}", f"● {task.removeprefix('say').strip()}"]
         elif words[:1] == ["suggest"]:
             history += [f"❯ {task}", "● Done."]
             idle(history, suggestion=task.removeprefix("suggest").strip())

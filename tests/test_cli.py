@@ -257,6 +257,7 @@ def test_explain_shows_the_deciding_rule_and_the_rules_tried(server: Any, sessio
     assert "rule yes-no-question" in done.stdout
     assert "matched: Overwrite? (y/N)" in done.stdout
     assert "-> NEEDS_CONFIRMATION" in done.stdout  # the transition history
+    assert "watched: by polling only" in done.stdout  # --once never starts control mode
     missing = conductor("-L", server.socket_name, "pty", "explain", "nope")
     assert missing.returncode == 1
 
@@ -359,7 +360,7 @@ def test_status_shows_waiting_time_and_redraws_with_watch(
     assert asks["state"] == "NEEDS_CONFIRMATION"
     assert asks["waiting_s"] >= 0.5 and asks["waiting_long"] is True
     assert asks["inactive_s"] >= 0.5
-    assert asks["signals"] == ["screen=NEEDS_CONFIRMATION"]
+    assert asks["signals"] == ["screen=NEEDS_CONFIRMATION", "watch=poll"]  # --once only polls
     assert workers[0]["name"] == "asks"  # the pane needing a human comes first
     table = conductor("pty", "status").stdout.splitlines()
     assert table[0].split() == ["ID", "NAME", "CLI", "STATE", "SINCE", "WAITING", "SUMMARY"]

@@ -24,6 +24,10 @@ def test_the_wheel_carries_the_packs_and_finds_them_when_installed(tmp_path: Pat
     shipped = {Path(n).name for n in names if n.startswith("app/classifier_packs/")}
     source = {p.name for p in (REPO / "design" / "classifier_packs").glob("*.yml")}
     assert shipped >= source
+    herd_shipped = {Path(n).name for n in names if n.startswith("app/herd_rules/")}
+    herd_source = {p.name for p in (REPO / "design" / "herd_rules").glob("*.yml")}
+    assert herd_source >= {"conservative.yml", "persistent.yml"}
+    assert herd_shipped >= herd_source
     assert any(n.endswith(".data/scripts/conductor") for n in names)
 
     target = tmp_path / "site"
@@ -33,12 +37,16 @@ def test_the_wheel_carries_the_packs_and_finds_them_when_installed(tmp_path: Pat
     )
     assert installed.returncode == 0, installed.stderr
     probe = ("from app.classify.packs import load_packs, packs_dirs; "
-             "print(packs_dirs()[0]); print(' '.join(sorted(load_packs())))")
+             "from app.herd.rules import bundled_dir, load; "
+             "print(packs_dirs()[0]); print(' '.join(sorted(load_packs()))); "
+             "print(bundled_dir()); print(load('persistent').path)")
     # From an unrelated folder, so the checkout's own app/ and design/ cannot be picked up.
     found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                            cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": "/usr/bin"},
                            timeout=60, check=False)
     assert found.returncode == 0, found.stderr
-    folder, packs = found.stdout.splitlines()
+    folder, packs, herd_folder, persistent = found.stdout.splitlines()
     assert Path(folder) == target / "app" / "classifier_packs"
+    assert Path(herd_folder) == target / "app" / "herd_rules"
+    assert Path(persistent) == target / "app" / "herd_rules" / "persistent.yml"
     assert set(packs.split()) == {name.removesuffix(".yml") for name in source}

@@ -13,7 +13,7 @@ from app.errors import PackError
 from app.model import State
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "shared"
-SHIPPED = ("aider", "claude", "codex", "gemini", "generic", "opencode", "shell")
+SHIPPED = ("aider", "claude", "codex", "gemini", "generic", "opencode", "qwen", "shell")
 
 GOOD = """\
 name: demo
@@ -95,6 +95,8 @@ BROKEN = [
     BrokenPack("example names a missing rule", "    rule: idle", "    rule: idel", 17,
                ("unknown rule 'idel'",)),
     BrokenPack("duplicate rule id", "  - id: idle", "  - id: asks", 12, ("duplicate rule id",)),
+    BrokenPack("checked versions not a list", "stable_polls: 2\n",
+               "stable_polls: 2\nchecked_versions: 0.1\n", 1, ("checked_versions",)),
 ]
 
 
@@ -186,6 +188,15 @@ DETECTIONS = [
     Detection("unknown program falls back to generic", "generic", command="top",
               screen_file="plain/python-repl-busy-200x50.txt"),
     Detection("title when nothing else speaks", "codex", command="node", title="codex - proj"),
+    Detection("qwen by name", "qwen", command="qwen"),
+    # Qwen Code runs as node and shares Gemini CLI's input box: its footer and title decide.
+    Detection("node running qwen, from the screen", "qwen", command="node",
+              screen_file="../qwen-code-0.24.4/qwen-code/busy-tool-running-200x50.txt"),
+    Detection("qwen approval, screen only", "qwen",
+              screen_file="../qwen-code-0.24.4/qwen-code/confirm-shell-200x50.txt"),
+    Detection("qwen by its title", "qwen", command="node", title="◐ Qwen - work"),
+    Detection("codex 0.142 after its banner scrolled away, screen only", "codex",
+              screen_file="../codex-0.142.5/codex/error-429-final-200x50.txt"),
 ]
 
 

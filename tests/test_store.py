@@ -16,13 +16,17 @@ EXPECTED = {
              "created_by", "first_seen_ts", "last_seen_ts"],
     "status": ["id", "state", "summary", "actions_needed", "confidence", "reasons", "rule_id",
                "classifier", "last_snapshot_hash", "state_entered_ts", "last_change_ts",
-               "stable_count", "signals"],
+               "stable_count", "signals", "herd_eligible", "herd_reason"],
     "status_history": ["seq", "id", "ts", "state", "previous_state", "summary",
                        "actions_needed", "reasons", "rule_id", "classifier", "confidence"],
     "daemon": ["name", "pid", "socket", "interval", "started_ts", "last_cycle_ts", "stopped_ts",
                "problem"],
     "events": ["seq", "ts", "kind", "event", "name", "cli", "pane_id", "server_pid", "socket",
                "session_id", "detail"],
+    "herd": ["id", "enabled", "rules", "dry_run", "goal", "nudges", "last_nudge_ts", "turn",
+             "updated_ts"],
+    "nudges": ["seq", "id", "ts", "name", "eligible", "outcome", "reason", "rule_id", "text",
+               "state", "detail"],
 }
 
 
@@ -36,7 +40,7 @@ def test_a_blank_store_migrates_to_exactly_the_schema_in_wal_mode(tmp_path: Path
         assert [r[1] for r in conn.execute(f"PRAGMA table_info({table})")] == columns
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     applied = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations")]
-    assert applied == ["m001_initial", "m002_events_and_signals"]
+    assert applied == ["m001_initial", "m002_events_and_signals", "m003_herding"]
 
 
 def test_a_store_from_the_first_release_gains_events_and_keeps_its_rows(tmp_path: Path) -> None:
@@ -55,6 +59,36 @@ def test_a_store_from_the_first_release_gains_events_and_keeps_its_rows(tmp_path
     assert writer.statuses()["abc"]["signals"] is None
     assert writer.events_after(0) == []
     writer.close()
+
+
+def test_a_store_of_the_previous_release_gains_herding_and_keeps_its_rows(
+        tmp_path: Path) -> None:
+    StoreWriter(tmp_path).close()
+    conn = sqlite3.connect(tmp_path / "status.db")
+    # Back to what the release before herding wrote.
+    conn.execute("DROP TABLE herd")
+    conn.execute("DROP TABLE nudges")
+    conn.execute("ALTER TABLE status DROP COLUMN herd_eligible")
+    conn.execute("ALTER TABLE status DROP COLUMN herd_reason")
+    conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm003_herding'")
+    conn.execute("INSERT INTO ptys (id, name, pane_id) VALUES ('abc', 'api', '%1')")
+    conn.execute("INSERT INTO status (id, state, signals) VALUES ('abc', 'READY', 'sent')")
+    conn.execute("INSERT INTO events (ts, kind, event, name, pane_id) "
+                 "VALUES (2.0, 'send', 'send', 'send', '%1')")
+    conn.commit()
+    conn.close()
+
+    writer = StoreWriter(tmp_path)
+    assert writer.statuses()["abc"]["signals"] == "sent"
+    assert writer.statuses()["abc"]["herd_eligible"] is None
+    assert writer.herd_rows() == {}
+    assert writer.person_sends(0.0) == {("%1", None): 2.0}
+    writer.close()
+    reader = StoreReader(tmp_path)
+    [worker] = reader.workers()
+    assert (worker["state"], worker["eligible_for_herd"], worker["goal"]) == ("READY", False, None)
+    assert reader.nudges() == []
+    reader.close()
 
 
 def test_readers_cannot_write(tmp_path: Path) -> None:

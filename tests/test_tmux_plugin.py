@@ -176,13 +176,16 @@ def test_a_new_user_sees_the_states_on_the_status_line_and_the_keys_work(
         assert {"30", "43", "1"} <= cell_styles(styled, "[asks: NEEDS_CONF]")
         assert {"37", "44", "1"} <= cell_styles(styled, "[idle: READY]")
 
+        def person_windows() -> list[str]:
+            # The watcher's own control-mode clients are listed too; only the person's counts.
+            lines = server.cmd("list-clients", "-F", "#{client_control_mode} #{window_name}")
+            return [line[2:] for line in lines.stdout if line.startswith("0 ")]
+
         # prefix N: to the pane that needs you; again: on to the next (the READY one).
         term.keys("C-b", "N")
-        retry_until(lambda: server.cmd("list-clients", "-F", "#{window_name}").stdout ==
-                    ["asks"], 10)
+        retry_until(lambda: person_windows() == ["asks"], 10)
         term.keys("C-b", "N")
-        retry_until(lambda: server.cmd("list-clients", "-F", "#{window_name}").stdout ==
-                    ["idle"], 10)
+        retry_until(lambda: person_windows() == ["idle"], 10)
 
         # prefix S: status --watch in a popup, closed with Ctrl-C.
         term.keys("C-b", "S")

@@ -322,7 +322,33 @@ class LLMClassifier:
     def _cache_key(self, screen: str, cli: str) -> tuple[str, str]:
         return (cli, screen_hash(normalise(screen)))
 
+    def ask_json(self, system: str, user: str, schema_name: str, schema: dict[str, Any],
+                 max_tokens: int = 300) -> dict[str, Any]:
+        """One structured question besides classifying (herd's llm rules): the same key, budget,
+        retries, deadline and error handling; the reply's JSON object, or :class:`LLMError`.
+
+        The caller redacts what it puts in ``user`` (see :func:`prepare_screen`) and validates
+        the object against its own rules: ``strict`` asks providers to, it does not guarantee.
+        """
+        if not self.settings.api_key:
+            raise LLMError("the LLM needs OPENROUTER_API_KEY")
+        payload = {
+            "model": self.settings.model,
+            "messages": [{"role": "system", "content": system},
+                         {"role": "user", "content": user}],
+            "temperature": 0,
+            "max_tokens": max_tokens,
+            "response_format": {"type": "json_schema", "json_schema": {
+                "name": schema_name, "strict": True, "schema": schema}},
+            "provider": {"require_parameters": True},
+        }
+        return _reply_object(self._request(payload))
+
     def _call(self, payload: dict[str, Any]) -> Verdict:
+        return self._verdict(_parse_reply(self._request(payload)))
+
+    def _request(self, payload: dict[str, Any]) -> bytes:
+        """The 200 reply's body, after retries within the deadline; else :class:`LLMError`."""
         settings = self.settings
         deadline = self._clock() + settings.timeout
         last = "no attempt made"
@@ -350,7 +376,7 @@ class LLMClassifier:
                 if self._closed.wait(delay):
                     raise LLMError("LLM classifier closed") from None
                 continue
-            return self._verdict(_parse_reply(body))
+            return body
         raise LLMError(f"LLM call failed after {attempt + 1} attempt(s) within "
                        f"{settings.timeout:g}s: {last}")
 
@@ -474,6 +500,20 @@ def _read_until(response: requests.Response, deadline: float,
 
 def _parse_reply(body: bytes) -> dict[str, str]:
     """The ``{state, summary, actions_needed}`` inside a chat-completions body, or LLMError."""
+    data = _reply_object(body)
+    for name in ("state", "summary", "actions_needed"):
+        if name not in data:
+            raise LLMError(f"LLM reply lacks {name!r}")
+        if not isinstance(data[name], str):
+            raise LLMError(f"LLM reply's {name!r} is not a string")
+    state = data["state"].strip().upper()
+    if state not in {s.value for s in SCREEN_STATES}:
+        raise LLMError(f"LLM reply has unknown state {_one_line(data['state'], 40)!r}")
+    return {"state": state, "summary": data["summary"], "actions_needed": data["actions_needed"]}
+
+
+def _reply_object(body: bytes) -> dict[str, Any]:
+    """The JSON object a chat-completions body carries as its message, or LLMError."""
     try:
         envelope = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
@@ -505,15 +545,7 @@ def _parse_reply(body: bytes) -> dict[str, str]:
         raise LLMError(f"LLM reply is not a JSON object: {_one_line(text, 60)!r}") from None
     if not isinstance(data, dict):
         raise LLMError("LLM reply is JSON but not an object")
-    for name in ("state", "summary", "actions_needed"):
-        if name not in data:
-            raise LLMError(f"LLM reply lacks {name!r}")
-        if not isinstance(data[name], str):
-            raise LLMError(f"LLM reply's {name!r} is not a string")
-    state = data["state"].strip().upper()
-    if state not in {s.value for s in SCREEN_STATES}:
-        raise LLMError(f"LLM reply has unknown state {_one_line(data['state'], 40)!r}")
-    return {"state": state, "summary": data["summary"], "actions_needed": data["actions_needed"]}
+    return data
 
 
 def prepare_screen(screen: str, max_chars: int) -> str:

@@ -28,7 +28,7 @@ _REFUSE_RE = re.compile(
     r"never\b|skip\b|disallow|refuse)")
 _APPROVE_RE = re.compile(
     r"(?i)^(?:yes\b|y\b|allow\b|approve|accept|proceed|continue\b|trust\b|ok\b|okay\b|confirm|"
-    r"run\b|always allow)")
+    r"run\b|always allow|update now|install now)")
 _ESC_REFUSES_RE = re.compile(r"(?i)\besc(?:ape)?\b[^\n]{0,12}?\b(?:to )?(?:cancel|reject|deny|"
                              r"exit|back|decline)\b")
 # Selection markers in front of an option row. A bare row (no number) needs one of the arrow-like
@@ -37,7 +37,8 @@ _NUMBERED_RE = re.compile(
     r"^(?P<indent>\s*)(?:(?P<marker>[❯›>●▶►→➜])\s*)?(?P<num>\d{1,2})[.)]\s+(?P<label>\S.*?)\s*$")
 _BARE_MARKED_RE = re.compile(r"^(?P<indent>\s*)(?P<marker>[❯›▶►→➜])[ \xa0]+(?P<label>\S.*?)\s*$")
 _SHORTCUT_RE = re.compile(r"\s+\((?P<key>[A-Za-z]|esc)\)$")
-_BORDER_RE = re.compile(r"^\s*[│┃║|](?=\s)|[│┃║|]\s*$")
+# Box edges and scroll bars drawn beside the options (Gemini's `│`, Qwen Code's `█`).
+_BORDER_RE = re.compile(r"^\s*[│┃║|](?=\s)|\s[│┃║|█▐▌]\s*$")
 _RULE_RE = re.compile(r"^\s*[─━═╌-]{10,}\s*$")
 # `(y/N)`, `[Y/n]`, `[yes/no]` near the end of the last line, and aider's `(Y)es/(N)o/(D)on't ask
 # again [Yes]:`. The capital letter (or the bracketed word) is what Enter answers.

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Copy one lab capture (a folder with labels.tsv, <cli>/*.txt and timelines) into the corpus,
+split into a set the rules may be written from and a held-out set nobody looks at:
+
+    scripts/lab/import_capture.py CAPTURE_DIR CLI VERSION [--every 3]
+
+Writes tests/corpus/<cli>-<version>/ and tests/corpus/heldout-<cli>-<version>/ (plain text only,
+each with labels.tsv and versions.tsv). The screens are ordered by the CRC-32 of their file names
+and the first third (``--every 3``, rounded up) is held out, with every timeline: the split does
+not depend on what the screens show.
+"""
+import argparse
+import os
+import shutil
+import sys
+import zlib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("capture")
+    ap.add_argument("cli")
+    ap.add_argument("version")
+    ap.add_argument("--every", type=int, default=3)
+    a = ap.parse_args()
+    rows = {}
+    with open(os.path.join(a.capture, "labels.tsv")) as f:
+        for line in f.read().splitlines()[1:]:
+            cols = line.split("\t")
+            if len(cols) >= 4 and cols[1] == a.cli and os.path.isfile(os.path.join(a.capture, cols[0])):
+                rows[cols[0]] = line  # a re-run appends rows: the last one wins
+    name = f"{a.cli}-{a.version}"
+    seen_dir = os.path.join(ROOT, "tests", "corpus", name)
+    held_dir = os.path.join(ROOT, "tests", "corpus", f"heldout-{name}")
+    for d in (seen_dir, held_dir):
+        if os.path.exists(d):
+            shutil.rmtree(d)
+        os.makedirs(os.path.join(d, a.cli))
+        with open(os.path.join(d, "versions.tsv"), "w") as f:
+            f.write(f"cli\tversion\n{a.cli}\t{a.version}\n")
+    out = {seen_dir: [], held_dir: []}
+    by_crc = sorted(rows, key=lambda p: (zlib.crc32(os.path.basename(p).encode()), p))
+    held = set(by_crc[:-(-len(by_crc) // a.every)])
+    for path in sorted(rows):
+        dest = held_dir if path in held else seen_dir
+        shutil.copy(os.path.join(a.capture, path), os.path.join(dest, path))
+        out[dest].append(rows[path])
+    src = os.path.join(a.capture, a.cli)
+    for tl in sorted(os.listdir(src)):
+        if tl.startswith("timeline-") and os.path.isfile(os.path.join(src, tl, "frames.tsv")):
+            shutil.copytree(os.path.join(src, tl), os.path.join(held_dir, a.cli, tl),
+                            ignore=shutil.ignore_patterns("*.ansi"))
+    for d, lines in out.items():
+        with open(os.path.join(d, "labels.tsv"), "w") as f:
+            f.write("path\tcli\tstate\tsize\tnote\n" + "".join(l + "\n" for l in lines))
+        print(f"{os.path.relpath(d, ROOT)}: {len(lines)} screens", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,383 @@
+"""Event-driven watching: tmux control mode against real tmux servers, the light ticks of the
+watcher, and a real ``conductor pty watch`` through sessions, floods, killed clients and a
+restarted server."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+from app.classify.packs import load_packs
+from app.config import WatchSettings
+from app.errors import StoreError
+from app.store import StoreReader, StoreWriter
+from app.tmux import ControlMode, Notification, Tmux, decode_output, parse_notification
+from app.watch import EVENTS, Watcher
+from tests.conftest import conductor
+from tests.waiting import retry_until, stays_false
+
+QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 600\""
+PRINTER = "sh -c 'i=0; while :; do i=$((i+1)); echo line $i; sleep 0.05; done'"
+SHELL = "env PS1='$ ' sh"
+
+
+class ParseCase(NamedTuple):
+    line: bytes
+    expected: Notification | None
+
+
+PARSE_CASES = {
+    "output": ParseCase(b"%output %3 hi\\015\\012\n",
+                        Notification("output", ("%3",), b"hi\\015\\012")),
+    "output-empty": ParseCase(b"%output %3", Notification("output", ("%3",), b"")),
+    "extended-output": ParseCase(b"%extended-output %7 120 x y : data \\134 :",
+                                 Notification("extended-output", ("%7", "120", "x", "y"),
+                                              b"data \\134 :")),
+    "sessions-changed": ParseCase(b"%sessions-changed\r\n", Notification("sessions-changed")),
+    "window-add": ParseCase(b"%window-add @12\n", Notification("window-add", ("@12",))),
+    "odd-utf8": ParseCase(b"%window-renamed @1 \xff\xfe",
+                          Notification("window-renamed", ("@1", "\ufffd\ufffd"))),
+    "command-output": ParseCase(b"0: ksh* (1 panes) [80x24]\n", None),
+    "blank": ParseCase(b"\n", None),
+    "lone-percent": ParseCase(b"%\n", None),
+    "empty": ParseCase(b"", None),
+}
+
+
+@pytest.mark.parametrize("case", PARSE_CASES.values(), ids=PARSE_CASES.keys())
+def test_control_lines_parse_and_odd_ones_are_not_notifications(case: ParseCase) -> None:
+    assert parse_notification(case.line) == case.expected
+
+
+@pytest.mark.parametrize(("line", "pane"), [
+    (b"%output %3 x", "%3"), (b"%pause %12", "%12"), (b"%output %x y", None),
+    (b"%output", None), (b"%output %3;kill-server x", None), (b"%window-add @3", None),
+])
+def test_only_a_well_formed_pane_id_is_taken_from_a_notification(line: bytes,
+                                                                 pane: str | None) -> None:
+    note = parse_notification(line)
+    assert note is not None and note.pane_id == pane
+
+
+def tmux_escape(data: bytes) -> bytes:
+    """What tmux does to pane output in %output: control characters and backslash as octal."""
+    return b"".join(b"\\%03o" % c if c < 32 or c == 92 else bytes((c,)) for c in data)
+
+
+def test_output_escaping_round_trips_every_byte_and_leaves_odd_escapes_alone() -> None:
+    every = bytes(range(256)) * 2
+    assert decode_output(tmux_escape(every)) == every
+    # Not escapes tmux would write: taken as they are, never an error.
+    for odd in (b"\\", b"ab\\", b"\\9", b"\\77", b"\\777", b"\\400x", b"\\\\\\", b"\xff\\0"):
+        assert decode_output(odd) == odd
+
+
+# --- control mode against a real tmux server ---------------------------------------------------
+
+
+@pytest.fixture
+def control(server: Any) -> Iterator[tuple[ControlMode, threading.Event]]:
+    woken = threading.Event()
+    mode = ControlMode(Tmux(socket_name=server.socket_name), woken.set)
+    yield mode, woken
+    mode.close()
+
+
+def session_ids(server: Any) -> set[str]:
+    return set(server.cmd("list-sessions", "-F", "#{session_id}").stdout)
+
+
+def control_clients(server: Any) -> list[str]:
+    """(pid) of every control-mode client attached to the server."""
+    rows = server.cmd("list-clients", "-F", "#{client_control_mode} #{client_pid}").stdout
+    return [row.split()[1] for row in rows if row.startswith("1 ")]
+
+
+def test_a_printing_pane_is_reported_once_until_resumed(
+        server: Any, session: Any, control: tuple[ControlMode, threading.Event]) -> None:
+    mode, woken = control
+    pane = session.new_window(window_name="printer", window_shell=PRINTER,
+                              attach=False).active_pane
+    mode.follow(session_ids(server))
+    retry_until(lambda: session.session_id in mode.watching(), 10)
+    seen: dict[str, float] = {}
+
+    def reported() -> bool:
+        seen.update(mode.take()[0])
+        return pane.pane_id in seen
+
+    retry_until(reported, 10)
+    assert woken.is_set()
+    # Paused for our client after its first report: it keeps printing, we hear nothing more.
+    assert stays_false(lambda: pane.pane_id in mode.take()[0], 1.0)
+    mode.resume([pane.pane_id])
+    retry_until(lambda: pane.pane_id in mode.take()[0], 10)
+    # Pausing is per client: the pane itself kept printing all along.
+    retry_until(lambda: "line 30" in "\n".join(pane.capture_pane(start=-200)), 10)
+
+
+def test_control_clients_neither_resize_windows_nor_count_as_someone_looking(
+        server: Any, session: Any, control: tuple[ControlMode, threading.Event]) -> None:
+    mode, _ = control
+    tmux = Tmux(socket_name=server.socket_name)
+    sizes = {p.pane_id: (p.width, p.height) for p in tmux.list_panes().panes}
+    mode.follow(session_ids(server))
+    retry_until(lambda: mode.watching() == session_ids(server), 10)
+    assert len(control_clients(server)) == len(session_ids(server))
+    listing = tmux.list_panes()
+    assert {p.pane_id: (p.width, p.height) for p in listing.panes} == sizes
+    assert not any(p.focused for p in listing.panes)
+    target = listing.panes[0].pane_id
+    assert tmux.switch_to(target) == "selected (no client attached)"
+    tmux.display_message("nobody sees this")  # no client to show it to, and no error
+    tmux.refresh_status()
+
+
+def test_sessions_coming_and_going_and_a_killed_client_are_followed(
+        server: Any, session: Any, control: tuple[ControlMode, threading.Event]) -> None:
+    mode, _ = control
+    mode.follow(session_ids(server))
+    retry_until(lambda: mode.watching() == session_ids(server), 10)
+    mode.take()
+
+    extra = server.new_session(session_name="extra", attach=False)
+    retry_until(lambda: mode.take()[1], 10, message="no %sessions-changed")
+    mode.follow(session_ids(server))
+    retry_until(lambda: extra.session_id in mode.watching(), 10)
+
+    extra.kill()
+    retry_until(lambda: mode.take()[1], 10)
+    mode.follow(session_ids(server))
+    assert extra.session_id not in mode.watching()
+
+    victim = control_clients(server)[0]
+    os.kill(int(victim), signal.SIGKILL)
+    retry_until(lambda: mode.take()[1], 10, message="a killed client went unnoticed")
+    retry_until(lambda: victim not in control_clients(server), 10)
+    mode.follow(session_ids(server))
+    retry_until(lambda: mode.watching() == session_ids(server), 10)
+    assert victim not in control_clients(server)
+
+
+# --- the watcher's light ticks -----------------------------------------------------------------
+
+
+@pytest.fixture
+def event_watcher(server: Any, isolated_env: Path,
+                  control: tuple[ControlMode, threading.Event]) -> Iterator[Watcher]:
+    store = StoreWriter(isolated_env)
+    yield Watcher(Tmux(socket_name=server.socket_name), store, load_packs(),
+                  WatchSettings(interval_s=3600), control=control[0])
+    store.close()
+
+
+def stored(workers_dir: Path, name: str) -> dict[str, Any]:
+    try:
+        reader = StoreReader(workers_dir)
+    except StoreError:
+        return {}  # the daemon has not made its store yet
+    try:
+        return next((w for w in reader.workers() if w["name"] == name), {})
+    except StoreError:
+        return {}  # nor finished making it
+    finally:
+        reader.close()
+
+
+def test_light_ticks_alone_see_a_question_and_then_ready_once_the_screen_is_quiet(
+        server: Any, session: Any, event_watcher: Watcher, isolated_env: Path) -> None:
+    window = session.new_window(window_name="asker", window_shell=SHELL, attach=False)
+    pane = window.active_pane
+    retry_until(lambda: "$" in "\n".join(pane.capture_pane()), 10)
+    assert event_watcher.tick(time.time()).full
+    retry_until(lambda: session.session_id in event_watcher.control.watching(), 10)  # type: ignore[union-attr]
+    assert event_watcher.tick(time.time()).full  # the client attached: look once more
+
+    def light_until(state: str) -> bool:
+        report = event_watcher.tick(time.time(), full=False)
+        assert not report.full, "nothing came or went: a light tick must stay light"
+        return stored(isolated_env, "asker").get("state") == state
+
+    retry_until(lambda: light_until("READY"), 15)
+    pane.send_keys("read -p 'Go on? (y/N) ' x", enter=True)
+    retry_until(lambda: light_until("NEEDS_CONFIRMATION"), 15)
+    row = stored(isolated_env, "asker")
+    assert f"watch={EVENTS}" in row["signals"]
+    pane.send_keys("n", enter=True)
+    retry_until(lambda: light_until("READY"), 15)
+
+
+def test_a_streaming_pane_is_captured_no_more_often_than_min_capture(
+        server: Any, session: Any, event_watcher: Watcher) -> None:
+    session.new_window(window_name="printer", window_shell=PRINTER, attach=False)
+    event_watcher.tick(time.time())
+    retry_until(lambda: event_watcher.control.watching(), 10)  # type: ignore[union-attr]
+    event_watcher.tick(time.time())
+    printer = next(t for t in event_watcher.tracked.values() if t.name == "printer")
+    captures: list[float] = []
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        before = printer.captured_at
+        event_watcher.tick(time.time(), full=False)
+        if printer.captured_at != before:
+            captures.append(printer.captured_at)
+        time.sleep(0.01)
+    assert len(captures) >= 2, "a pane printing every 50 ms was not followed"
+    gaps = [b - a for a, b in itertools.pairwise(captures)]
+    assert min(gaps) >= event_watcher.settings.min_capture_s
+
+
+# --- a real `conductor pty watch` --------------------------------------------------------------
+
+
+def write_config(text: str) -> None:
+    Path(os.environ["CONDUCTOR_CONFIG"]).write_text(text)
+
+
+def pane_state(workers_dir: Path, name: str, state: str, watched: str = EVENTS) -> bool:
+    row = stored(workers_dir, name)
+    return row.get("state") == state and f"watch={watched}" in row.get("signals", [])
+
+
+def test_between_polls_the_daemon_follows_output_sessions_floods_and_killed_clients(
+        server: Any, session: Any, watcher_process: Any, isolated_env: Path) -> None:
+    # A poll every 10 minutes: everything below can only be seen through control mode.
+    write_config("[watch]\ninterval = 600\n")
+    asker = session.new_window(window_name="asker", window_shell=SHELL,
+                               attach=False).active_pane
+    retry_until(lambda: "$" in "\n".join(asker.capture_pane()), 10)
+    daemon = watcher_process("-q")
+    retry_until(lambda: pane_state(isolated_env, "asker", "READY"), 30)
+
+    asker.send_keys("read -p 'Go on? (y/N) ' x", enter=True)
+    retry_until(lambda: pane_state(isolated_env, "asker", "NEEDS_CONFIRMATION"), 20)
+
+    # A session created while watching, then killed.
+    late = server.new_session(session_name="late", window_name="late", window_command=QUESTION,
+                              attach=False)
+    retry_until(lambda: pane_state(isolated_env, "late", "NEEDS_CONFIRMATION"), 20)
+    late.kill()
+    retry_until(lambda: stored(isolated_env, "late").get("state") == "EXITED", 20)
+
+    # A pane flooding output and a pane printing random bytes, next to the one we care about.
+    session.new_window(window_name="flood", window_shell="yes", attach=False)
+    session.new_window(window_name="noise", attach=False,
+                       window_shell="sh -c 'head -c 65536 /dev/urandom; sleep 600'")
+    retry_until(lambda: pane_state(isolated_env, "flood", "BUSY")
+                or pane_state(isolated_env, "flood", "UNKNOWN"), 20)
+    retry_until(lambda: stored(isolated_env, "noise"), 20)
+
+    # Our control clients killed from outside: new ones take over.
+    victims = control_clients(server)
+    for pid in victims:
+        os.kill(int(pid), signal.SIGKILL)
+    retry_until(lambda: control_clients(server) and not set(control_clients(server))
+                & set(victims), 20, message="the killed control clients were not replaced")
+    asker.send_keys("n", enter=True)
+    retry_until(lambda: pane_state(isolated_env, "asker", "READY"), 20)
+    asker.send_keys("read -p 'Once more? (y/N) ' x", enter=True)
+    retry_until(lambda: pane_state(isolated_env, "asker", "NEEDS_CONFIRMATION"), 20)
+
+    explained = conductor("-L", server.socket_name, "pty", "explain", "asker")
+    assert "watched: on output (tmux control mode)" in explained.stdout, explained.stderr
+    assert daemon.poll() is None, daemon.stderr.read()
+
+
+def test_the_daemon_survives_a_tmux_server_restart_and_watches_the_new_one(
+        server: Any, session: Any, watcher_process: Any, isolated_env: Path) -> None:
+    write_config("[watch]\ninterval = 1\n")
+    session.new_window(window_name="before", window_shell=QUESTION, attach=False)
+    daemon = watcher_process("-q")
+    retry_until(lambda: pane_state(isolated_env, "before", "NEEDS_CONFIRMATION"), 30)
+
+    server.kill()
+    retry_until(lambda: not control_clients_alive(server.socket_name), 20)
+    again = server.new_session(session_name="again", window_name="after", window_command=SHELL,
+                               attach=False)
+    retry_until(lambda: pane_state(isolated_env, "after", "READY"), 30)
+    again.active_window.active_pane.send_keys("read -p 'Go on? (y/N) ' x", enter=True)
+    retry_until(lambda: pane_state(isolated_env, "after", "NEEDS_CONFIRMATION"), 20)
+    assert stored(isolated_env, "before").get("state") == "EXITED"  # kept, not vanished
+    assert daemon.poll() is None, daemon.stderr.read()
+
+
+def control_clients_alive(socket_name: str) -> bool:
+    """Whether any `tmux -C` client process of ours for this socket still runs."""
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"-C" in argv and socket_name.encode() in argv:
+            return True
+    return False
+
+
+def test_wait_takes_ready_from_a_watcher_on_control_mode_for_the_screen_it_sees(
+        server: Any, session: Any, event_watcher: Watcher, isolated_env: Path) -> None:
+    from app.handoff import PaneWatch, resolve
+
+    pane = session.new_window(window_name="asker", window_shell=SHELL, attach=False).active_pane
+    retry_until(lambda: "$" in "\n".join(pane.capture_pane()), 10)
+    event_watcher.tick(time.time())
+    retry_until(lambda: event_watcher.control.watching(), 10)  # type: ignore[union-attr]
+    event_watcher.tick(time.time())
+
+    def ready_after(entered: float) -> bool:
+        event_watcher.tick(time.time(), full=False)
+        row = stored(isolated_env, "asker")
+        return row.get("state") == "READY" and row["state_entered_ts"] > entered
+
+    retry_until(lambda: ready_after(0.0), 15)
+
+    tmux = Tmux(socket_name=server.socket_name)
+    watch = PaneWatch(tmux, resolve(tmux, isolated_env, "asker"), load_packs(),
+                      WatchSettings(), isolated_env)
+    # An old READY, from before this wait began, vouches for nothing.
+    assert "watcher_verdict" not in watch.poll().reasons
+
+    pane.send_keys("echo done", enter=True)
+    retry_until(lambda: "done" in "\n".join(pane.capture_pane()), 10)
+    entered = stored(isolated_env, "asker")["state_entered_ts"]
+    retry_until(lambda: ready_after(entered), 15)
+    # Our own first look at this screen could not call it stable yet; the watcher's can.
+    assessment = watch.poll()
+    assert assessment.state.value == "READY"
+    assert assessment.reasons[-1] == "watcher_verdict"
+
+
+@pytest.mark.slow
+def test_a_transition_redraws_the_status_line_of_attached_clients_at_once(
+        server: Any, session: Any, watcher_process: Any, isolated_env: Path,
+        tmp_path: Path) -> None:
+    from tests.test_cli import attach_client
+
+    drawn = tmp_path / "drawn.txt"
+    # No tmux message either: its end redraws the status line too.
+    write_config("[watch]\ninterval = 600\n[notify.tmux]\nenabled = false\n")
+    # The status line runs its job only when told to: no timer would redraw it for an hour.
+    server.cmd("set-option", "-g", "status-interval", "3600")
+    server.cmd("set-option", "-g", "status-right", f"#(echo x >> {drawn})")
+    asker = session.new_window(window_name="asker", window_shell=SHELL,
+                               attach=False).active_pane
+    client = attach_client(server, session)
+    try:
+        watcher_process("-q")
+        retry_until(lambda: pane_state(isolated_env, "asker", "READY"), 30)
+        retry_until(drawn.exists, 10)
+        before = len(drawn.read_text().splitlines())
+        asker.send_keys("read -p 'Go on? (y/N) ' x", enter=True)
+        retry_until(lambda: pane_state(isolated_env, "asker", "NEEDS_CONFIRMATION"), 20)
+        retry_until(lambda: len(drawn.read_text().splitlines()) > before, 10,
+                    message="the status line was not redrawn after the transition")
+    finally:
+        client.kill()
+        client.wait(timeout=10)

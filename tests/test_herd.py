@@ -1,0 +1,266 @@
+"""Herding against a real tmux server and the real daemon (``conductor pty watch``).
+
+The pane runs tests/fake_agent.py, which draws Claude Code's screens; ``say Shall I continue?``
+makes it end a turn asking that (sent with ``conductor pty send``, so the watcher knows a turn
+happened: a fresh agent at its first prompt is never nudged). Settings are small (a stall of
+about a second) through the config file, as a user would set them. Nudges are read back from
+the store: the ``nudges`` decisions log and the ``send`` events recorded with origin ``herd``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO, conductor
+from tests.waiting import retry_until, stays_false
+
+pytestmark = pytest.mark.slow
+
+AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
+QUESTION = "say Done with step 1. Shall I continue with step 2?"
+NUDGE = "Yes, please continue."
+
+FAST = {"stall_after": 1.0, "stability": 0.5, "cooldown": 600.0, "max_nudges": 3}
+
+
+def write_config(tmp_path: Path, waiting_grace: float = 120.0, **herd: object) -> None:
+    lines = ["[watch]", "interval = 0.3", "", "[states]", f"waiting_grace = {waiting_grace}",
+             "", "[herd]"]
+    lines += [f"{k} = {json.dumps(v)}" for k, v in {**FAST, **herd}.items()]
+    (tmp_path / "config.toml").write_text("\n".join(lines) + "\n")
+
+
+def screen(pane: Any) -> str:
+    return "\n".join(pane.capture_pane())
+
+
+def pty(server: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    return conductor("-L", server.socket_name, "pty", *args)
+
+
+def workers(server: Any) -> dict[str, dict[str, Any]]:
+    done = pty(server, "status", "--json")
+    return {w["name"]: w for w in json.loads(done.stdout)} if done.returncode == 0 else {}
+
+
+def db(workers_dir: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{workers_dir / 'status.db'}?mode=ro", uri=True)
+
+
+def decisions(workers_dir: Path) -> list[tuple[Any, ...]]:
+    """(outcome, reason, rule_id, text, state) of every logged decision, oldest first."""
+    if not (workers_dir / "status.db").exists():
+        return []
+    with db(workers_dir) as conn:
+        return conn.execute("SELECT outcome, reason, rule_id, text, state FROM nudges "
+                            "ORDER BY seq").fetchall()
+
+
+def nudged(workers_dir: Path) -> list[tuple[Any, ...]]:
+    return [d for d in decisions(workers_dir) if d[0] == "nudged"]
+
+
+def herd_sends(workers_dir: Path) -> int:
+    if not (workers_dir / "status.db").exists():
+        return 0
+    with db(workers_dir) as conn:
+        return int(conn.execute("SELECT COUNT(*) FROM events WHERE kind = 'send' AND "
+                                "name = 'herd'").fetchone()[0])
+
+
+def start_agent(session: Any, name: str = "agent") -> Any:
+    window = session.new_window(window_name=name, window_shell=AGENT, attach=False)
+    pane = window.active_pane
+    retry_until(lambda: "? for shortcuts" in screen(pane), 10)
+    return pane
+
+
+@pytest.fixture
+def herded(server: Any, session: Any, watcher_process: Any, tmp_path: Path
+           ) -> Any:
+    """Start the daemon (after the test wrote its config) and an agent pane it knows."""
+
+    def start(*herd_on: str, name: str = "agent") -> tuple[Any, subprocess.Popen[str]]:
+        pane = start_agent(session, name)
+        daemon = watcher_process("-v")
+        retry_until(lambda: workers(server).get(name, {}).get("state") == "READY", 20,
+                    interval=0.2)
+        if herd_on != ("-",):
+            done = pty(server, "herd", "on", name, *herd_on)
+            assert done.returncode == 0, done.stderr
+        return pane, daemon
+
+    return start
+
+
+def test_a_stalled_agent_gets_exactly_one_nudge_with_its_goal(
+        server: Any, herded: Any, tmp_path: Path, isolated_env: Path) -> None:
+    write_config(tmp_path)
+    agent, _ = herded()
+    assert pty(server, "goal", "agent", "all tests pass").returncode == 0
+    assert pty(server, "send", "agent", QUESTION).returncode == 0
+    retry_until(lambda: "Shall I continue with step 2?" in screen(agent), 10)
+    asked = time.time()
+
+    retry_until(lambda: nudged(isolated_env), 20, interval=0.2,
+                message=f"no nudge: {decisions(isolated_env)}")
+    [(_, _, rule, text, state)] = nudged(isolated_env)
+    expected = "Yes, please continue until this is done: all tests pass"
+    assert (rule, text, state) == ("keep-going-goal", expected, "READY")
+    with db(isolated_env) as conn:
+        ts = conn.execute("SELECT ts FROM nudges WHERE outcome = 'nudged'").fetchone()[0]
+    assert ts - asked >= FAST["stall_after"] - 0.5  # never before stall_after (less one poll)
+    retry_until(lambda: f"❯ {expected}" in screen(agent), 5)
+    # Exactly one: the question is still on screen, but the cooldown holds.
+    assert stays_false(lambda: herd_sends(isolated_env) > 1, 4.0, interval=0.2)
+    assert screen(agent).count(f"❯ {expected}") == 1
+
+    w = workers(server)["agent"]
+    assert (w["eligible_for_herd"], w["goal"]) == (False, "all tests pass")
+    assert w["herd_reason"] in ("not_stalled", "cooldown")
+    status_file = json.loads((isolated_env / w["id"] / "status.json").read_text())
+    assert status_file["eligible_for_herd"] is False and status_file["herd_reason"]
+    explained = pty(server, "explain", "agent")
+    assert "herding: not eligible" in explained.stdout and "all tests pass" in explained.stdout
+    log = pty(server, "herd", "log", "agent", "--json")
+    rows = [json.loads(line) for line in log.stdout.splitlines()]
+    assert [r["text"] for r in rows if r["outcome"] == "nudged"] == [expected]
+    listed = pty(server, "herd", "list")
+    assert "agent" in listed.stdout and "conservative" in listed.stdout
+
+
+@pytest.mark.parametrize("rules", ["conservative", "persistent"])
+def test_a_dialog_is_never_answered_under_the_bundled_rules(
+        server: Any, herded: Any, tmp_path: Path, isolated_env: Path, rules: str) -> None:
+    write_config(tmp_path, waiting_grace=1.0)
+    agent, _ = herded("--rules", rules)
+    assert pty(server, "goal", "agent", "clean the build").returncode == 0
+    agent.send_keys("ask", enter=True)
+    retry_until(lambda: "Do you want to proceed?" in screen(agent), 10)
+
+    # Past waiting_grace the pane is eligible ("waiting long"), and no rule may answer it.
+    retry_until(lambda: ("blocked", "no_rule", None, None, "NEEDS_CONFIRMATION")
+                in decisions(isolated_env), 20, interval=0.2,
+                message=f"{decisions(isolated_env)}")
+    assert stays_false(lambda: herd_sends(isolated_env) > 0, 3.0, interval=0.2)
+    assert "Do you want to proceed?" in screen(agent)
+    assert workers(server)["agent"]["state"] == "NEEDS_CONFIRMATION"
+
+
+def test_a_rule_that_approves_is_the_only_way_to_answer_a_dialog(
+        server: Any, herded: Any, tmp_path: Path, isolated_env: Path) -> None:
+    write_config(tmp_path, waiting_grace=1.0)
+    approve = tmp_path / "approve.yml"
+    approve.write_text("rules:\n  - id: yes-to-build\n    when: [waiting_long]\n"
+                       "    states: [NEEDS_CONFIRMATION]\n    approve: true\n"
+                       "    match: 'rm -rf build'\n    command: 'yes'\n")
+    agent, _ = herded("--rules", str(approve))
+    agent.send_keys("ask", enter=True)
+    retry_until(lambda: nudged(isolated_env), 20, interval=0.2,
+                message=f"{decisions(isolated_env)}")
+    assert nudged(isolated_env)[0][2:] == ("yes-to-build", "yes", "NEEDS_CONFIRMATION")
+    retry_until(lambda: "Done: ask" in screen(agent), 10)
+
+
+def test_a_half_typed_prompt_is_never_nudged(
+        server: Any, herded: Any, tmp_path: Path, isolated_env: Path) -> None:
+    write_config(tmp_path)
+    agent, _ = herded()
+    assert pty(server, "send", "agent", QUESTION).returncode == 0
+    retry_until(lambda: "Shall I continue with step 2?" in screen(agent), 10)
+    agent.send_keys("no wait, first fix the", enter=False)  # a person, mid-sentence
+
+    retry_until(lambda: workers(server)["agent"]["herd_reason"] == "draft_in_prompt", 20,
+                interval=0.2, message=f"{workers(server).get('agent')}")
+    assert ("blocked", "draft_in_prompt", None, None, "READY") in decisions(isolated_env)
+    assert stays_false(lambda: herd_sends(isolated_env) > 0, 3.0, interval=0.2)
+    assert "❯ no wait, first fix the" in screen(agent)
+
+
+def test_cooldown_and_max_nudges_hold_until_a_person_acts(
+        server: Any, herded: Any, tmp_path: Path, isolated_env: Path) -> None:
+    write_config(tmp_path, cooldown=2.0, max_nudges=2)
+    # Unlike the bundled sets, this rule matches again after its own answer: only the gates
+    # stand between the pane and a nudge every tick.
+    always = tmp_path / "always.yml"
+    always.write_text("rules:\n  - id: always\n    when: [stalled]\n    states: [READY]\n"
+                      "    match: 'Shall I continue'\n    command: 'Yes, please continue.'\n")
+    herded("--rules", str(always))
+    assert pty(server, "send", "agent", QUESTION).returncode == 0
+
+    retry_until(lambda: len(nudged(isolated_env)) == 2, 30, interval=0.2,
+                message=f"{decisions(isolated_env)}")
+    retry_until(lambda: ("blocked", "max_nudges", None, None, "READY")
+                in decisions(isolated_env), 10, interval=0.2)
+    with db(isolated_env) as conn:
+        first, second = (r[0] for r in conn.execute(
+            "SELECT ts FROM nudges WHERE outcome = 'nudged' ORDER BY seq"))
+    assert second - first >= 2.0  # the cooldown
+    assert stays_false(lambda: herd_sends(isolated_env) > 2, 4.0, interval=0.2)
+    assert workers(server)["agent"]["herd_reason"] == "max_nudges"
+
+    # A person sends the next instruction: the count starts again.
+    assert pty(server, "send", "agent", QUESTION).returncode == 0
+    retry_until(lambda: len(nudged(isolated_env)) == 3, 30, interval=0.2,
+                message=f"{decisions(isolated_env)}")
+
+
+def test_dry_run_decides_and_logs_but_types_nothing(
+        server: Any, herded: Any, tmp_path: Path, isolated_env: Path) -> None:
+    write_config(tmp_path)
+    agent, _ = herded("--dry-run")
+    assert pty(server, "send", "agent", QUESTION).returncode == 0
+    retry_until(lambda: any(d[0] == "dry_run" for d in decisions(isolated_env)), 20,
+                interval=0.2, message=f"{decisions(isolated_env)}")
+    [dry] = [d for d in decisions(isolated_env) if d[0] == "dry_run"]
+    assert dry[2:4] == ("keep-going", NUDGE)
+    assert stays_false(lambda: herd_sends(isolated_env) > 0, 2.0, interval=0.2)
+    assert f"❯ {NUDGE}" not in screen(agent)
+    assert "dry run" in pty(server, "herd", "list").stdout
+
+
+def test_opt_in_and_counters_survive_a_daemon_restart(
+        server: Any, herded: Any, watcher_process: Any, tmp_path: Path,
+        isolated_env: Path) -> None:
+    write_config(tmp_path, cooldown=1.0, max_nudges=1)
+    _, daemon = herded()
+    assert pty(server, "send", "agent", QUESTION).returncode == 0
+    retry_until(lambda: len(nudged(isolated_env)) == 1, 20, interval=0.2)
+    retry_until(lambda: ("blocked", "max_nudges", None, None, "READY")
+                in decisions(isolated_env), 10, interval=0.2)
+    before = len(decisions(isolated_env))
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=15) == 0
+
+    watcher_process("-v")
+    # The new daemon logs its first decision again: still max_nudges, from the store.
+    retry_until(lambda: len(decisions(isolated_env)) > before, 20, interval=0.2)
+    assert decisions(isolated_env)[-1][:2] == ("blocked", "max_nudges")
+    assert stays_false(lambda: herd_sends(isolated_env) > 1, 3.0, interval=0.2)
+    listed = json.loads(pty(server, "herd", "list", "--json").stdout)
+    assert [(i["name"], i["nudges"]) for i in listed] == [("agent", 1)]
+
+
+def test_eligibility_shows_for_every_pane_with_its_reason(
+        server: Any, session: Any, herded: Any, tmp_path: Path) -> None:
+    write_config(tmp_path)
+    herded()  # opted in, but a fresh agent at its first prompt has nothing to continue
+    retry_until(lambda: workers(server)["agent"]["herd_reason"] == "no_turn_yet", 20,
+                interval=0.2, message=f"{workers(server).get('agent')}")
+    other = start_agent(session, "other")
+    retry_until(lambda: workers(server).get("other", {}).get("state") == "READY", 20,
+                interval=0.2)
+    other.send_keys("work 4", enter=True)  # a turn a person typed: busy marker on screen
+    retry_until(lambda: workers(server)["other"]["herd_reason"] == "busy", 20, interval=0.2)
+    retry_until(lambda: workers(server)["other"]["herd_reason"] == "not_opted_in", 30,
+                interval=0.2, message=f"{workers(server).get('other')}")
+    assert workers(server)["other"]["eligible_for_herd"] is False
