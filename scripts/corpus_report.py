@@ -122,6 +122,7 @@ class DraftCase(NamedTuple):
     state: State
     expected: str | None  # the typed text; None: the box is empty, shows a hint, or is not there
     note: str
+    command: str = ""  # the pane's foreground process when captured ("": not recorded)
 
     @property
     def id(self) -> str:
@@ -246,7 +247,8 @@ def load_draft_cases(corpus: Path = CORPUS) -> list[DraftCase]:
     for case in load_cases(corpus):
         known = listed.pop(case.id, None)
         cases.append(DraftCase(case.id, case.cli, case.state,
-                               known.expected if known is not None else None, case.note))
+                               known.expected if known is not None else None, case.note,
+                               case.command))
     return cases + list(listed.values())
 
 
@@ -266,6 +268,14 @@ def verdict_for(case: ScreenCase, packs: Mapping[str, Pack], text: str) -> tuple
     return judge, judge.classify(text, program)
 
 
+def draft_pack(case: DraftCase, packs: Mapping[str, Pack], text: str) -> Pack | None:
+    """The pack whose input box ``send`` checks, or None when a plain program owns the terminal
+    (typed text goes to it, not to a shell's line editor; as ``handoff.send`` does)."""
+    pack = pack_for(case.cli, packs, text, case.command)
+    _, program = judge_for(packs, pack, case.command)
+    return None if program else pack
+
+
 def classify_cases(packs: Mapping[str, Pack], cases: Iterable[ScreenCase]) -> list[ScreenResult]:
     results: list[ScreenResult] = []
     for case in cases:
@@ -280,8 +290,10 @@ def read_drafts(packs: Mapping[str, Pack], cases: Iterable[DraftCase]) -> list[D
     results: list[DraftResult] = []
     for case in cases:
         text = case.text()
-        pack = pack_for(case.cli, packs, text)
-        results.append(DraftResult(case, pack.name, pack.input is not None, pack.draft(text)))
+        pack = draft_pack(case, packs, text)
+        results.append(DraftResult(case, pack.name if pack else "-",
+                                   pack is not None and pack.input is not None,
+                                   pack.draft(text) if pack else None))
     return results
 
 

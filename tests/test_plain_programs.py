@@ -177,3 +177,17 @@ def test_a_pager_started_from_a_shell_asks_for_a_person(
     assert asking["cli_type"] == "shell"
     pane.send_keys("q", enter=False)
     assert tick_until(watcher, isolated_env, pane.pane_id, "READY")["cli_type"] == "shell"
+
+
+def test_a_shell_running_a_silent_program_is_a_shell_pane_from_first_sight() -> None:
+    """A watcher started while `sleep 30` runs: the CLI column says shell, the verdict BUSY."""
+    from app.classify.packs import detect_pack, judge_for
+
+    packs = load_packs()
+    screen_text = "dev@host:/tmp/work1$ ls\nnotes.md\ndev@host:/tmp/work1$ sleep 30"
+    pack = detect_pack(packs, screen_text, command="sleep")
+    judge, program = judge_for(packs, pack, "sleep")
+
+    assert pack.name == "shell"
+    assert (judge.name, program) == ("generic", "sleep")
+    assert judge.classify(screen_text, program).state is State.BUSY
