@@ -17,8 +17,9 @@ option() {  # option NAME DEFAULT: the global @option's value, or DEFAULT when u
 	printf '%s' "${value:-$2}"
 }
 
-say() {
-	tmux display-message -d 8000 "conductor-pty: $*"
+say() {  # '#' doubled: display-message expands formats, and #(...) would run a command
+	local text="conductor-pty: $*"
+	tmux display-message -d 8000 "${text//\#/##}"
 }
 
 quote() {  # one word for sh -c, whatever it holds

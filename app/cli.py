@@ -264,7 +264,11 @@ def switch(obj: Context, ident: str | None, go_next: bool, current_pane: str | N
     if go_next:
         found = next_needing_human(workers, current_pane)
         if found is None:
-            click.echo("no pane needs you: none is NEEDS_CONFIRMATION, ERROR or READY")
+            message = "no pane needs you: none is NEEDS_CONFIRMATION, ERROR or READY"
+            if current_pane:
+                # From the tmux key binding, where stdout goes nowhere: say it on the status line.
+                obj.tmux().display_message(f"conductor: {message}")
+            click.echo(message)
             return
         worker = found
     else:
@@ -304,7 +308,8 @@ def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force
 @pty.command()
 @click.argument("ident", metavar="ID|NAME|%PANE", shell_complete=complete_panes)
 @click.option("--until", "until_text", default="READY", show_default=True,
-              help="State to wait for; several separated by commas, e.g. READY,NEEDS_CONF.")
+              help="State to wait for; several separated by commas, e.g. READY,NEEDS_CONF; "
+                   "EXITED waits for the pane to end.")
 @click.option("--timeout", type=click.FloatRange(min=0), default=None,
               help="Give up after this many seconds (exit 124). Default: wait for ever.")
 @click.option("--poll", type=click.FloatRange(min=0.05), default=None,
@@ -490,6 +495,11 @@ def service_install(obj: Context, kind: str | None, no_start: bool, show_only: b
         click.echo(f"# {unit.path}")
         click.echo(unit.text, nl=False)
         return
+    pid = svc.running_pid(obj.workers_dir)
+    if pid is not None and not no_start:
+        click.echo(f"note: a watcher (pid {pid}) already runs for this store; the service's "
+                   "retries give up until it stops: `conductor pty stop`, then "
+                   "`conductor pty service install` again", err=True)
     for line in svc.install(unit, start=not no_start):
         click.echo(line)
 

@@ -282,7 +282,17 @@ def wait(watch: PaneWatch, until: Collection[State], timeout_s: float | None,
     started = time.monotonic()
     last: State | None = None
     while True:
-        assessment = watch.poll()
+        try:
+            assessment = watch.poll()
+        except PaneNotFound:
+            if State.EXITED not in until:
+                raise PaneNotFound(f"pane {watch.target.label} exited while waiting") from None
+            now = time.time()
+            assessment = Assessment(state=State.EXITED, state_entered=now, last_change=now,
+                                    reasons=("pane_gone",), summary="exited", confidence=100)
+            if on_change is not None:
+                on_change(assessment)
+            return WaitResult(True, assessment, time.monotonic() - started)
         if assessment.state is not last:
             last = assessment.state
             if on_change is not None:

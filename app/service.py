@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from app.errors import ConductorError
 
@@ -75,10 +76,11 @@ def read_log(workers_dir: Path, lines: int) -> list[str]:
 def follow_log(workers_dir: Path, poll_s: float = 0.5,
                stop: Callable[[], bool] = lambda: False) -> Iterator[str]:
     """New lines of ``watch.log`` as they are written, across rotations (the file is reopened
-    when it is replaced or shrinks)."""
+    when it is replaced or shrinks). A line still being written is held until it ends."""
     path = workers_dir / LOG_NAME
-    handle = None
+    handle: BinaryIO | None = None
     inode = -1
+    pending = b""
     try:
         while not stop():
             try:
@@ -87,22 +89,21 @@ def follow_log(workers_dir: Path, poll_s: float = 0.5,
                 stat = None
             if stat is not None and (handle is None or stat.st_ino != inode
                                      or stat.st_size < handle.tell()):
-                if handle is not None:
-                    yield from (line.rstrip("\n") for line in handle.readlines())
-                    handle.close()
                 first = handle is None
-                handle = path.open(encoding="utf-8", errors="replace")
+                if handle is not None:
+                    pending += handle.read()  # the rest of the file that was rotated away
+                    handle.close()
+                handle = path.open("rb")
                 inode = stat.st_ino
                 if first:
                     handle.seek(0, os.SEEK_END)
             if handle is not None:
-                chunk = handle.readline()
-                if chunk.endswith("\n"):
-                    yield chunk.rstrip("\n")
-                    continue
-                if chunk:
-                    handle.seek(handle.tell() - len(chunk.encode("utf-8")))
-            time.sleep(poll_s)
+                pending += handle.read()
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                yield line.decode("utf-8", "replace")
+            if not lines:
+                time.sleep(poll_s)
     finally:
         if handle is not None:
             handle.close()

@@ -549,10 +549,13 @@ def public_row(row: Mapping[str, Any]) -> dict[str, Any]:
     signals = row.get("signals")
     out["signals"] = _codes(signals) if isinstance(signals, str) or signals is None \
         else list(signals)
+    out["state"] = out["state"] or "UNKNOWN"
     eligible = row.get("herd_eligible", row.get("eligible_for_herd"))
     out["eligible_for_herd"] = bool(eligible) if eligible is not None else False
     out["herd_reason"] = row.get("herd_reason") or ""
-    out["state"] = out["state"] or "UNKNOWN"
+    if out["state"] == "EXITED":
+        # The final row of a gone pane is written without the herd's step: no stale "eligible".
+        out["eligible_for_herd"], out["herd_reason"] = False, "pane_exited"
     out["summary"] = out["summary"] or ""
     out["actions_needed"] = out["actions_needed"] or ""
     return out

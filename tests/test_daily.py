@@ -4,6 +4,9 @@ next pane that needs you, completion, and `--version` where people type it."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +19,7 @@ from app.config import WatchSettings
 from app.store import StoreReader, StoreWriter
 from app.tmux import Tmux
 from app.watch import Watcher
-from tests.conftest import conductor
+from tests.conftest import REPO, conductor
 from tests.waiting import retry_until
 
 QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 60\""
@@ -116,6 +119,8 @@ def test_create_keeps_a_crashed_program_on_screen_as_error_with_its_status(
     # Only that window: the user's own windows keep tmux's default.
     assert server.cmd("show-options", "-g", "-w", "-v", "remain-on-exit").stdout == ["off"]
     pane.send_keys("", enter=True)
+    # tmux can mark a pane dead a moment before it has reaped the exit status.
+    retry_until(lambda: pane.display_message("#{pane_dead_status}", get_text=True) == ["4"], 10)
     settle(watcher, {"crash": "ERROR"}, isolated_env)
     assert by_name(isolated_env)["crash"]["summary"] == "Process exited (status 4)"
 
@@ -182,6 +187,22 @@ def test_switch_next_with_nobody_waiting_says_so(
     done = conductor("-L", server.socket_name, "pty", "switch", "--next")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "no pane needs you: none is NEEDS_CONFIRMATION, ERROR or READY"
+    # From the key binding (--from): also said on the attached client's status line.
+    loop = by_name(isolated_env)["loop"]["pane_id"]
+    client = subprocess.Popen(
+        ["script", "-qfc", f"tmux -L {server.socket_name} attach -t {session.session_id}",
+         "/dev/null"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+        env={**os.environ, "TERM": "xterm", "LC_ALL": "C.UTF-8"})
+    try:
+        retry_until(lambda: server.cmd("list-clients").stdout != [], 10)
+        assert conductor("-L", server.socket_name, "pty", "switch", "--next", "--from",
+                         loop).returncode == 0
+        name = server.cmd("list-clients", "-F", "#{client_name}").stdout[0]
+        retry_until(lambda: any("conductor: no pane needs you" in line for line in
+                                server.cmd("show-messages", "-t", name).stdout), 10)
+    finally:
+        client.kill()
+        client.wait(timeout=10)
 
 
 def test_version_on_pty_too() -> None:
@@ -279,3 +300,61 @@ def test_status_line_styles_accept_tmux_style_words_only() -> None:
     line = short_line([{"name": "a#b", "state": "READY"}, {"name": "c", "state": "EXITED"}],
                       colour=True)
     assert line == "#[fg=white,bg=blue,bold][a##b: READY]#[default]"
+
+
+def test_a_pane_closed_while_the_store_fails_still_gets_its_final_row(
+        session: Any, watcher: Watcher, isolated_env: Path) -> None:
+    from app.errors import StoreError
+
+    notified: list[str] = []
+    watcher.on_transition = lambda t, tracked: notified.append(f"{tracked.name}:{t.state.value}")
+    window = session.new_window(window_name="api", attach=False)
+    watcher.tick(time.time())
+    writer = watcher.store
+    # A real failing write: a trigger refuses every status row while "disk_full" holds a row.
+    writer.conn.executescript(
+        "CREATE TABLE disk_full (x); INSERT INTO disk_full VALUES (1);"
+        "CREATE TRIGGER full_u BEFORE UPDATE ON status WHEN (SELECT COUNT(*) FROM disk_full) "
+        "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;")
+    window.kill()
+    with pytest.raises(StoreError, match="disk is full"):
+        watcher.tick(time.time())
+    assert by_name(isolated_env)["api"]["state"] != "EXITED"
+    assert "api:EXITED" not in notified
+
+    writer.conn.execute("DELETE FROM disk_full")
+    report = watcher.tick(time.time())
+
+    api = by_name(isolated_env)["api"]
+    assert report.exited == [api["id"]] and api["state"] == "EXITED"
+    assert notified.count("api:EXITED") == 1
+
+
+def test_wait_until_exited_returns_when_the_pane_ends_and_plain_wait_says_it_ended(
+        server: Any, session: Any) -> None:
+    window = session.new_window(window_name="job", attach=False,
+                                window_shell="sh -c 'read x; sleep 60'")
+    pane = window.active_pane
+
+    def wait_for(until: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "app", "-L", server.socket_name, "pty", "wait", pane.pane_id,
+             "--until", until, "--timeout", "60", "-v"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+
+    waiters = [wait_for("EXITED"), wait_for("NEEDS_CONFIRMATION")]
+    try:
+        for proc in waiters:  # -v: a first line once it has looked at the pane
+            assert proc.stderr is not None
+            assert "still waiting" in proc.stderr.readline()
+        window.kill()
+        results = [(proc.communicate(timeout=60), proc.returncode) for proc in waiters]
+    finally:
+        for proc in waiters:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    ((out, _), code), ((_, err), plain_code) = results
+    assert code == 0 and out.startswith(f"job ({pane.pane_id}): EXITED after ")
+    assert plain_code == 1
+    assert err.strip().splitlines()[-1] == f"Error: pane job ({pane.pane_id}) exited while waiting"

@@ -214,7 +214,7 @@ def test_wait_for_a_pane_that_goes_away_is_an_error(server: Any, session: Any) -
     code, _, err = finish(start_wait(server, window.active_pane, "--until", "ERROR",
                                      "--timeout", "20"))
     assert code == 1
-    assert "gone" in err and len(err.strip().splitlines()) == 1
+    assert "exited while waiting" in err and len(err.strip().splitlines()) == 1
 
 
 # --- hook ---------------------------------------------------------------------------------------

@@ -227,6 +227,12 @@ def test_dry_run_decides_and_logs_but_types_nothing(
     assert f"❯ {NUDGE}" not in screen(agent)
     assert "dry run" in pty(server, "herd", "list").stdout
 
+    off = pty(server, "herd", "off", "agent")
+    assert off.returncode == 0 and "no longer herding agent" in off.stdout
+    assert "no pane is herded" in pty(server, "herd", "list").stdout
+    retry_until(lambda: workers(server)["agent"]["herd_reason"] == "not_opted_in", 10,
+                interval=0.2)
+
 
 def test_opt_in_and_counters_survive_a_daemon_restart(
         server: Any, herded: Any, watcher_process: Any, tmp_path: Path,

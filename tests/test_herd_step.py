@@ -140,6 +140,27 @@ def test_a_screen_that_moved_after_the_decision_gets_no_nudge(lab: Lab) -> None:
     assert "❯ Yes, please continue." not in lab.screen()
 
 
+def test_our_own_nudge_left_unsent_blocks_and_is_not_taken_for_a_person(lab: Lab) -> None:
+    lab.send("say Shall I continue?")
+    lab.opt_in()
+    step = step_for(lab)
+    lab.settle()
+    decide_and_act(lab, step)
+    assert lab.decisions()[-1][:4] == ("nudged", "", "keep-going", "Yes, please continue.")
+    retry_until(lambda: "● Answer to: Yes, please continue." in lab.screen(), 10)
+    # As if the Enter after the paste had been lost: the same text sits in the prompt.
+    lab.pane.send_keys("Yes, please continue.", enter=False, literal=True)
+    retry_until(lambda: "❯ Yes, please continue." in lab.screen().splitlines()[-3], 10)
+    lab.settle()
+
+    decide_and_act(lab, step)
+
+    assert lab.decisions()[-1][:2] == ("blocked", "nudge_unsent")
+    nudges = lab.store.conn.execute("SELECT nudges FROM herd").fetchone()[0]
+    assert nudges == 1  # not reset: no person acted
+    assert lab.herd_sends() == 1
+
+
 @pytest.fixture
 def openrouter() -> Iterator[OpenRouterServer]:
     with OpenRouterServer() as srv:

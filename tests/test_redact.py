@@ -164,3 +164,12 @@ def test_idempotent() -> None:
     once = redact(text)
     assert redact(once) == once
     assert "hunter2" not in once
+
+
+def test_a_word_opening_the_line_under_a_token_is_not_taken_for_its_wrapped_tail() -> None:
+    # The question under the token is what the LLM must read; a key cut at the line's end goes on
+    # in key characters (long, or with digits), which is still masked.
+    screen = "deploy token ghp_abcdefghijklmnopqrstuvwxyz0123456789\nShip it to production now?\n"
+    assert redact(screen) == "deploy token [REDACTED]\nShip it to production now?\n"
+    wrapped = "key sk-or-v1-0123456789abcdef0123\n456789abcdef0123456789abcdef and more\n"
+    assert redact(wrapped) == "key [REDACTED]\n[REDACTED] and more\n"

@@ -43,7 +43,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.mark.slow
 def test_the_watcher_logs_to_its_store_and_stop_ends_it_cleanly(
-        server: Any, session: Any, watcher_process: Any, isolated_env: Path) -> None:
+        server: Any, session: Any, watcher_process: Any, isolated_env: Path, home: Path) -> None:
     proc = watcher_process("--interval", "0.3", "--quiet")
     log = isolated_env / "watch.log"
     retry_until(lambda: service.running_pid(isolated_env) == proc.pid, 20)
@@ -64,6 +64,11 @@ def test_the_watcher_logs_to_its_store_and_stop_ends_it_cleanly(
     finally:
         follower.terminate()
         follower.wait(timeout=10)
+
+    if not user_systemd_reachable():
+        # A service installed while a watcher runs would only retry and give up: say so.
+        installed = conductor("pty", "service", "install", "--kind", "systemd")
+        assert installed.stderr.startswith(f"note: a watcher (pid {proc.pid}) already runs")
 
     shown = conductor("pty", "logs", "-n", "3")
     assert shown.returncode == 0 and len(shown.stdout.splitlines()) == 3

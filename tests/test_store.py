@@ -128,3 +128,14 @@ def test_a_store_locked_by_another_writer_is_one_clear_error(tmp_path: Path) -> 
         blocker.execute("ROLLBACK")
         blocker.close()
         store.close()
+
+
+def test_public_rows_carry_herd_eligibility_and_an_exited_pane_is_never_eligible() -> None:
+    from app.store import public_row
+
+    live = public_row({"id": "a", "state": "READY", "herd_eligible": 1, "herd_reason": ""})
+    assert (live["eligible_for_herd"], live["herd_reason"]) == (True, "")
+    gone = public_row({"id": "a", "state": "EXITED", "herd_eligible": 1, "herd_reason": ""})
+    assert (gone["eligible_for_herd"], gone["herd_reason"]) == (False, "pane_exited")
+    blank = public_row({"id": "a"})
+    assert (blank["eligible_for_herd"], blank["herd_reason"], blank["goal"]) == (False, "", None)

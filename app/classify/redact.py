@@ -84,6 +84,12 @@ def _mask_value(found: re.Match[str]) -> str:
 _KEY_CHARS = re.compile(r"[A-Za-z0-9_\-+/=.]*")
 
 
+def _looks_like_key_tail(run: str) -> bool:
+    """A run opening a line that goes on with other text: key material when it is long or holds
+    a digit, not when it is a short word."""
+    return len(run) >= 8 or any(char.isdigit() for char in run)
+
+
 def _mask_wrapped(text: str) -> str:
     """Mask secrets a terminal wrapped over two or more lines.
 
@@ -102,16 +108,24 @@ def _mask_wrapped(text: str) -> str:
             if end > start and keep[end - 1] - keep[start] != end - 1 - start:
                 first, last = keep[start], keep[end - 1] + 1
                 # A wrapped key goes on at the very start of the next line in key characters;
-                # whatever else follows a line break (a prompt, a border) is not part of it.
-                pieces = text[first:last].split("\n")
+                # whatever else follows a line break (a prompt, a border) is not part of it, nor
+                # is a short word opening the next line ("Ship it now?" under a full-length
+                # token): its few characters would be all of a key that a line cut there.
+                # Whole lines after the break, not just the part the match reached, so that a
+                # word opening the next line is seen with what follows it.
+                line_end = text.find("\n", last)
+                pieces = text[first:len(text) if line_end < 0 else line_end].split("\n")
                 cut = len(pieces[0])
                 for piece in pieces[1:]:
                     run = _KEY_CHARS.match(piece)
                     length = run.end() if run else 0
+                    if length < len(piece) and not _looks_like_key_tail(piece[:length]):
+                        break
                     cut += 1 + length
                     if length < len(piece):
                         break
-                spans.append((first, first + cut))
+                if cut > len(pieces[0]):
+                    spans.append((first, first + cut))
     if not spans:
         return text
     out, last = [], 0

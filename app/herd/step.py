@@ -76,6 +76,7 @@ class HerdStep:
         self._rule_sets: dict[str, tuple[float, rules.RuleSet | str]] = {}
         self._pruned_at = 0.0
         self._had_turn: set[str] = set()
+        self._typed: dict[str, str] = {}  # the last nudge typed into each pane
 
     # --- during the tick ------------------------------------------------------------------------
 
@@ -115,19 +116,28 @@ class HerdStep:
         counters = Counters(nudges=row.get("nudges") or 0,
                             last_nudge_ts=row.get("last_nudge_ts") or 0.0,
                             turn=row.get("turn") or 0)
+        unsent = False
         if opted_in and a.state in (State.READY, State.ERROR) and (
                 counters.nudges or gate.needs_draft_check(facts, counters, self.settings, now)):
-            facts = replace(facts, draft=self._has_draft(tracked))
+            draft = self._draft(tracked)
+            facts = replace(facts, draft=draft is not None)
+            # Our own nudge still in the prompt (its Enter was lost): blocks like any draft, but
+            # it is no person acting, and it is said as what it is.
+            unsent = draft is not None and _same_text(draft, self._typed.get(tracked.worker_id))
         person = self._person_sends.get((tracked.pane.pane_id, _server_pid(tracked)), 0.0)
-        counters = gate.observe(counters, facts, person) if opted_in else counters
+        if opted_in and not unsent:
+            counters = gate.observe(counters, facts, person)
         decision = gate.decide(facts, counters, self.settings, now)
+        if unsent and decision.reason == "draft_in_prompt":
+            decision = replace(decision, reason="nudge_unsent")
         self._pending[tracked.worker_id] = _Pending(tracked, facts, counters, decision, row)
         return {"herd_eligible": int(decision.eligible), "herd_reason": decision.reason}
 
-    def _has_draft(self, tracked: Tracked) -> bool:
+    def _draft(self, tracked: Tracked) -> str | None:
+        """The unsent text in the pane's prompt, or None."""
         pack = tracked.pack
         if pack is None or pack.draft(tracked.text) is None:
-            return False
+            return None
         # Plain text cannot tell typing from a hint drawn dim in the empty box (Claude Code's
         # suggested next prompt): look again with the styles, as `send` does.
         from app.screen import normalise, without_dim
@@ -135,8 +145,8 @@ class HerdStep:
         try:
             styled = self.tmux.capture_styled(tracked.pane.pane_id)
         except ConductorError:
-            return True  # cannot tell: assume a person's text, which blocks
-        return pack.draft(normalise(without_dim(styled))) is not None
+            return pack.draft(tracked.text)  # cannot tell: a person's text, which blocks
+        return pack.draft(normalise(without_dim(styled)))
 
     # --- after the tick -------------------------------------------------------------------------
 
@@ -183,6 +193,7 @@ class HerdStep:
         for wid in removed:
             self._logged.pop(wid, None)
             self._had_turn.discard(wid)
+            self._typed.pop(wid, None)
 
     def _apply(self, pending: _Pending, now: float) -> Outcome:
         tracked, decision = pending.tracked, pending.decision
@@ -232,6 +243,7 @@ class HerdStep:
             return Outcome(BLOCKED, "refused", rule.id, text, str(exc))
         except ConductorError as exc:
             return Outcome(BLOCKED, "send_failed", rule.id, text, str(exc))
+        self._typed[tracked.worker_id] = text
         return Outcome(NUDGED, "", rule.id, text)
 
     def _ask(self, rule: rules.Rule, pending: _Pending, context: Mapping[str, object]
@@ -308,6 +320,9 @@ class HerdStep:
         if outcome.outcome == NUDGED:
             self._tell(f"conductor herd: nudged {tracked.name} ({counters.nudges}/"
                        f"{self.settings.max_nudges}): {outcome.text}")
+        elif outcome.reason == "nudge_unsent":
+            self._tell(f"conductor herd: the nudge to {tracked.name} sits unsent in its prompt: "
+                       "it needs you")
         elif outcome.reason == "max_nudges":
             self._tell(f"conductor herd: {tracked.name} got {counters.nudges} nudges and is "
                        "still stuck: it needs you")
@@ -326,6 +341,15 @@ class HerdStep:
             self.announce(text)
         except Exception as exc:  # a notification is never worth a nudge or a tick
             log.warning("herd notification failed: %s", exc)
+
+
+def _same_text(draft: str, typed: str | None) -> bool:
+    # A draft comes back with wrapped lines joined by one space, maybe cut at the box's edge.
+    if not typed:
+        return False
+    seen, sent = " ".join(draft.split()).rstrip("…"), " ".join(typed.split())
+    # A short prefix ("Yes") is as likely a person's start as our cut-off text.
+    return seen == sent or (len(seen) >= 20 and sent.startswith(seen))
 
 
 def _server_pid(tracked: Tracked) -> int | None:
