@@ -116,7 +116,8 @@ def watch(obj: Context, interval: float | None, stable_polls: int | None, once: 
                        stable_polls=stable_polls or cfg.watch.stable_polls)
     notify = replace(cfg.notify, kinds=frozenset()) if no_notify else cfg.notify
     code = Daemon(obj.tmux(), obj.workers_dir, settings, once=once, notify=notify,
-                  llm_defaults=cfg.llm_defaults, notes=tuple(notes), herd=cfg.herd).run()
+                  llm_defaults=cfg.llm_defaults, notes=tuple(notes), herd=cfg.herd,
+                  cycle=cfg.cycle).run()
     sys.exit(code)
 
 
@@ -283,13 +284,17 @@ def switch(obj: Context, ident: str | None, go_next: bool, current_pane: str | N
 @click.option("--no-enter", is_flag=True, help="Type the text but do not press Enter.")
 @click.option("--force", is_flag=True,
               help="Send even if the pane asks for confirmation or holds unsent input.")
+@click.option("--queue", "queued", is_flag=True,
+              help="Return at once; the watcher types TEXT when the pane is next READY.")
 @click.pass_obj
 @friendly_errors
-def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force: bool) -> None:
+def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force: bool,
+         queued: bool) -> None:
     """Type TEXT into a pane literally, then Enter; TEXT from stdin when not given.
 
     Refuses (exit 1) when the pane is waiting for confirmation or has half-typed input in its
-    prompt, unless --force. Put `--` before text that starts with a dash.
+    prompt, unless --force. Put `--` before text that starts with a dash. With --queue the
+    watcher delivers it, oldest first and one per turn, through the same refusals.
     """
     from app import handoff
     from app.classify.packs import load_packs
@@ -299,6 +304,13 @@ def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force
     text = " ".join(words) if words else sys.stdin.read()
     if not words and text.endswith("\n"):
         text = text[:-1]  # `echo task | conductor pty send w` means one line, not two Enters
+    if queued:
+        if no_enter or force:
+            raise ConductorError("--queue cannot be combined with --no-enter or --force")
+        from app.cli_cycle import queue_send
+
+        queue_send(obj, ident, text)
+        return
     tmux = obj.tmux()
     target = handoff.resolve(tmux, obj.workers_dir, ident)
     handoff.send(tmux, target, text, load_packs(), _read_config().watch, obj.workers_dir,
@@ -566,6 +578,7 @@ def explain(obj: Context, ident: str, lines: int) -> None:
     try:
         worker = find_worker(reader.workers(), ident)
         history = reader.history(worker["id"], limit=lines) if lines else []
+        jobs = reader.jobs(worker["id"], limit=20)
     finally:
         reader.close()
     entered = worker.get("state_entered_ts")
@@ -584,6 +597,12 @@ def explain(obj: Context, ident: str, lines: int) -> None:
     click.echo(f"  herding: {'eligible' if worker.get('eligible_for_herd') else 'not eligible'}"
                f"{' (' + worker['herd_reason'] + ')' if worker.get('herd_reason') else ''}; "
                f"goal: {render.clean_text(worker.get('goal') or '-')}")
+    from app.cli_cycle import cycle_line
+
+    click.echo(cycle_line(jobs))
+    queued = sum(1 for j in jobs if j["kind"] == "message" and j["state"] == "queued")
+    if queued:
+        click.echo(f"  queued messages: {queued} (see `conductor pty queue`)")
     packs = load_packs()
     # An exited pane's %N may belong to another pane by now (a new tmux server reuses them).
     screen = None if worker["state"] == "EXITED" else \
@@ -678,10 +697,13 @@ def _read_screen(source: str) -> str:
 
 
 def _register_groups() -> None:
+    from app.cli_cycle import dispatch, mcp, pause, queue, report, resume
     from app.cli_herd import goal, herd
 
     pty.add_command(herd)
     pty.add_command(goal)
+    for command in (report, queue, dispatch, pause, resume, mcp):
+        pty.add_command(command)
 
 
 _register_groups()

@@ -36,6 +36,7 @@ from tomlkit.items import Comment, InlineTable, Item, Table, Whitespace
 
 from app import config
 from app.classify import llm
+from app.cycle import jobs as cycle_jobs
 from app.errors import ConfigError
 from app.files import write_atomic
 from app.herd import gate as herd_gate
@@ -224,6 +225,30 @@ max_nudges = {_v(herd_gate.DEFAULT_MAX_NUDGES)}
 # Rule set `herd on` uses without --rules: a bundled name (conservative, persistent), a name
 # in herd_rules/ next to this file, or a path to a .yml file.
 rules = {_v(herd_gate.DEFAULT_RULES)}
+
+[cycle]
+# After `conductor pty report`: seconds to wait before assessing when the report names no
+# check command (--wait-cmd).
+wait = {_v(cycle_jobs.DEFAULT_WAIT_S)}
+
+# Then the pane must be READY, or its screen unchanged this many seconds...
+idle = {_v(cycle_jobs.DEFAULT_IDLE_S)}
+
+# ...but the assessment starts after this many seconds whatever the screen does.
+spin_max = {_v(cycle_jobs.DEFAULT_SPIN_MAX_S)}
+
+# Seconds a check command may run before it is killed (then the pane is paused).
+command_timeout = {_v(cycle_jobs.DEFAULT_CMD_TIMEOUT_S)}
+
+# Characters of the check command's output kept (its end) for the assessor.
+output_chars = {_v(cycle_jobs.DEFAULT_OUTPUT_CHARS)}
+
+# Reports and directives kept per pane for the assessor, newest last.
+transcript_entries = {_v(cycle_jobs.DEFAULT_TRANSCRIPT_ENTRIES)}
+
+[queue]
+# Seconds a message queued with `send --queue` waits for a READY pane before it expires.
+ttl = {_v(cycle_jobs.DEFAULT_QUEUE_TTL_S)}
 """
 
 
@@ -240,6 +265,7 @@ class Config:
     path: Path
     remain_on_exit: bool = True  # [create]: tmux remain-on-exit on windows `create` makes
     herd: herd_gate.HerdSettings = field(default_factory=herd_gate.HerdSettings)
+    cycle: cycle_jobs.CycleSettings = field(default_factory=cycle_jobs.CycleSettings)
     added: tuple[str, ...] = ()
     created: bool = False
 
@@ -503,6 +529,13 @@ _RULES: dict[str, _Rule] = {
     "herd.confidence_min": _Rule(0, 100),
     "herd.cooldown": _NOT_NEGATIVE,
     "herd.max_nudges": _NOT_NEGATIVE,
+    "cycle.wait": _NOT_NEGATIVE,
+    "cycle.idle": _NOT_NEGATIVE,
+    "cycle.spin_max": _NOT_NEGATIVE,
+    "cycle.command_timeout": _POSITIVE,
+    "cycle.output_chars": _Rule(100, 1_000_000),
+    "cycle.transcript_entries": _Rule(1, 1000),
+    "queue.ttl": _POSITIVE,
 }
 
 _STATE_LISTS = ("notify.states", *(f"notify.{kind}.states" for kind in KINDS))
@@ -655,6 +688,15 @@ def _settings(values: dict[str, Any], path: Path, added: tuple[str, ...], create
             max_nudges=values["herd.max_nudges"],
             waiting_grace_s=values["states.waiting_grace"],
             rules=values["herd.rules"].strip(),
+        ),
+        cycle=cycle_jobs.CycleSettings(
+            wait_s=values["cycle.wait"],
+            idle_s=values["cycle.idle"],
+            spin_max_s=values["cycle.spin_max"],
+            cmd_timeout_s=values["cycle.command_timeout"],
+            output_chars=values["cycle.output_chars"],
+            transcript_entries=values["cycle.transcript_entries"],
+            queue_ttl_s=values["queue.ttl"],
         ),
         added=added,
         created=created,

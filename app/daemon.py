@@ -26,6 +26,8 @@ from typing import IO
 from app.classify.llm import AsyncLLM, LLMClassifier, LLMSettings
 from app.classify.packs import Pack, load_packs
 from app.config import WatchSettings
+from app.cycle.jobs import CycleSettings
+from app.cycle.step import CycleStep
 from app.errors import AlreadyRunning, StoreError
 from app.herd.gate import HerdSettings
 from app.herd.step import HerdStep
@@ -134,6 +136,16 @@ def _start_herd(daemon: Daemon, store: StoreWriter, packs: Mapping[str, Pack],
                     llm=llm.classifier if llm is not None else None, announce=announce)
 
 
+def _start_cycle(daemon: Daemon, store: StoreWriter, packs: Mapping[str, Pack],
+                 llm: AsyncLLM | None, notifier: Notifier) -> CycleStep:
+    """Queued messages and post-report cycles; "goal met?" and "needs you" go to the tmux
+    message line when tmux notifications are on."""
+    tmux = daemon.tmux
+    announce = tmux.display_message if "tmux" in notifier.active_kinds else None
+    return CycleStep(tmux, store, packs, daemon.cycle or CycleSettings(), daemon.settings,
+                     llm=llm.classifier if llm is not None else None, announce=announce)
+
+
 @dataclass
 class Daemon:
     tmux: Tmux
@@ -144,6 +156,7 @@ class Daemon:
     llm_defaults: LLMSettings | None = None  # the config file's [llm]; the environment wins
     notes: tuple[str, ...] = ()  # logged once the watcher has started (e.g. config upgraded)
     herd: HerdSettings | None = None  # the config's [herd]; None: defaults
+    cycle: CycleSettings | None = None  # the config's [cycle] and [queue]; None: defaults
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
@@ -179,9 +192,10 @@ class Daemon:
             control = ControlMode(self.tmux, self._wake.set) \
                 if self.settings.events and not self.once else None
             herd = _start_herd(self, store, packs, llm, notifier)
+            cycle = _start_cycle(self, store, packs, llm, notifier)
             watcher = Watcher(self.tmux, store, packs, self.settings,
                               on_transition=_notify_with(notifier), llm=llm, control=control,
-                              herd=herd)
+                              herd=herd, cycle=cycle)
             with store.transaction() as conn:
                 store.heartbeat(conn, pid=os.getpid(), socket=self.tmux.label,
                                 interval=self.settings.interval_s, started_ts=time.time(),
@@ -200,6 +214,7 @@ class Daemon:
                 if control is not None:
                     control.close()
                 herd.close()
+                cycle.close()
                 notifier.close(timeout=5.0)
                 if llm is not None:
                     llm.close()
@@ -246,7 +261,7 @@ class Daemon:
         except Exception:
             log.exception("cycle failed; continuing")
             return full
-        if report.transitions:
+        if report.transitions or report.exited:
             try:
                 self.tmux.refresh_status()
             except Exception as exc:  # a status line is never worth a cycle

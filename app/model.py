@@ -55,6 +55,8 @@ class Pane:
     in_mode: bool = False
     focused: bool = False  # what an attached client shows right now
     session_id: str = ""  # tmux's "$N": what a control-mode client attaches to
+    # The session's destroy-unattached option: a client of ours would keep it alive.
+    destroy_unattached: bool = False
 
     @property
     def change_hint(self) -> tuple[int, int, int, int, int, int, bool, bool]:

@@ -136,7 +136,10 @@ def waiting(worker: Mapping[str, Any], now: float, grace_s: float) -> tuple[floa
 
 
 def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120.0) -> str:
-    rows = [("ID", "NAME", "CLI", "STATE", "SINCE", "WAITING", "SUMMARY")]
+    # The CYCLE column only once some pane has a post-report cycle: most never do.
+    cycles = any(w.get("cycle") for w in workers)
+    rows = [("ID", "NAME", "CLI", "STATE", *(("CYCLE",) if cycles else ()), "SINCE", "WAITING",
+             "SUMMARY")]
     for w in by_attention(workers):
         entered = w.get("state_entered_ts")
         waited, long_wait = waiting(w, now, grace_s)
@@ -146,6 +149,7 @@ def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120
             clean_text(str(w.get("name") or "")),
             clean_text(str(w.get("cli_type") or "-")),
             str(w.get("state") or "UNKNOWN"),
+            *((str(w.get("cycle") or "-"),) if cycles else ()),
             _clock(entered, now) if entered else "-",
             "-" if waited is None else duration(waited) + (" long" if long_wait else ""),
             _one_line(str(w.get("summary") or "")),

@@ -37,6 +37,8 @@ PUBLIC_FIELDS = (
     # Herding (app/herd): whether the watcher would nudge the pane now, else the gate that says
     # no; and the pane's goal.
     "eligible_for_herd", "herd_reason", "goal",
+    # The post-report cycle (app/cycle): the state of the pane's latest cycle, "" when none.
+    "cycle",
 )
 
 # Rows of the events table: what happened to a pane besides its screen. ``kind`` is "send" (our
@@ -108,6 +110,26 @@ def _migrations() -> Migrations:
         table(db, "nudges").create_index(["id", "seq"])
         table(db, "status").add_column("herd_eligible", int)
         table(db, "status").add_column("herd_reason", str)
+
+    @migrations()
+    def m004_jobs(db: Database) -> None:
+        # Work for the daemon that outlives the command asking for it: queued messages
+        # (kind "message") and post-report cycles (kind "cycle"). Written by `send --queue`,
+        # `report`, `pause`/`resume` and the MCP server; advanced by the watcher.
+        table(db, "jobs").create({
+            "seq": int, "id": str, "kind": str, "state": str, "text": str, "wait_cmd": str,
+            "origin": str, "created_ts": float, "state_ts": float, "expires_ts": float,
+            "done_ts": float, "detail": str, "exit_code": int, "output": str,
+            "decision": str, "directive": str, "timeline": str,
+        }, pk="seq")
+        table(db, "jobs").create_index(["id", "seq"])
+        table(db, "jobs").create_index(["state"])
+        # What the assessor reads: the agent's reports and our directives, bounded per pane.
+        table(db, "transcript").create({
+            "seq": int, "id": str, "ts": float, "kind": str, "text": str,
+        }, pk="seq")
+        table(db, "transcript").create_index(["id", "seq"])
+        table(db, "status").add_column("cycle", str)
 
     return migrations
 
@@ -320,6 +342,47 @@ class StoreWriter:
             "COALESCE(name, '') != 'herd' AND ts > ? GROUP BY pane_id, server_pid", (since_ts,))
         return {(row[0], row[1]): row[2] for row in rows}
 
+    # --- jobs and the transcript (app/cycle) -------------------------------------------------
+
+    def add_job(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> int:
+        _insert(conn, "jobs", row)
+        return int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
+
+    def update_job(self, conn: sqlite3.Connection, seq: int, fields: Mapping[str, Any]) -> None:
+        _insert(conn, "jobs", {"seq": seq, **fields}, conflict_key="seq")
+
+    def open_jobs(self, states: Iterable[str] = ()) -> list[dict[str, Any]]:
+        """Jobs in one of ``states`` (default: every job not finished), oldest first."""
+        wanted = list(states)
+        if not wanted:
+            return _events(self.conn, "SELECT * FROM jobs WHERE done_ts IS NULL ORDER BY seq", ())
+        marks = ", ".join("?" for _ in wanted)
+        return _events(self.conn, f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY seq",
+                       tuple(wanted))
+
+    def latest_cycles(self) -> dict[str, dict[str, Any]]:
+        """The newest cycle job of every pane that has one."""
+        rows = _events(self.conn, "SELECT * FROM jobs WHERE seq IN (SELECT MAX(seq) FROM jobs "
+                       "WHERE kind = 'cycle' GROUP BY id)", ())
+        return {row["id"]: row for row in rows}
+
+    def add_transcript(self, conn: sqlite3.Connection, row: Mapping[str, Any],
+                       keep: int) -> None:
+        """One report or directive; the pane keeps only its newest ``keep`` entries."""
+        _insert(conn, "transcript", row)
+        conn.execute("DELETE FROM transcript WHERE id = ? AND seq NOT IN (SELECT seq FROM "
+                     "transcript WHERE id = ? ORDER BY seq DESC LIMIT ?)",
+                     (row["id"], row["id"], keep))
+
+    def transcript(self, worker_id: str) -> list[dict[str, Any]]:
+        return _events(self.conn, "SELECT * FROM transcript WHERE id = ? ORDER BY seq",
+                       (worker_id,))
+
+    def prune_jobs(self, conn: sqlite3.Connection, older_than_ts: float) -> None:
+        conn.execute("DELETE FROM jobs WHERE done_ts IS NOT NULL AND done_ts < ? AND seq NOT IN "
+                     "(SELECT MAX(seq) FROM jobs WHERE kind = 'cycle' GROUP BY id)",
+                     (older_than_ts,))
+
     def known_ids(self) -> set[str]:
         return {row[0] for row in self.conn.execute("SELECT id FROM ptys")}
 
@@ -469,7 +532,7 @@ class StoreReader:
             "SELECT p.id, p.name, p.tmux_session, p.tmux_window, p.window_index, p.pane_id, "
             "p.cwd, p.cli_type, s.state, s.summary, s.actions_needed, s.confidence, s.reasons, "
             "s.rule_id, s.classifier, s.state_entered_ts, s.last_change_ts, s.signals, "
-            "s.herd_eligible, s.herd_reason, h.goal "
+            "s.herd_eligible, s.herd_reason, h.goal, s.cycle "
             "FROM ptys p LEFT JOIN status s ON s.id = p.id LEFT JOIN herd h ON h.id = p.id "
             "ORDER BY p.tmux_session, "
             "p.window_index, p.pane_index"
@@ -522,6 +585,26 @@ class StoreReader:
         """Every herd row (opt-in, rules, goal, counters) by pane id."""
         return {row["id"]: dict(row) for row in self._query("SELECT * FROM herd")}
 
+    def jobs(self, worker_id: str | None = None, open_only: bool = False,
+             limit: int | None = None) -> list[dict[str, Any]]:
+        """Queued messages and cycles, oldest first (the newest ``limit`` when given)."""
+        sql = "SELECT * FROM jobs WHERE 1"
+        params: tuple[Any, ...] = ()
+        if worker_id is not None:
+            sql += " AND id = ?"
+            params += (worker_id,)
+        if open_only:
+            sql += " AND done_ts IS NULL"
+        sql += " ORDER BY seq DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params += (limit,)
+        return [dict(row) for row in reversed(self._query(sql, params))]
+
+    def transcript(self, worker_id: str) -> list[dict[str, Any]]:
+        return [dict(row) for row in self._query(
+            "SELECT * FROM transcript WHERE id = ? ORDER BY seq", (worker_id,))]
+
     def nudges(self, worker_id: str | None = None, after_seq: int = 0,
                limit: int | None = None) -> list[dict[str, Any]]:
         """The herding decisions log, oldest first (the newest ``limit`` when given)."""
@@ -556,6 +639,7 @@ def public_row(row: Mapping[str, Any]) -> dict[str, Any]:
     if out["state"] == "EXITED":
         # The final row of a gone pane is written without the herd's step: no stale "eligible".
         out["eligible_for_herd"], out["herd_reason"] = False, "pane_exited"
+    out["cycle"] = out["cycle"] or ""
     out["summary"] = out["summary"] or ""
     out["actions_needed"] = out["actions_needed"] or ""
     return out

@@ -3,7 +3,9 @@
 The poll loop uses raw, batched tmux invocations (one ``list-panes -a`` and one chained
 ``capture-pane`` per ~100 panes), which a benchmark showed cost a few ms per cycle where one
 subprocess or libtmux call per pane costs several ms *per pane*. Creating windows and switching use
-libtmux, imported lazily because the status-line path must not pay for it.
+libtmux, imported lazily because the status-line path must not pay for it. Control-mode clients
+(``ControlMode``, one ``tmux -C`` per session) tell the watcher which panes printed; libtmux has
+no parser for that protocol, and the few lines we need are parsed here.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ _PANE_FIELDS = (
     "pane_id", "session_name", "window_id", "window_index", "window_name", "pane_index",
     "window_panes", "pane_current_path", "pane_current_command", "pane_pid", "pane_dead",
     "pane_dead_status", "pane_width", "pane_height", "window_activity", "cursor_x", "cursor_y",
-    "history_size", "pane_in_mode", "pane_active", "window_active", "session_attached", "pid",
-    "session_id",
+    "history_size", "pane_in_mode", "pane_active", "window_active", "pid",
+    "session_id", "destroy-unattached",
     "pane_title",  # title last: it may hold anything
 )
 _LIST_FORMAT = _SEP.join(f"#{{{name}}}" for name in _PANE_FIELDS)
@@ -162,6 +164,8 @@ class Tmux:
                 focused=f["pane_active"] == "1" and f["window_active"] == "1"
                 and f["session_name"] in viewed,
                 session_id=f["session_id"],
+                # "1" in tmux 3.3; "on", "keep-last", "keep-group" in later versions.
+                destroy_unattached=f["destroy-unattached"] not in ("", "0", "off"),
             ))
         return PaneListing(server_pid=server_pid, panes=panes)
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app import statusfile
 from app.assess import NO_SIGNALS, TURN_END_ARM_S, Assessment, Policy, Signals, absorb, assess
@@ -44,6 +44,9 @@ from app.render import clean_text
 from app.screen import normalise, screen_hash
 from app.store import StoreWriter, public_row
 from app.tmux import ControlMode, Tmux
+
+if TYPE_CHECKING:
+    from app.cycle.step import CycleStep
 
 log = logging.getLogger(__name__)
 
@@ -246,6 +249,7 @@ class Watcher:
         llm: AsyncLLM | None = None,
         control: ControlMode | None = None,
         herd: HerdStep | None = None,
+        cycle: CycleStep | None = None,
     ) -> None:
         self.tmux = tmux
         self.store = store
@@ -254,6 +258,7 @@ class Watcher:
         self.on_transition = on_transition
         self.llm = llm
         self.herd = herd  # app/herd: eligibility on each status row, nudges after the tick
+        self.cycle = cycle  # app/cycle: the cycle column, then queued messages and cycles
         self.observer = PaneObserver(packs, self.settings, llm)
         self._event_seq = 0
         self._events_read = False
@@ -282,7 +287,8 @@ class Watcher:
             for pane_id in dirty:
                 self._pending.setdefault(pane_id, now)
             known = {t.pane.pane_id for t in self.tracked.values()}
-            full = full or changed or not self.tracked or not self._pending.keys() <= known
+            full = (full or changed or not self.tracked or not self._cleaned_at_start
+                    or not self._pending.keys() <= known)
         report = CycleReport(full=full)
         if full:
             try:
@@ -292,7 +298,10 @@ class Watcher:
                 return report
             self._server_pid = listing.server_pid
             if self.control is not None:
-                self.control.follow({p.session_id for p in listing.panes if p.session_id})
+                # A session that goes away when its last client detaches must stay polled:
+                # our client would keep it alive.
+                self.control.follow({p.session_id for p in listing.panes
+                                     if p.session_id and not p.destroy_unattached})
                 self._watched = self.control.watching()
             socket = self.tmux.label
             current: dict[str, Pane] = {
@@ -373,6 +382,8 @@ class Watcher:
             row = _status_row(wid, a, tracked.mode) if a is not None else None
             if row is not None and self.herd is not None:
                 row.update(self.herd.annotate(tracked, now))
+            if row is not None and self.cycle is not None:
+                row.update(self.cycle.annotate(tracked, now))
             if row is not None and row != tracked.status_row and (
                     full or transition is not None
                     or _material(row) != _material(tracked.status_row)):
@@ -388,8 +399,8 @@ class Watcher:
         history_rows = [_history_row(t) for t in transitions]
         history_rows += [_history_row(final.transition) for final in exits]
         status_rows += [final.status_row for final in exits]
-        if not (full or status_rows or transitions or pty_rows or exits):
-            return report
+        if not (full or status_rows or pty_rows or history_rows or orphans):
+            return report  # a light tick that changed nothing the store shows
         self._cycles += full
         pruned: list[str] = []
         try:
@@ -437,6 +448,8 @@ class Watcher:
             self._notify(transition)
         if self.herd is not None:
             self.herd.act(gone, now)
+        if self.cycle is not None:
+            self.cycle.act(self.tracked, gone, now)
         return report
 
     # --- per pane ------------------------------------------------------------------------------

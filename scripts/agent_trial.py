@@ -13,7 +13,10 @@ Figures, per mode (without hooks, with the CLI's hooks installed):
   `Worked for …` mark right above the composer), and how long after Enter (after `send`
   started, its start-up included) the screen still looked finished (polled every ~20 ms by the
   script itself);
-- the wall time of one hook call as installed, fed a real turn-end payload (median of 50).
+- the wall time of one hook call as installed, fed a real turn-end payload (median of 50);
+- with --watcher, a real `conductor pty watch` (every default: control mode) runs beside: lag
+  from the turn's last byte to READY in status.db, and how many times the store said READY
+  during a turn (after the pane was seen leaving READY, before the last byte; must be 0).
 The CLI is installed into $CONDUCTOR_AGENT_CACHE on first use (see tests/agents.py).
 """
 
@@ -23,6 +26,7 @@ import argparse
 import json
 import os
 import shlex
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -89,6 +93,51 @@ class Turn:
     returned: float | None = None  # `wait` exited (None in --screen-only)
     screen_idle: float | None = None  # first capture after `ended` showing the idle prompt
     still_idle_after_send: float | None = None  # last capture after `sent` that looked idle
+    stored_ready: float | None = None  # --watcher: READY in status.db after `ended`
+    stored_early: int = 0  # --watcher: READY in status.db during the turn
+
+
+@dataclass
+class StoreWatch:
+    """Reads the pane's state from status.db every ~20 ms in a thread; keeps the changes."""
+
+    db: Path
+    socket: str  # the lab's tmux socket: a store shared by two labs holds both their "%0"s
+    pane_id: str
+    changes: list[tuple[float, str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        last = None
+        while not self._stop.wait(0.02):
+            try:
+                with sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=1) as conn:
+                    row = conn.execute("SELECT s.state FROM status s JOIN ptys p ON p.id = s.id "
+                                       "WHERE p.pane_id = ? AND p.socket = ?",
+                                       (self.pane_id, self.socket)).fetchone()
+            except sqlite3.Error:
+                continue
+            if row and row[0] != last:
+                last = row[0]
+                self.changes.append((time.time(), row[0]))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def judge(self, turn: Turn) -> None:
+        if turn.ended is None:
+            return
+        left = next((t for t, state in self.changes if t >= turn.sent and state != "READY"),
+                    None)
+        turn.stored_early = sum(1 for t, state in self.changes
+                                if state == "READY" and left is not None and left < t < turn.ended)
+        turn.stored_ready = next((t for t, state in self.changes
+                                  if t >= turn.ended and state == "READY"), None)
 
 
 @dataclass
@@ -141,7 +190,7 @@ def pty(lab: AgentInTmux, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def run_turns(lab: AgentInTmux, cli: Cli, count: int, task: Say,
-              screen_only: bool) -> list[Turn]:
+              screen_only: bool, store: StoreWatch | None = None) -> list[Turn]:
     watch = ScreenWatch(lab, cli)
     turns = []
     try:
@@ -174,6 +223,8 @@ def run_turns(lab: AgentInTmux, cli: Cli, count: int, task: Say,
         turn.still_idle_after_send = watch.last_idle_before_busy(turn.sent)
         if turn.ended is not None:
             turn.screen_idle = watch.first_idle_after(turn.ended)
+        if store is not None:
+            store.judge(turn)
     return turns
 
 
@@ -245,6 +296,11 @@ def report(label: str, turns: list[Turn]) -> None:
     still = [t.still_idle_after_send - t.sent for t in turns if t.still_idle_after_send]
     start = "Enter" if turns and turns[0].returned is None else "`send` started"
     print(f"  {start} -> last idle screen: {ms(still)} ({len(still)}/{len(turns)} turns)")
+    stored = [t.stored_ready - t.ended for t in turns if t.stored_ready and t.ended]
+    if stored:
+        early = sum(t.stored_early for t in turns)
+        print(f"  turn end -> READY in status.db (watcher): {ms(stored)}; READY during a turn "
+              f"{early} times")
 
 
 def main() -> None:
@@ -256,6 +312,8 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.25, help="seconds between words")
     parser.add_argument("--screen-only", action="store_true",
                         help="drive the pane with tmux send-keys; no conductor commands")
+    parser.add_argument("--watcher", action="store_true",
+                        help="run `conductor pty watch` beside and measure READY in its store")
     args = parser.parse_args()
 
     cli = CLIS[args.cli]
@@ -266,7 +324,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="agent-trial-") as scratch:
         root = Path(scratch)
         os.environ["CONDUCTOR_WORKERS_DIR"] = str(root / "workers")
-        env = {"CONDUCTOR_WORKERS_DIR": str(root / "workers")}
+        # Every default, and never the user's own config file.
+        os.environ["CONDUCTOR_CONFIG"] = str(root / "config.toml")
+        env = {"CONDUCTOR_WORKERS_DIR": str(root / "workers"),
+               "CONDUCTOR_CONFIG": str(root / "config.toml")}
         modes = [("without hooks", False)] + ([] if args.screen_only else [("with hooks", True)])
         for label, hooks in modes:
             lab = cli.lab(root / label.replace(" ", "-"), install.binary, env=env)
@@ -276,7 +337,22 @@ def main() -> None:
                 if done.returncode != 0:
                     raise SystemExit(f"hooks install failed: {done.stderr}")
             with lab:
-                report(label, run_turns(lab, cli, args.turns, task, args.screen_only))
+                daemon = store = None
+                if args.watcher:
+                    daemon = subprocess.Popen(
+                        [sys.executable, "-m", "app", "-L", lab.socket_name, "pty", "watch",
+                         "-q"], cwd=REPO, env={**os.environ, **env})
+                    store = StoreWatch(root / "workers" / "status.db", lab.socket_name,
+                                       lab.pane_id)
+                try:
+                    report(label, run_turns(lab, cli, args.turns, task, args.screen_only,
+                                            store))
+                finally:
+                    if store is not None:
+                        store.stop()
+                    if daemon is not None:
+                        daemon.terminate()
+                        daemon.wait(timeout=15)
                 if hooks:
                     command, times = hook_call_seconds(lab, args.hook_calls)
                     print(f"\n`{command}` x{len(times)}: median "

@@ -392,9 +392,12 @@ def states(db: Path, names: Mapping[str, object]) -> dict[str, str | None]:
 
 
 def figures(values: list[float]) -> str:
-    if not values:
-        return "none"
-    return f"median {statistics.median(values):.2f}, max {max(values):.2f} (n={len(values)})"
+    """Median and max; a value never reached (inf: the watcher missed it) is counted apart."""
+    seen = [v for v in values if v != float("inf")]
+    missed = f", missed {len(values) - len(seen)}" if len(seen) < len(values) else ""
+    if not seen:
+        return f"none seen (n={len(values)}{missed})"
+    return f"median {statistics.median(seen):.2f}, max {max(seen):.2f} (n={len(values)}{missed})"
 
 
 SECTIONS = ("cycles", "latency", "replay", "cost", "startup")

@@ -6,12 +6,13 @@ loopback), classify every capture with our packs and print what each case expect
     python scripts/drift_check.py opencode qwen --keep /tmp/drift   # keep captures and logs
     python scripts/drift_check.py opencode --release opencode=1.2.27 --size 150x40
 
-Cases per CLI: ``idle`` after start-up (READY), ``busy`` while a reply streams (BUSY), ``dialog``
-when the model asks to run a shell command (NEEDS_CONFIRMATION), ``error`` after an HTTP error
-the CLI does not retry (ERROR), plus any start-up dialog met on the way (NEEDS_CONFIRMATION).
+Cases per CLI: ``idle`` after start-up (READY), ``busy`` while a reply streams (BUSY), ``done``
+once it has ended (READY), ``dialog`` when the model asks to run a shell command
+(NEEDS_CONFIRMATION), ``error`` after an HTTP error the CLI does not retry (ERROR), plus any
+start-up dialog met on the way (NEEDS_CONFIRMATION).
 Exit status 1 when a BUSY or NEEDS_CONFIRMATION screen was called READY or a dialog was missed
 (the mistakes that cost), 0 otherwise; a case the lab could not produce is listed as ``-`` and
-does not fail the check. Every CLI gets ``--per-cli`` seconds (default 300); the tmux server,
+does not fail the check. Every CLI gets ``--per-cli`` seconds (default 420); the tmux server,
 fake model servers and every process started from the scratch folder are ended on the way out.
 
 Needs tmux, node + npm (npm installs) and python3 with venv (aider). Nothing touches the user's
@@ -200,11 +201,14 @@ def _aider(lab: Lab) -> tuple[dict[str, str], list[str]]:
 
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
-    Recipe("codex", "@openai/codex", "codex", idle=r"Ask Codex to do anything|for shortcuts",
+    Recipe("codex", "@openai/codex", "codex",
+           # 0.14x rotates example prompts in the composer: any `› ` line that is no menu row
+           idle=r"Ask Codex to do anything|for shortcuts|^› (?!\d\. )",
            busy=r"esc to interrupt", dialog=r"Would you like to (?:run|make)",
            deny=("Escape",), slow="Please write a long paragraph SLOWTEXT",
            shell="Clean the build directory RUNBASH", error="Trigger an error FAIL400",
-           startup_dialog=r"Trust this folder|Trust and continue|Update available", setup=_codex),
+           startup_dialog=r"Trust this folder|Trust and continue|Do you trust the contents|"
+                          r"Update available", setup=_codex),
     Recipe("opencode", "opencode-ai", "opencode", idle=r"ctrl\+p commands",
            busy=r"esc (?:again to )?interrupt", dialog=r"Permission required|Allow once",
            deny=("Escape",), slow="LAB_SLOW tell me a long story", shell="LAB_SHELL run it",
@@ -364,6 +368,9 @@ def drive(recipe: Recipe, version: str, lab: Lab, pane: Pane, pack: Pack, out: P
     pane.start(command, lab.work, env)
     startup = f"{recipe.idle}|{recipe.startup_dialog}" if recipe.startup_dialog else recipe.idle
     if not pane.wait(startup, left(90)):
+        if out is not None:  # what it showed instead, for whoever updates the recipe
+            (out / f"{recipe.name}-{version}-no-prompt.txt").write_text(pane.screen(),
+                                                                     encoding="utf-8")
         yield row("idle", State.READY, None, "the CLI never showed its prompt")
         return
     if recipe.startup_dialog:
@@ -380,21 +387,26 @@ def drive(recipe: Recipe, version: str, lab: Lab, pane: Pane, pack: Pack, out: P
     pane.prompt(recipe.slow)
     if pane.wait(recipe.slow.split()[0], left(10)):
         time.sleep(6)  # the reply streams for ~20 s: catch it in the middle
+        # a full-screen TUI may be caught between clearing and redrawing: wait for its lines
+        pane.wait(r"(?:^[^\n]*\S[^\n]*\n(?:\s*\n)*){3}", left(5))
         yield row("busy", State.BUSY, pane.screen())
     else:
         yield row("busy", State.BUSY, None, "the prompt never reached the CLI")
-    pane.wait(recipe.busy, left(60), absent=True)
-    pane.wait_still(3, left(30))
+    pane.wait(recipe.busy, left(180), absent=True)  # ~30 s, but a loaded machine renders slowly
+    # Codex and aider stream with no busy line: the reply is over once the screen is still
+    yield row("done", State.READY, pane.wait_still(4, left(90)))
 
     if recipe.before_shell is not None:
         recipe.before_shell(lab)
     pane.prompt(recipe.shell)
-    if pane.wait(recipe.dialog, left(60)):
+    if pane.wait(recipe.dialog, left(120)):
         yield row("dialog", State.NEEDS_CONFIRMATION, pane.wait_still(1.5, left(10)))
         pane.keys(*recipe.deny)
     else:
+        # typing on would answer a dialog that comes late: stop this CLI here
         yield row("dialog", State.NEEDS_CONFIRMATION, None, "no approval appeared")
-    pane.wait(recipe.busy, left(30), absent=True)
+        return
+    pane.wait(recipe.busy, left(60), absent=True)
     pane.wait_still(3, left(30))
 
     pane.prompt(recipe.error)
@@ -549,8 +561,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("clis", nargs="*", metavar="CLI",
                         help=f"which CLIs: {', '.join(RECIPES)} (default: all)")
-    parser.add_argument("--per-cli", type=float, default=300.0,
-                        help="seconds each CLI may take, install included (default 300)")
+    parser.add_argument("--per-cli", type=float, default=420.0,
+                        help="seconds each CLI may take, install included (default 420)")
     parser.add_argument("--cache", type=Path,
                         help="keep installs here between runs (one folder per CLI and version)")
     parser.add_argument("--keep", type=Path,

@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from tests.scripted_model import (
+    CallTool,
     RunBash,
     Say,
     ScriptedModel,
@@ -29,7 +30,7 @@ from tests.scripted_model import (
     start_sse,
 )
 
-__all__ = ["FakeAnthropic", "RunBash", "Say", "Turn"]
+__all__ = ["CallTool", "FakeAnthropic", "RunBash", "Say", "Turn"]
 
 
 @dataclass
@@ -48,6 +49,10 @@ class FakeAnthropic(ScriptedModel):
             blocks.append({"type": "text", "chunks": Say(turn.preamble).chunks(), "delay": 0.0})
             blocks.append({"type": "tool_use", "name": "Bash",
                            "input": {"command": turn.command, "description": turn.description}})
+            stop_reason = "tool_use"
+        elif isinstance(turn, CallTool):
+            blocks.append({"type": "text", "chunks": Say(turn.preamble).chunks(), "delay": 0.0})
+            blocks.append({"type": "tool_use", "name": turn.name, "input": turn.input})
             stop_reason = "tool_use"
         else:
             blocks.append({"type": "text", "chunks": turn.chunks(), "delay": turn.delay})

@@ -67,7 +67,16 @@ class RunBash:
     preamble: str = "I will run a command."
 
 
-Turn = Say | RunBash
+@dataclass(frozen=True)
+class CallTool:
+    """A short preamble, then a call of any tool by name (an MCP tool: ``mcp__SERVER__TOOL``)."""
+
+    name: str
+    input: dict[str, Any]
+    preamble: str = "I will call a tool."
+
+
+Turn = Say | RunBash | CallTool
 
 
 @dataclass

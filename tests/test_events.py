@@ -19,8 +19,15 @@ from app.classify.packs import load_packs
 from app.config import WatchSettings
 from app.errors import StoreError
 from app.store import StoreReader, StoreWriter
-from app.tmux import ControlMode, Notification, Tmux, decode_output, parse_notification
-from app.watch import EVENTS, Watcher
+from app.tmux import (
+    ControlMode,
+    Notification,
+    Tmux,
+    decode_output,
+    parse_notification,
+    tmux_version,
+)
+from app.watch import EVENTS, POLL, Watcher
 from tests.conftest import conductor
 from tests.waiting import retry_until, stays_false
 
@@ -78,6 +85,15 @@ def test_output_escaping_round_trips_every_byte_and_leaves_odd_escapes_alone() -
     # Not escapes tmux would write: taken as they are, never an error.
     for odd in (b"\\", b"ab\\", b"\\9", b"\\77", b"\\777", b"\\400x", b"\\\\\\", b"\xff\\0"):
         assert decode_output(odd) == odd
+
+
+@pytest.mark.parametrize(("text", "version"), [
+    ("tmux 3.3a\n", (3, 3)), ("tmux 3.2", (3, 2)), ("tmux 2.9a", (2, 9)), ("tmux 10.1", (10, 1)),
+    ("tmux master", None), ("tmux next-3.5", None), ("", None), ("garbage", None),
+])
+def test_tmux_versions_are_read_and_unknown_ones_are_not_guessed(
+        text: str, version: tuple[int, int] | None) -> None:
+    assert tmux_version(text) == version
 
 
 # --- control mode against a real tmux server ---------------------------------------------------
@@ -291,6 +307,16 @@ def test_between_polls_the_daemon_follows_output_sessions_floods_and_killed_clie
     assert daemon.poll() is None, daemon.stderr.read()
 
 
+def test_with_events_off_the_daemon_only_polls_and_starts_no_control_client(
+        server: Any, session: Any, watcher_process: Any, isolated_env: Path) -> None:
+    write_config("[watch]\nevents = false\ninterval = 1\n")
+    session.new_window(window_name="asks", window_shell=QUESTION, attach=False)
+    daemon = watcher_process("-q")
+    retry_until(lambda: pane_state(isolated_env, "asks", "NEEDS_CONFIRMATION", POLL), 30)
+    assert control_clients(server) == []
+    assert daemon.poll() is None
+
+
 def test_the_daemon_survives_a_tmux_server_restart_and_watches_the_new_one(
         server: Any, session: Any, watcher_process: Any, isolated_env: Path) -> None:
     write_config("[watch]\ninterval = 1\n")
@@ -381,3 +407,25 @@ def test_a_transition_redraws_the_status_line_of_attached_clients_at_once(
     finally:
         client.kill()
         client.wait(timeout=10)
+
+
+@pytest.mark.slow
+def test_a_session_that_dies_unattached_is_polled_and_still_dies_when_its_user_leaves(
+        server: Any, session: Any, event_watcher: Watcher, isolated_env: Path) -> None:
+    from tests.test_cli import attach_client
+
+    fleeting = server.new_session(session_name="fleeting", window_name="fleeting",
+                                  window_command=SHELL, attach=False)
+    client = attach_client(server, fleeting)
+    try:
+        fleeting.set_option("destroy-unattached", "on")
+        event_watcher.tick(time.time())
+        retry_until(lambda: session.session_id in event_watcher.control.watching(), 10)  # type: ignore[union-attr]
+        event_watcher.tick(time.time())
+        assert fleeting.session_id not in event_watcher.control.watching()  # type: ignore[union-attr]
+        assert f"watch={POLL}" in stored(isolated_env, "fleeting")["signals"]
+    finally:
+        client.kill()
+        client.wait(timeout=10)
+    retry_until(lambda: "fleeting" not in server.cmd("list-sessions", "-F",
+                                                     "#{session_name}").stdout, 10)

@@ -29,6 +29,9 @@ def test_the_wheel_carries_the_packs_and_finds_them_when_installed(tmp_path: Pat
     assert herd_source >= {"conservative.yml", "persistent.yml"}
     assert herd_shipped >= herd_source
     assert any(n.endswith(".data/scripts/conductor") for n in names)
+    # Every module ships: a subpackage missing from [tool.setuptools] packages would not.
+    modules = {str(p.relative_to(REPO)) for p in (REPO / "app").rglob("*.py")}
+    assert modules <= set(names), sorted(modules - set(names))
 
     target = tmp_path / "site"
     installed = subprocess.run(

@@ -16,7 +16,7 @@ EXPECTED = {
              "created_by", "first_seen_ts", "last_seen_ts"],
     "status": ["id", "state", "summary", "actions_needed", "confidence", "reasons", "rule_id",
                "classifier", "last_snapshot_hash", "state_entered_ts", "last_change_ts",
-               "stable_count", "signals", "herd_eligible", "herd_reason"],
+               "stable_count", "signals", "herd_eligible", "herd_reason", "cycle"],
     "status_history": ["seq", "id", "ts", "state", "previous_state", "summary",
                        "actions_needed", "reasons", "rule_id", "classifier", "confidence"],
     "daemon": ["name", "pid", "socket", "interval", "started_ts", "last_cycle_ts", "stopped_ts",
@@ -27,6 +27,10 @@ EXPECTED = {
              "updated_ts"],
     "nudges": ["seq", "id", "ts", "name", "eligible", "outcome", "reason", "rule_id", "text",
                "state", "detail"],
+    "jobs": ["seq", "id", "kind", "state", "text", "wait_cmd", "origin", "created_ts",
+             "state_ts", "expires_ts", "done_ts", "detail", "exit_code", "output", "decision",
+             "directive", "timeline"],
+    "transcript": ["seq", "id", "ts", "kind", "text"],
 }
 
 
@@ -40,7 +44,7 @@ def test_a_blank_store_migrates_to_exactly_the_schema_in_wal_mode(tmp_path: Path
         assert [r[1] for r in conn.execute(f"PRAGMA table_info({table})")] == columns
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     applied = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations")]
-    assert applied == ["m001_initial", "m002_events_and_signals", "m003_herding"]
+    assert applied == ["m001_initial", "m002_events_and_signals", "m003_herding", "m004_jobs"]
 
 
 def test_a_store_from_the_first_release_gains_events_and_keeps_its_rows(tmp_path: Path) -> None:
@@ -88,6 +92,33 @@ def test_a_store_of_the_previous_release_gains_herding_and_keeps_its_rows(
     [worker] = reader.workers()
     assert (worker["state"], worker["eligible_for_herd"], worker["goal"]) == ("READY", False, None)
     assert reader.nudges() == []
+    reader.close()
+
+
+def test_a_store_of_the_herding_release_gains_jobs_and_keeps_its_rows(tmp_path: Path) -> None:
+    StoreWriter(tmp_path).close()
+    conn = sqlite3.connect(tmp_path / "status.db")
+    # Back to what the herding release wrote.
+    conn.execute("DROP TABLE jobs")
+    conn.execute("DROP TABLE transcript")
+    conn.execute("ALTER TABLE status DROP COLUMN cycle")
+    conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm004_jobs'")
+    conn.execute("INSERT INTO ptys (id, name, pane_id) VALUES ('abc', 'api', '%1')")
+    conn.execute("INSERT INTO status (id, state, herd_reason) VALUES ('abc', 'READY', 'busy')")
+    conn.execute("INSERT INTO herd (id, goal) VALUES ('abc', 'tests pass')")
+    conn.commit()
+    conn.close()
+
+    writer = StoreWriter(tmp_path)
+    assert writer.statuses()["abc"]["herd_reason"] == "busy"
+    assert writer.statuses()["abc"]["cycle"] is None
+    assert writer.herd_rows()["abc"]["goal"] == "tests pass"
+    assert writer.open_jobs() == []
+    writer.close()
+    reader = StoreReader(tmp_path)
+    [worker] = reader.workers()
+    assert (worker["state"], worker["goal"], worker["cycle"]) == ("READY", "tests pass", "")
+    assert reader.jobs() == []
     reader.close()
 
 

@@ -49,7 +49,7 @@ GENERIC_PACK = "generic"
 _LINE_KEY = "__line__"
 
 _PACK_KEYS = {"name", "description", "detect", "stable_polls", "volatile", "input", "rules",
-              "examples", "checked_versions"}
+              "examples", "checked_versions", "clear_command"}
 _DETECT_KEYS = {"commands", "command_patterns", "titles", "screen", "weak"}
 _RULE_KEYS = {"id", "state", "region", "match", "unless", "reason", "summary", "actions_needed",
               "confidence", "description", "program"}
@@ -250,6 +250,8 @@ class Pack:
     layer: Pack | None = field(default=None, compare=False, repr=False)
     # The CLI releases whose real screens the pack was measured on (documentation, not a gate).
     checked_versions: tuple[str, ...] = field(default=(), compare=False)
+    # What starts a fresh conversation in this CLI (`/clear`), for `dispatch --clear`.
+    clear_command: str = ""
 
     def draft(self, screen: str) -> str | None:
         """Text typed into the CLI's input box but not sent yet (stripped, wrapped lines joined).
@@ -497,6 +499,7 @@ def parse_pack(text: str, where: str) -> Pack:
         input=_parse_input(data.get("input"), where, top),
         examples=tuple(_parse_example(raw, where, top) for raw in data.get("examples") or []),
         checked_versions=tuple(checked),
+        clear_command=_parse_clear(data.get("clear_command", ""), where, top),
     )
     _check_examples(pack)
     return pack
@@ -508,6 +511,12 @@ def _line(raw: Any, fallback: int | None = None) -> int | None:
         if isinstance(value, int):
             return value
     return fallback
+
+
+def _parse_clear(raw: Any, where: str, top: int | None) -> str:
+    if not isinstance(raw, str) or "\n" in raw:
+        raise PackError(where, top, "'clear_command' must be one line of text, e.g. /clear")
+    return raw.strip()
 
 
 def _check_keys(raw: dict[str, Any], allowed: set[str], where: str, what: str) -> None:

@@ -1,0 +1,320 @@
+"""The post-report cycle on a real tmux server and a real store, the watcher ticking for real
+in this process: each state in order, the spin cap, the no-key assessor on passing and failing
+checks, and the LLM assessor against the loopback OpenRouter (a directive, a stop, every fault).
+
+Reports are written with ``app.cycle.jobs.report``, as ``conductor pty report`` does; the pane
+runs tests/fake_agent.py, which draws Claude Code's screens.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.classify.llm import LLMClassifier, LLMSettings
+from app.classify.packs import load_packs
+from app.config import WatchSettings
+from app.cycle import assessor, jobs
+from app.cycle.jobs import CycleSettings
+from app.cycle.step import CycleStep
+from app.model import State
+from app.store import StoreWriter
+from app.tmux import Tmux
+from app.watch import Tracked, Watcher
+from tests.conftest import REPO
+from tests.openrouter_server import OpenRouterServer, Reply
+from tests.waiting import retry_until, stays_false
+
+AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
+KEY = "sk-or-v1-0123456789abcdef0123456789abcdef0123456789abcdef"
+TOKEN = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+FAST = CycleSettings(wait_s=0.5, idle_s=0.5, spin_max_s=2.0, cmd_timeout_s=20.0,
+                     output_chars=2000, transcript_entries=5)
+ORDER = ["queued", "WAITING", "IDLE_SPIN", "DECIDING"]
+
+
+@dataclass
+class Lab:
+    tmux: Tmux
+    store: StoreWriter
+    pane: Any
+    notes: list[str]
+    watcher: Watcher | None = None
+
+    def start(self, settings: CycleSettings = FAST, llm: LLMClassifier | None = None
+              ) -> CycleStep:
+        step = CycleStep(self.tmux, self.store, load_packs(), settings,
+                         WatchSettings(interval_s=0.2, ready_min_s=0), llm=llm,
+                         announce=self.notes.append)
+        self.watcher = Watcher(self.tmux, self.store, load_packs(),
+                               WatchSettings(interval_s=0.2, ready_min_s=0), cycle=step)
+        return step
+
+    def tick(self) -> None:
+        assert self.watcher is not None
+        self.watcher.tick()
+
+    def settle(self) -> Tracked:
+        def ready() -> bool:
+            self.tick()
+            t = self.tracked()
+            return t is not None and t.assessment is not None and \
+                t.assessment.state is State.READY
+        retry_until(ready, 20, interval=0.1)
+        tracked = self.tracked()
+        assert tracked is not None
+        return tracked
+
+    def tracked(self) -> Tracked | None:
+        assert self.watcher is not None
+        return next((t for t in self.watcher.tracked.values()
+                     if t.pane.pane_id == self.pane.pane_id), None)
+
+    def job(self, seq: int) -> dict[str, Any]:
+        [row] = list(self.store.conn.execute(
+            "SELECT seq, state, detail, decision, directive, exit_code, output, timeline "
+            "FROM jobs WHERE seq = ?", (seq,)))
+        return dict(zip(["seq", "state", "detail", "decision", "directive", "exit_code",
+                         "output", "timeline"], row, strict=True))
+
+    def run_until_done(self, seq: int, seconds: float = 30) -> dict[str, Any]:
+        def done() -> bool:
+            self.tick()
+            return self.job(seq)["state"] in ("STANDBY", "PAUSED")
+        retry_until(done, seconds, interval=0.1, message=f"job {seq}: {self.job(seq)}")
+        return self.job(seq)
+
+    def screen(self) -> str:
+        return "\n".join(self.pane.capture_pane())
+
+    def cycle_sends(self) -> int:
+        return int(self.store.conn.execute(
+            "SELECT COUNT(*) FROM events WHERE kind = 'send' AND name = 'cycle'").fetchone()[0])
+
+    def report(self, text: str, wait_cmd: str | None = None,
+               settings: CycleSettings = FAST) -> int:
+        tracked = self.settle()
+        return jobs.report(self.store.workers_dir, tracked.worker_id, text, wait_cmd, settings)
+
+
+@pytest.fixture
+def lab(server: Any, session: Any, isolated_env: Path) -> Iterator[Lab]:
+    window = session.new_window(window_name="agent", window_shell=AGENT, attach=False)
+    pane = window.active_pane
+    retry_until(lambda: "? for shortcuts" in "\n".join(pane.capture_pane()), 10)
+    store = StoreWriter(isolated_env)
+    lab = Lab(Tmux(socket_name=server.socket_name), store, pane, [])
+    yield lab
+    store.close()
+
+
+def states(row: dict[str, Any]) -> list[str]:
+    return [state for state, _ in jobs.timeline(row)]
+
+
+def test_a_failing_check_types_exactly_one_directive_and_stands_by(lab: Lab) -> None:
+    step = lab.start()
+    seq = lab.report("implemented the parser", "echo 'FAILED tests/test_io.py::test_read'; "
+                                                "exit 3")
+    row = lab.run_until_done(seq)
+    step.close()
+
+    assert states(row) == [*ORDER, "STANDBY"]
+    assert (row["exit_code"], row["decision"]) == (3, "continue")
+    directive = row["directive"]
+    assert directive.startswith("The check `echo 'FAILED tests/test_io.py::test_read'; exit 3` "
+                                "failed with exit status 3: FAILED tests/test_io.py::test_read")
+    assert "\n" not in directive and assessor.directive_fault(directive) == ""
+    retry_until(lambda: f"❯ {directive[:60]}" in lab.screen(), 10)
+    def typed_again() -> bool:
+        lab.tick()
+        return lab.cycle_sends() > 1
+
+    assert stays_false(typed_again, 2.0, interval=0.2)
+    assert lab.cycle_sends() == 1
+    tracked = lab.tracked()
+    assert tracked is not None and tracked.status_row is not None
+    kinds = [(r["kind"], r["text"]) for r in lab.store.transcript(tracked.worker_id)]
+    assert kinds == [("report", "implemented the parser"), ("directive", directive)]
+    assert any("typed the directive" in n for n in lab.notes)
+    assert tracked.status_row["cycle"] == "STANDBY"
+
+
+def test_a_passing_check_pauses_says_goal_met_and_types_nothing(
+        lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENROUTER_API_KEY", "plain-looking-value-1234")
+    step = lab.start()
+    seq = lab.report("all done", "echo 5 passed; echo key=[$OPENROUTER_API_KEY] in $PWD")
+    row = lab.run_until_done(seq)
+    step.close()
+
+    assert states(row) == [*ORDER, "PAUSED"]
+    assert (row["exit_code"], row["decision"], row["directive"]) == (0, "stop", None)
+    assert row["detail"].startswith("goal met?") and "passed (exit 0)" in row["detail"]
+    assert "5 passed" in row["output"]
+    # Run on the host in the pane's folder, without our LLM key.
+    assert f"key=[] in {lab.pane.pane_current_path}" in row["output"]
+    assert lab.cycle_sends() == 0
+    assert any("goal met?" in n for n in lab.notes)
+
+
+def test_no_check_waits_cycle_wait_then_pauses_for_a_person(lab: Lab) -> None:
+    step = lab.start()
+    seq = lab.report("done, I think")
+    row = lab.run_until_done(seq)
+    step.close()
+    timeline = dict(jobs.timeline(row))
+    assert states(row) == [*ORDER, "PAUSED"]
+    assert timeline["IDLE_SPIN"] - timeline["WAITING"] >= FAST.wait_s
+    assert "goal met?" in row["detail"] and lab.cycle_sends() == 0
+
+
+def test_the_spin_is_capped_while_the_agent_keeps_working(lab: Lab) -> None:
+    step = lab.start(CycleSettings(wait_s=0, idle_s=0.5, spin_max_s=2.0))
+    tracked = lab.settle()
+    lab.pane.send_keys("work 30", enter=True)
+    retry_until(lambda: "esc to interrupt)" in lab.screen(), 10)
+    seq = jobs.report(lab.store.workers_dir, tracked.worker_id, "still going", None, FAST)
+    row = lab.run_until_done(seq)
+    step.close()
+
+    timeline = dict(jobs.timeline(row))
+    assert states(row) == [*ORDER, "PAUSED"]
+    assert timeline["DECIDING"] - timeline["IDLE_SPIN"] >= 2.0
+    assert "esc to interrupt)" in lab.screen()  # the agent was busy all along
+    assert row["detail"].startswith("goal met?")
+    assert lab.cycle_sends() == 0
+
+
+def test_a_dialog_on_screen_pauses_instead_of_typing(lab: Lab) -> None:
+    step = lab.start()
+    tracked = lab.settle()
+    lab.pane.send_keys("ask", enter=True)
+    retry_until(lambda: "Do you want to proceed?" in lab.screen(), 10)
+    seq = jobs.report(lab.store.workers_dir, tracked.worker_id, "half done", "false", FAST)
+    row = lab.run_until_done(seq)
+    step.close()
+    assert row["state"] == "PAUSED" and row["decision"] == "continue"
+    assert "needs you" in row["detail"] and "waiting for confirmation" in row["detail"]
+    assert lab.cycle_sends() == 0 and "Do you want to proceed?" in lab.screen()
+
+
+def test_a_check_that_runs_too_long_is_killed_and_pauses(lab: Lab) -> None:
+    step = lab.start(CycleSettings(wait_s=0, idle_s=0.5, spin_max_s=2.0, cmd_timeout_s=1.0))
+    seq = lab.report("done", "echo started; sleep 30")
+    row = lab.run_until_done(seq)
+    step.close()
+    assert row["exit_code"] is None and row["state"] == "PAUSED"
+    assert "did not finish" in row["detail"] and "started" in row["output"]
+
+
+def test_transcript_is_bounded_and_a_new_report_supersedes_the_old_cycle(lab: Lab) -> None:
+    lab.start()
+    tracked = lab.settle()
+    first = jobs.report(lab.store.workers_dir, tracked.worker_id, "report 0", "true", FAST)
+    for n in range(1, 8):
+        jobs.report(lab.store.workers_dir, tracked.worker_id, f"report {n} key={KEY}", None,
+                    FAST)
+    rows = lab.store.transcript(tracked.worker_id)
+    assert [r["text"].split(" key=")[0] for r in rows] == [f"report {n}" for n in range(3, 8)]
+    assert all(KEY not in r["text"] for r in rows)
+    open_cycles = [j for j in lab.store.open_jobs() if j["kind"] == "cycle"]
+    assert len(open_cycles) == 1 and lab.job(first)["state"] == "superseded"
+
+
+# --- the LLM assessor ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def openrouter() -> Iterator[OpenRouterServer]:
+    with OpenRouterServer() as srv:
+        yield srv
+
+
+def llm_for(openrouter: OpenRouterServer, timeout: float = 3.0) -> LLMClassifier:
+    return LLMClassifier(LLMSettings(api_key=KEY, base_url=openrouter.base_url, timeout=timeout,
+                                     max_retries=0))
+
+
+def answer(**fields: Any) -> Reply:
+    return Reply.content(json.dumps(fields))
+
+
+def test_the_llm_gets_goal_transcript_output_and_screen_redacted_and_its_directive_is_typed(
+        lab: Lab, openrouter: OpenRouterServer) -> None:
+    openrouter.script(answer(decision="continue", rationale="Two tests still fail.",
+                             directive="Fix test_read in tests/test_io.py, then report again."))
+    step = lab.start(llm=llm_for(openrouter))
+    tracked = lab.settle()
+    with lab.store.transaction() as conn:
+        lab.store.upsert_herd(conn, {"id": tracked.worker_id, "goal": "all tests pass"})
+    lab.pane.send_keys(f"say my token is {TOKEN}", enter=True)
+    seq = lab.report("parser done", f"echo 'FAILED test_read'; echo token={TOKEN}; exit 1")
+    row = lab.run_until_done(seq)
+    step.close()
+
+    assert states(row) == [*ORDER, "STANDBY"]
+    assert row["directive"] == "Fix test_read in tests/test_io.py, then report again."
+    retry_until(lambda: "❯ Fix test_read in tests/test_io.py" in lab.screen(), 10)
+    assert lab.cycle_sends() == 1
+    [request] = openrouter.requests
+    sent = request.text
+    assert "all tests pass" in sent and "parser done" in sent and "FAILED test_read" in sent
+    assert "exit 1" in sent and "my token is" in sent
+    body = request.body.decode()
+    at = body.find(TOKEN)
+    assert at < 0, body[at - 300:at + 50]
+    assert KEY not in body  # only in the Authorization header
+    assert TOKEN not in (row["output"] or "")
+
+
+def test_the_llm_saying_stop_pauses_and_notifies(lab: Lab, openrouter: OpenRouterServer
+                                                 ) -> None:
+    openrouter.script(answer(decision="stop", rationale="Every test passes.", directive=""))
+    step = lab.start(llm=llm_for(openrouter))
+    seq = lab.report("all green", "true")
+    row = lab.run_until_done(seq)
+    step.close()
+    assert states(row) == [*ORDER, "PAUSED"]
+    assert row["detail"] == "goal met? Every test passes." and lab.cycle_sends() == 0
+    assert any("goal met? Every test passes." in n for n in lab.notes)
+
+
+FAULTS = [
+    pytest.param(Reply.error(500, "upstream down"), "LLM failed", id="http-500"),
+    pytest.param(Reply.error(401, "bad key"), "LLM failed", id="http-401"),
+    pytest.param(Reply.content("not json at all"), "LLM failed", id="not-json"),
+    pytest.param(Reply(hang=True), "LLM failed", id="timeout"),
+    pytest.param(answer(decision="maybe", rationale="", directive=""), "is not stop or continue",
+                 id="bad-decision"),
+    pytest.param(answer(decision="continue", rationale="x", directive="Do this.\nThen that."),
+                 "more than one line", id="two-lines"),
+    pytest.param(answer(decision="continue", rationale="x", directive="One. Two. Three."),
+                 "more than two sentences", id="three-sentences"),
+    pytest.param(answer(decision="continue", rationale="x", directive="  "), "it is empty",
+                 id="empty-directive"),
+    pytest.param(answer(decision="continue", rationale="x", directive="x" * 401),
+                 "401 characters", id="too-long"),
+    pytest.param(answer(decision="stop", rationale="x"), "are not decision", id="missing-key"),
+]
+
+
+@pytest.mark.parametrize(("reply", "reason"), FAULTS)
+def test_every_llm_fault_pauses_with_the_reason_and_types_nothing(
+        lab: Lab, openrouter: OpenRouterServer, reply: Reply, reason: str) -> None:
+    openrouter.script(reply)
+    step = lab.start(llm=llm_for(openrouter, timeout=1.5))
+    seq = lab.report("done", "false")
+    row = lab.run_until_done(seq)
+    step.close()
+    assert states(row) == [*ORDER, "PAUSED"]
+    assert row["detail"].startswith("needs you: ") and reason in row["detail"]
+    assert KEY not in row["detail"]
+    assert lab.cycle_sends() == 0
+    assert any("needs you" in n for n in lab.notes)
