@@ -18,7 +18,9 @@ The screen is the judge; other signals only move it earlier or hold it back:
    up. A turn-end that is not newer than the moment the pane was seen leaving READY after the
    last send belongs to the previous turn and is ignored.
 6. Anti-flap: a new state must hold for its configured polls before it is reported (READY has
-   the stability window instead). Leaving READY is always immediate.
+   the stability window instead). Leaving READY is always immediate. UNKNOWN is a state like the
+   others here: a known state gives way to it only after ``unknown_polls`` polls, so a screen
+   that redraws on a timer cannot flip BUSY and UNKNOWN every few polls.
 """
 
 from __future__ import annotations
@@ -76,6 +78,9 @@ class Policy:
     confirmation_polls: int = config.DEFAULT_CONFIRMATION_POLLS
     error_polls: int = config.DEFAULT_ERROR_POLLS
     send_grace_s: float = config.DEFAULT_SEND_GRACE_S
+    # A screen no rule reads, after one we could read, is more often a moment between two
+    # redraws than news; anything but READY stands until UNKNOWN held this many polls.
+    unknown_polls: int = 3
 
     @classmethod
     def from_settings(cls, settings: config.WatchSettings, pack_stable_polls: int) -> Policy:
@@ -90,7 +95,7 @@ class Policy:
 
     def hold(self, state: State) -> int:
         return {State.BUSY: self.busy_polls, State.NEEDS_CONFIRMATION: self.confirmation_polls,
-                State.ERROR: self.error_polls}.get(state, 1)
+                State.ERROR: self.error_polls, State.UNKNOWN: self.unknown_polls}.get(state, 1)
 
 
 @dataclass(frozen=True)

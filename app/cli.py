@@ -706,6 +706,7 @@ def classify(files: Sequence[str], cli_name: str | None, as_json: bool, explain:
                 "file": source, "state": verdict.state.value, "cli": pack.name,
                 "rule": verdict.rule_id, "reasons": list(verdict.reasons),
                 "summary": verdict.summary, "actions_needed": verdict.actions_needed,
+                "options": [o.__dict__ for o in verdict.options],
                 **({"tried": [t.__dict__ | {"state": t.state.value} for t in traces]}
                    if explain else {}),
             }, ensure_ascii=False))

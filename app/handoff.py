@@ -260,7 +260,15 @@ def _check_ready_for_input(tmux: Tmux, target: Target, packs: Mapping[str, Pack]
         summary = assessment.summary or "it is waiting for confirmation"
         raise Refused(f"not sent: {target.label} is waiting for confirmation ({summary}); "
                       "answer it first, or use --force")
-    pack = watch.pack
+    # With a plain program in the foreground (`cat`, a REPL) the text goes to it, not to the
+    # shell's line editor: there is no shell draft to protect.
+    pack = None if watch.tracked.program else watch.pack
+    if pack is not None and pack.detect.weak and watch.text.strip() and \
+            pack.input_visible(watch.text) is False:
+        # A shell whose prompt we cannot find on the last line: typed text there cannot be ruled
+        # out, and typing after it would run a different command. Fail safe.
+        raise Refused(f"not sent: cannot find the shell prompt of {target.label} on its last "
+                      "line, so unsent input cannot be ruled out; use --force to type anyway")
     draft = pack.draft(watch.text) if pack is not None else None
     if draft and pack is not None:
         # Plain text cannot tell typing from a hint the CLI draws dim in the empty box (Claude

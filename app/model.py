@@ -79,6 +79,19 @@ class Pane:
 
 
 @dataclass(frozen=True)
+class Option:
+    """One choice a dialog on screen offers, as read from the screen."""
+
+    label: str
+    # tmux key names that pick it from the screen as it is: ("1",), ("Down", "Enter"), ("y",
+    # "Enter"); empty when the screen does not show how to reach it.
+    keys: tuple[str, ...]
+    role: str  # "approve", "refuse" or "other", by the label's words
+    highlighted: bool = False  # what Enter picks
+    shortcut: str = ""  # a key the row names itself, e.g. "y" for "Yes, proceed (y)"
+
+
+@dataclass(frozen=True)
 class Verdict:
     """What one classifier concluded from one screen."""
 
@@ -90,6 +103,8 @@ class Verdict:
     actions_needed: str = ""
     classifier: str = ""  # "pack:<name>", "llm:<model>", "tmux"
     matched_lines: tuple[str, ...] = ()
+    # The dialog's options when the screen asks something and they can be read.
+    options: tuple[Option, ...] = ()
     tried: tuple[str, ...] = field(default=(), compare=False)  # rule ids evaluated, for explain
 
 

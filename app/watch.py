@@ -27,7 +27,15 @@ from typing import TYPE_CHECKING, Any
 from app import statusfile
 from app.assess import NO_SIGNALS, TURN_END_ARM_S, Assessment, Policy, Signals, absorb, assess
 from app.classify.llm import AsyncLLM, merge, worth_asking
-from app.classify.packs import Pack, PatternTimeout, detect_pack, time_limit
+from app.classify.packs import (
+    GENERIC_PACK,
+    Pack,
+    PatternTimeout,
+    detect_pack,
+    judge_for,
+    plain_program,
+    time_limit,
+)
 from app.config import WatchSettings
 from app.errors import ConductorError, TmuxServerNotRunning
 from app.herd.step import HerdStep
@@ -77,6 +85,9 @@ class Tracked:
     cli_forced: str | None
     pack: Pack | None = None
     pack_command: str = ""
+    # A plain program in the foreground (``less``, ``sleep``; "" for none): its screen is judged
+    # by the generic pack while the pane keeps its shell pack.
+    program: str = ""
     hint: tuple[Any, ...] | None = None
     captured_at: float = 0.0
     text: str = ""
@@ -126,15 +137,27 @@ class PaneObserver:
                 tracked.verdict.rule_id == "pattern-timeout":
             return  # the same screen would only run out of time again
         pane = tracked.pane
+        program = "" if tracked.cli_forced else plain_program(self.packs, pane.current_command)
+        rejudge = tracked.verdict is None or program != tracked.program
         try:
             with time_limit(CLASSIFY_BUDGET_S):
                 if tracked.pack is None or tracked.pack_command != pane.current_command or (
-                    tracked.pack.name in ("generic", "shell") and text_hash != tracked.text_hash
+                    tracked.pack.name in (GENERIC_PACK, "shell")
+                    and text_hash != tracked.text_hash
                 ):
-                    tracked.pack = self._choose_pack(tracked, text)
+                    chosen = self._choose_pack(tracked, text)
+                    if program and chosen.name == GENERIC_PACK and tracked.pack is not None \
+                            and tracked.pack.detect.weak:
+                        # `sleep 30` typed at a shell prompt: still a shell pane, now running a
+                        # program.
+                        chosen = tracked.pack
+                    rejudge = rejudge or chosen is not tracked.pack
+                    tracked.pack = chosen
                     tracked.pack_command = pane.current_command
-                if text_hash != tracked.text_hash or tracked.verdict is None:
-                    tracked.verdict = tracked.pack.classify(text)
+                tracked.program = program
+                judge, program = judge_for(self.packs, tracked.pack, pane.current_command)
+                if text_hash != tracked.text_hash or rejudge:
+                    tracked.verdict = judge.classify(text, program)
                 tracked.stability_hash = (tracked.pack.fingerprint(text)
                                           if tracked.pack.volatile else text_hash)
         except PatternTimeout as exc:

@@ -5,7 +5,8 @@
     python scripts/corpus_report.py --versions # only the per-CLI, per-version table
 
 The corpus lives in ``tests/corpus/<set>/``: each set has a ``labels.tsv`` (path, cli, state, size,
-note), ``<cli>/timeline-N/frames.tsv`` (t_seconds, file, state) and optionally a ``versions.tsv``
+note, and optionally the pane's foreground ``command`` at capture time),
+``<cli>/timeline-N/frames.tsv`` (t_seconds, file, state) and optionally a ``versions.tsv``
 (cli, version: the release its screens were captured from). ``tests/corpus/heldout.txt``
 names the screens that were not looked at while the rules were written; every screen of a set
 whose name starts with ``heldout`` (fresh lab captures) is held out as well.
@@ -30,8 +31,8 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from app.assess import Assessment, assess  # noqa: E402
-from app.classify.packs import Pack, detect_pack, load_packs  # noqa: E402
-from app.model import State  # noqa: E402
+from app.classify.packs import Pack, detect_pack, judge_for, load_packs  # noqa: E402
+from app.model import State, Verdict  # noqa: E402
 from app.screen import normalise  # noqa: E402
 
 CORPUS = ROOT / "tests" / "corpus"
@@ -68,6 +69,7 @@ class ScreenCase(NamedTuple):
     note: str
     held_out: bool
     version: str = ""  # the CLI release captured, from the set's versions.tsv ("" when unknown)
+    command: str = ""  # the pane's foreground process when captured ("": not recorded)
 
     @property
     def id(self) -> str:
@@ -120,6 +122,7 @@ class DraftCase(NamedTuple):
     state: State
     expected: str | None  # the typed text; None: the box is empty, shows a hint, or is not there
     note: str
+    command: str = ""  # the pane's foreground process when captured ("": not recorded)
 
     @property
     def id(self) -> str:
@@ -154,7 +157,8 @@ class ReplayResult:
     stable_polls: int
     reported: tuple[State, ...]
     ready_while_busy: tuple[int, ...]  # frame indexes reported READY while truly BUSY/NEEDS_CONF
-    lags: tuple[int, ...]  # frames from each true end of turn to the first READY report
+    # Frames from each true end of turn (once the TUI has drawn it) to the first READY report.
+    lags: tuple[int, ...]
     missed_ready: tuple[int, ...]  # turn ends never reported READY before the truth changed
     unseen: tuple[int, ...]  # BUSY-labelled frames still identical to the idle screen before
 
@@ -206,6 +210,7 @@ def load_cases(corpus: Path = CORPUS) -> list[ScreenCase]:
                 held_out=folder.name.startswith("heldout")
                 or (folder.name == SHARED_SET and cols[0] in held),
                 version=versions.get(cols[1], ""),
+                command=cols[5] if len(cols) > 5 else "",
             ))
     return cases
 
@@ -242,26 +247,42 @@ def load_draft_cases(corpus: Path = CORPUS) -> list[DraftCase]:
     for case in load_cases(corpus):
         known = listed.pop(case.id, None)
         cases.append(DraftCase(case.id, case.cli, case.state,
-                               known.expected if known is not None else None, case.note))
+                               known.expected if known is not None else None, case.note,
+                               case.command))
     return cases + list(listed.values())
 
 
 # --- measuring -----------------------------------------------------------------------------------
 
 
-def pack_for(cli: str, packs: Mapping[str, Pack], text: str) -> Pack:
+def pack_for(cli: str, packs: Mapping[str, Pack], text: str, command: str = "") -> Pack:
     name = CLI_PACK.get(cli)
-    return packs[name] if name is not None else detect_pack(packs, text)
+    return packs[name] if name is not None else detect_pack(packs, text, command=command)
+
+
+def verdict_for(case: ScreenCase, packs: Mapping[str, Pack], text: str) -> tuple[Pack, Verdict]:
+    """The verdict the watcher would give: the pane's pack, or the generic pack with the plain
+    program's name when one is in the foreground (as ``PaneObserver.classify`` does)."""
+    judge, program = judge_for(packs, pack_for(case.cli, packs, text, case.command),
+                               case.command)
+    return judge, judge.classify(text, program)
+
+
+def draft_pack(case: DraftCase, packs: Mapping[str, Pack], text: str) -> Pack | None:
+    """The pack whose input box ``send`` checks, or None when a plain program owns the terminal
+    (typed text goes to it, not to a shell's line editor; as ``handoff.send`` does)."""
+    pack = pack_for(case.cli, packs, text, case.command)
+    _, program = judge_for(packs, pack, case.command)
+    return None if program else pack
 
 
 def classify_cases(packs: Mapping[str, Pack], cases: Iterable[ScreenCase]) -> list[ScreenResult]:
     results: list[ScreenResult] = []
     for case in cases:
         text = case.text()
-        pack = pack_for(case.cli, packs, text)
-        verdict = pack.classify(text)
+        pack, verdict = verdict_for(case, packs, text)
         results.append(ScreenResult(case, pack.name, verdict.state, verdict.rule_id,
-                                    detect_pack(packs, text).name))
+                                    detect_pack(packs, text, command=case.command).name))
     return results
 
 
@@ -269,8 +290,10 @@ def read_drafts(packs: Mapping[str, Pack], cases: Iterable[DraftCase]) -> list[D
     results: list[DraftResult] = []
     for case in cases:
         text = case.text()
-        pack = pack_for(case.cli, packs, text)
-        results.append(DraftResult(case, pack.name, pack.input is not None, pack.draft(text)))
+        pack = draft_pack(case, packs, text)
+        results.append(DraftResult(case, pack.name if pack else "-",
+                                   pack is not None and pack.input is not None,
+                                   pack.draft(text) if pack else None))
     return results
 
 
@@ -295,12 +318,14 @@ def replay(pack: Pack, timeline: Timeline) -> ReplayResult:
     """Feed the frames through the watcher's own stability logic, one frame per poll."""
     previous: Assessment | None = None
     reported: list[State] = []
+    raw: list[State] = []
     texts: list[str] = []
     for frame in timeline.frames:
         text = normalise(frame.path.read_text(encoding="utf-8", errors="replace"))
         texts.append(text)
-        previous = assess(previous, pack.classify(text), pack.fingerprint(text), frame.t,
-                          pack.stable_polls)
+        verdict = pack.classify(text)
+        raw.append(verdict.state)
+        previous = assess(previous, verdict, pack.fingerprint(text), frame.t, pack.stable_polls)
         reported.append(previous.state)
     truth = [f.state for f in timeline.frames]
     # The driver labels a frame BUSY from the moment it presses Enter; the TUI may not have
@@ -324,11 +349,15 @@ def replay(pack: Pack, timeline: Timeline) -> ReplayResult:
         end = start
         while end < len(truth) and truth[end] is State.READY:
             end += 1
+        # The server's end of turn can come a frame before the TUI redraws its idle screen (the
+        # mirror of the start, where the label moves before the screen): count the lag from the
+        # first frame that no longer shows the busy marker.
+        drawn = next((i for i in range(start, end) if raw[i] is not State.BUSY), start)
         first = next((i for i in range(start, end) if reported[i] is State.READY), None)
         if first is None:
             missed.append(start)
         else:
-            lags.append(first - start)
+            lags.append(max(0, first - drawn))
     return ReplayResult(timeline, pack.stable_polls, tuple(reported), bad, tuple(lags),
                         tuple(missed), tuple(unseen))
 
@@ -430,7 +459,7 @@ def confusion_table(results: Sequence[ScreenResult]) -> str:
 
 
 def figures_line(label: str, fig: Figures) -> str:
-    return (f"{label:<14} {fig.right:>3}/{fig.total:<3} {100 * fig.accuracy:6.1f} %   "
+    return (f"{label:<20} {fig.right:>3}/{fig.total:<3} {100 * fig.accuracy:6.1f} %   "
             f"READY on BUSY {fig.ready_on_busy}   READY on NEEDS_CONF {fig.ready_on_confirm}   "
             f"NEEDS_CONF found {fig.confirm_found}/{fig.confirm_total}")
 

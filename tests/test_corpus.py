@@ -24,6 +24,7 @@ from scripts.corpus_report import (
     load_timelines,
     pack_for,
     replay,
+    verdict_for,
 )
 
 MIN_ACCURACY = 0.97  # per CLI, from the issue's acceptance
@@ -55,7 +56,7 @@ def test_the_corpus_is_here() -> None:
 def test_screen_is_never_dangerously_wrong(case: ScreenCase, packs: dict[str, Pack]) -> None:
     """READY on a busy or asking pane is the costliest mistake; a missed question the next."""
     text = case.text()
-    verdict = pack_for(case.cli, packs, text).classify(text)
+    _, verdict = verdict_for(case, packs, text)
     if case.state in DANGEROUS:
         assert verdict.state is not State.READY, f"{case.note} -> {verdict.rule_id}"
     if case.state is State.NEEDS_CONFIRMATION:

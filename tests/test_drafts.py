@@ -18,6 +18,7 @@ from app.model import State
 from scripts.corpus_report import (
     DraftCase,
     draft_figures,
+    draft_pack,
     frame_drafts,
     load_draft_cases,
     load_timelines,
@@ -73,7 +74,8 @@ def test_the_draft_listing_covers_every_cli_and_names_real_files() -> None:
 def test_draft_on_a_real_screen(case: DraftCase, packs: dict[str, Pack]) -> None:
     """Typed text is read exactly; an empty box, a hint text or no box at all reads as None."""
     text = case.text()
-    assert pack_for(case.cli, packs, text).draft(text) == case.expected, case.note
+    pack = draft_pack(case, packs, text)
+    assert (pack.draft(text) if pack else None) == case.expected, case.note
 
 
 def test_no_false_draft_on_a_screen_that_a_send_may_target(packs: dict[str, Pack]) -> None:

@@ -212,7 +212,7 @@ def test_pack_examples_are_real_checks(packs: dict[str, Pack]) -> None:
     """Every example states what its screen is; re-run them so a pack edited in place is caught."""
     for pack in packs.values():
         for example in pack.examples:
-            verdict = pack.classify(textwrap.dedent(example.screen))
+            verdict = pack.classify(textwrap.dedent(example.screen), example.program)
             assert verdict.state is example.state, f"{pack.name}: {example.name}"
 
 

@@ -15,15 +15,16 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
 import regex
 import yaml
 
+from app.classify.options import hint, read_options
 from app.errors import ConductorError, PackError
-from app.model import SCREEN_STATES, State, Verdict
+from app.model import SCREEN_STATES, Option, State, Verdict
 from app.screen import first_lines, last_lines, normalise, screen_hash
 
 # Neutral screens first (they stop evaluation with UNKNOWN), then what must never be missed.
@@ -51,11 +52,17 @@ _PACK_KEYS = {"name", "description", "detect", "stable_polls", "volatile", "inpu
               "examples", "checked_versions", "clear_command"}
 _DETECT_KEYS = {"commands", "command_patterns", "titles", "screen", "weak"}
 _RULE_KEYS = {"id", "state", "region", "match", "unless", "reason", "summary", "actions_needed",
-              "confidence", "description"}
+              "confidence", "description", "program"}
 _CONDITION_KEYS = {"pattern", "region"}
-_EXAMPLE_KEYS = {"name", "state", "screen", "rule", "draft"}
+_EXAMPLE_KEYS = {"name", "state", "screen", "rule", "draft", "program"}
 _INPUT_KEYS = {"region", "match", "trim", "placeholder"}
 _DRAFT_GROUP = "draft"
+# Template fields every rule may use besides its own named groups: the first matched line, the
+# hint computed from the dialog's options on screen, the plain program in the foreground.
+_BUILTIN_FIELDS = frozenset({"line", "options", "program"})
+# The generic layer under every pack may only say NEEDS_CONFIRMATION or BUSY: it can tell that
+# something waits or works, never that a CLI it does not know is idle or failed.
+LAYER_CONFIDENCE = 60
 
 
 class _LineLoader(yaml.SafeLoader):
@@ -119,6 +126,9 @@ class Rule:
     actions_needed: str
     confidence: int
     line: int
+    # Only when a plain program (no pack's own CLI) is in the pane's foreground and its process
+    # name matches this in full: `less`, `vim`, `sleep` after a shell prompt.
+    program: re.Pattern[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +142,7 @@ class Example:
     # apart from "says nothing about the draft".
     draft: str | None = None
     checks_draft: bool = False
+    program: str = ""
 
 
 @dataclass(frozen=True)
@@ -151,6 +162,11 @@ class InputBox:
     trim: tuple[re.Pattern[str], ...] = ()
     placeholder: tuple[re.Pattern[str], ...] = ()
     line: int = 0
+
+    def visible(self, text: str) -> bool:
+        """Whether the box is on a normalised screen at all (empty or not)."""
+        area = self.region.select_keeping_blanks(text)
+        return any(pattern.search(area) for pattern in self.match)
 
     def read(self, text: str) -> str | None:
         """The unsent text in the box of a normalised screen, or None (empty box, hint, no box)."""
@@ -229,6 +245,9 @@ class Pack:
     # blanked before hashing so they do not hold READY back.
     volatile: tuple[re.Pattern[str], ...] = ()
     input: InputBox | None = None
+    # The generic pack, whose NEEDS_CONFIRMATION and BUSY rules run beneath this pack's (see
+    # _ordered): dialogs a CLI's pack has not learned yet (set by load_packs).
+    layer: Pack | None = field(default=None, compare=False, repr=False)
     # The CLI releases whose real screens the pack was measured on (documentation, not a gate).
     checked_versions: tuple[str, ...] = field(default=(), compare=False)
     # What starts a fresh conversation in this CLI (`/clear`), for `dispatch --clear`.
@@ -245,6 +264,12 @@ class Pack:
             return None
         return self.input.read(normalise(screen))
 
+    def input_visible(self, screen: str) -> bool | None:
+        """Whether the input box is on screen; None when the pack has no ``input`` rule."""
+        if self.input is None:
+            return None
+        return self.input.visible(normalise(screen))
+
     def fingerprint(self, screen: str) -> str:
         """Hash of the screen for the stability check, with this pack's volatile parts blanked.
 
@@ -256,31 +281,64 @@ class Pack:
             text = pattern.sub("", text)
         return screen_hash(text)
 
-    def classify(self, screen: str) -> Verdict:
-        """Classify a screen (raw or normalised) with this pack's rules."""
-        return self.explain(screen)[0]
+    def classify(self, screen: str, program: str = "") -> Verdict:
+        """Classify a screen (raw or normalised) with this pack's rules.
 
-    def explain(self, screen: str) -> tuple[Verdict, list[RuleTrace]]:
+        ``program`` is the pane's foreground process when it is a plain program that no pack's
+        CLI claims (``less``, ``sleep``), else empty; rules with a ``program`` key need it.
+        """
+        return self.explain(screen, program)[0]
+
+    def explain(self, screen: str, program: str = "") -> tuple[Verdict, list[RuleTrace]]:
         text = normalise(screen)
         traces: list[RuleTrace] = []
-        for rule in self.rules:
-            verdict, trace = self._try(rule, text)
+        for rule, layered in self._ordered():
+            verdict, trace = self._try(rule, text, program)
+            if layered:
+                trace = replace(trace, rule_id=f"{GENERIC_PACK}:{trace.rule_id}")
             traces.append(trace)
-            if verdict is not None:
-                return verdict, traces
+            if verdict is None:
+                continue
+            if layered:
+                verdict = replace(
+                    verdict, rule_id=trace.rule_id,
+                    confidence=min(verdict.confidence, LAYER_CONFIDENCE),
+                    reasons=(*verdict.reasons, "generic_layer"),
+                    classifier=f"pack:{self.name}+{GENERIC_PACK}",
+                )
+            return verdict, traces
+        # Say what is on screen even when nothing is recognised: a person scanning the table
+        # learns more from "less" than from a blank.
         return (
             Verdict(
                 state=State.UNKNOWN,
                 confidence=20,
                 reasons=("no_rule_matched",),
                 classifier=f"pack:{self.name}",
-                summary="",
+                summary=f"{program or self.name}: screen not recognised",
                 tried=tuple(t.rule_id for t in traces),
             ),
             traces,
         )
 
-    def _try(self, rule: Rule, text: str) -> tuple[Verdict | None, RuleTrace]:
+    def _ordered(self) -> list[tuple[Rule, bool]]:
+        """This pack's rules, with the generic layer's (flagged True) slotted in: its dialogs
+        right after the pack's own, before anything could call the screen busy or idle (a
+        missed question costs more than a wrong one); its busy marks only after all of the
+        pack's rules failed."""
+        own = [(r, False) for r in self.rules]
+        if self.layer is None:
+            return own
+        asks = [(r, True) for r in self.layer.rules if r.state is State.NEEDS_CONFIRMATION]
+        works = [(r, True) for r in self.layer.rules if r.state is State.BUSY]
+        cut = next((i for i, (r, _) in enumerate(own)
+                    if r.state not in (State.UNKNOWN, State.NEEDS_CONFIRMATION)), len(own))
+        return own[:cut] + asks + own[cut:] + works
+
+    def _try(self, rule: Rule, text: str, program: str = "") -> tuple[Verdict | None, RuleTrace]:
+        if rule.program is not None and not (program and rule.program.fullmatch(program)):
+            detail = f"needs a foreground program matching /{rule.program.pattern}/"
+            return None, RuleTrace(rule.id, rule.state, False, detail)
         groups: dict[str, str] = {}
         lines: list[str] = []
         for condition in rule.match:
@@ -288,14 +346,20 @@ class Pack:
             if found is None:
                 detail = f"no match for /{condition.pattern.pattern}/ in {condition.region}"
                 return None, RuleTrace(rule.id, rule.state, False, detail)
-            groups.update({k: v.strip() for k, v in found.groupdict().items() if v is not None})
+            groups.update({k: _tidy(v) for k, v in found.groupdict().items() if v is not None})
             lines.append(_line_at(found))
         for condition in rule.unless:
             vetoed = condition.search(text)
             if vetoed is not None:
                 detail = f"vetoed by /{condition.pattern.pattern}/: {_line_at(vetoed).strip()}"
                 return None, RuleTrace(rule.id, rule.state, False, detail)
-        groups.setdefault("line", lines[0].strip() if lines else "")
+        groups.setdefault("line", _tidy(lines[0]) if lines else "")
+        groups["program"] = program
+        options: tuple[Option, ...] = ()
+        if rule.state is State.NEEDS_CONFIRMATION:
+            dialog = read_options(text)
+            options = dialog.options if dialog is not None else ()
+            groups["options"] = hint(dialog)
         verdict = Verdict(
             state=rule.state,
             confidence=rule.confidence,
@@ -305,8 +369,18 @@ class Pack:
             actions_needed=_fill(rule.actions_needed, groups),
             classifier=f"pack:{self.name}",
             matched_lines=tuple(line.strip() for line in lines),
+            options=options,
         )
         return verdict, RuleTrace(rule.id, rule.state, True, "; ".join(verdict.matched_lines))
+
+
+# Some TUIs leave a stray border cell far right of an old line (Claude Code 2.1.330): not part
+# of a captured command or question.
+_STRAY_BORDER_RE = re.compile(r"\s{2,}[│┃]\s*$")
+
+
+def _tidy(value: str) -> str:
+    return _STRAY_BORDER_RE.sub("", value).strip()
 
 
 def _line_at(found: re.Match[str]) -> str:
@@ -360,7 +434,15 @@ def load_packs(dirs: Sequence[Path] | None = None) -> dict[str, Pack]:
     if not packs:
         raise PackError(", ".join(str(d) for d in (dirs or [])) or "(none)", None,
                         "no classifier packs found")
-    return packs
+    return with_generic_layer(packs)
+
+
+def with_generic_layer(packs: Mapping[str, Pack]) -> dict[str, Pack]:
+    """Every pack but the generic one gets the generic pack's dialog and busy rules beneath its
+    own (see :attr:`Pack.layer`)."""
+    generic = packs.get(GENERIC_PACK)
+    return {name: replace(pack, layer=generic) if generic is not None and name != GENERIC_PACK
+            else pack for name, pack in packs.items()}
 
 
 def load_pack(path: Path) -> Pack:
@@ -582,7 +664,7 @@ def _parse_rule(raw: Any, where: str, top: int | None) -> Rule:
     confidence = raw.get("confidence", 90)
     if not isinstance(confidence, int) or not 0 <= confidence <= 100:
         raise PackError(where, line, f"{what}: confidence must be 0-100")
-    groups = {name for c in match for name in c.pattern.groupindex} | {"line"}
+    groups = {name for c in match for name in c.pattern.groupindex} | _BUILTIN_FIELDS
     for key in ("summary", "actions_needed"):
         template = str(raw.get(key, "") or "")
         for _, field_name, _, _ in string.Formatter().parse(template):
@@ -599,6 +681,8 @@ def _parse_rule(raw: Any, where: str, top: int | None) -> Rule:
         actions_needed=str(raw.get("actions_needed", "") or ""),
         confidence=confidence,
         line=line or 0,
+        program=_compile(raw["program"], where, line, f"{what} program")
+        if "program" in raw else None,
     )
 
 
@@ -689,6 +773,7 @@ def _parse_example(raw: Any, where: str, top: int | None) -> Example:
         line=line,
         draft=draft,
         checks_draft="draft" in raw,
+        program=str(raw.get("program") or ""),
     )
 
 
@@ -699,7 +784,7 @@ def _check_examples(pack: Pack) -> None:
         if example.rule is not None and example.rule not in rule_ids:
             raise PackError(pack.path, example.line,
                             f"example '{example.name}' names unknown rule '{example.rule}'")
-        verdict = pack.classify(example.screen)
+        verdict = pack.classify(example.screen, example.program)
         if verdict.state is not example.state or (
             example.rule is not None and verdict.rule_id != example.rule
         ):
@@ -721,6 +806,28 @@ def _check_examples(pack: Pack) -> None:
 
 
 # --- choosing a pack for a pane ------------------------------------------------------------------
+
+
+def plain_program(packs: Mapping[str, Pack], command: str) -> str:
+    """The pane's foreground process name when no pack claims it (``less``, ``sleep``, ``top``
+    started from a shell), else "". Agent CLIs and shells are claimed by their packs."""
+    name = Path(command.strip()).name
+    if not name or any(p.detect.matches_command(name) for p in packs.values()):
+        return ""
+    return name
+
+
+def judge_for(packs: Mapping[str, Pack], pack: Pack, command: str) -> tuple[Pack, str]:
+    """Which pack judges a pane's screen, and the plain program to tell its rules about.
+
+    A plain program in the foreground of a shell (or of a pane no pack claims) is judged by the
+    generic pack: the shell's prompt above it says nothing about it. An agent CLI's pack judges
+    its own screens whatever the process is called (Gemini CLI runs as ``node``).
+    """
+    program = plain_program(packs, command)
+    if program and (pack.detect.weak or pack.name == GENERIC_PACK):
+        return packs.get(GENERIC_PACK, pack), program
+    return pack, ""
 
 
 def detect_pack(
