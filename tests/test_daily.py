@@ -120,7 +120,7 @@ def test_create_keeps_a_crashed_program_on_screen_as_error_with_its_status(
     assert server.cmd("show-options", "-g", "-w", "-v", "remain-on-exit").stdout == ["off"]
     pane.send_keys("", enter=True)
     # tmux can mark a pane dead a moment before it has reaped the exit status.
-    retry_until(lambda: pane.display_message("#{pane_dead_status}", get_text=True) == ["4"], 10)
+    retry_until(lambda: pane.display_message("#{pane_dead_status}", get_text=True) == ["4"], 30)
     settle(watcher, {"crash": "ERROR"}, isolated_env)
     assert by_name(isolated_env)["crash"]["summary"] == "Process exited (status 4)"
 

@@ -56,13 +56,13 @@ def test_each_kind_of_pane_reaches_its_state_within_three_polls(
     session.new_window(window_name="printer", window_shell=PRINTER, attach=False)
     session.new_window(window_name="question", window_shell=QUESTION, attach=False)
     session.new_window(window_name="crashed", window_shell=CRASHER, attach=False)
-    retry_until(lambda: "Overwrite? (y/N)" in screen_of(session, "question"), 10)
-    retry_until(lambda: "line 3" in screen_of(session, "printer"), 10)
-    retry_until(lambda: screen_of(session, "idle").strip().endswith(("$", "#")), 10)
+    retry_until(lambda: "Overwrite? (y/N)" in screen_of(session, "question"), 30)
+    retry_until(lambda: "line 3" in screen_of(session, "printer"), 30)
+    retry_until(lambda: screen_of(session, "idle").strip().endswith(("$", "#")), 30)
     # tmux can mark a pane dead (its pty closed) a moment before it has reaped the exit status.
     crashed = session.windows.get(window_name="crashed").active_pane
     retry_until(lambda: crashed.display_message("#{pane_dead_status}", get_text=True)
-                == ["3"], 10)
+                == ["3"], 30)
 
     for _ in range(3):
         watcher.tick(time.time())

@@ -454,14 +454,20 @@ def load_pack(path: Path) -> Pack:
     return parse_pack(text, where)
 
 
-def parse_pack(text: str, where: str) -> Pack:
+def load_yaml(text: str, where: str, error: type[PackError] = PackError) -> Any:
+    """Safe YAML (no object tags) with every mapping's source line under ``_LINE_KEY``; broken
+    YAML raises ``error`` naming the file and line. Packs and herd rule sets share it."""
     try:
-        data = yaml.load(text, Loader=_LineLoader)  # a SafeLoader subclass: no object tags
+        return yaml.load(text, Loader=_LineLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise PackError(where, line, f"invalid YAML: {problem}") from exc
+        raise error(where, line, f"invalid YAML: {problem}") from None
+
+
+def parse_pack(text: str, where: str) -> Pack:
+    data = load_yaml(text, where)
     if not isinstance(data, dict):
         raise PackError(where, 1, "a pack must be a mapping with 'name' and 'rules'")
     _check_keys(data, _PACK_KEYS, where, "pack")

@@ -18,9 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from app.classify.packs import _LINE_KEY, Region, _compile, _LineLoader, _parse_region
+from app.classify.packs import _LINE_KEY, Region, _compile, _parse_region, load_yaml
 from app.errors import PackError
 from app.herd.gate import WHENS
 from app.model import State
@@ -163,13 +161,7 @@ def load(spec: str) -> RuleSet:
 
 
 def parse(text: str, where: str, name: str = "") -> RuleSet:
-    try:
-        data = yaml.load(text, Loader=_LineLoader)  # a SafeLoader subclass: no object tags
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise RuleError(where, line, f"invalid YAML: {problem}") from None
+    data = load_yaml(text, where, RuleError)
     if not isinstance(data, dict):
         raise RuleError(where, 1, "a rule set must be a mapping with 'rules'")
     top = _line(data)
