@@ -99,6 +99,19 @@ def test_the_option_named_refuse_is_the_one_whose_label_refuses(
             in verdict.actions_needed
 
 
+# Screens whose hint is not about answering a dialog (a login screen says how to sign in).
+NOT_A_DIALOG_HINT = {"sign-in"}
+
+
+@pytest.mark.parametrize("case", DIALOG_CASES, ids=[c.id for c in DIALOG_CASES])
+def test_every_pack_hints_from_the_options_on_screen_not_from_memory(
+        case: ScreenCase, packs: dict[str, Pack]) -> None:
+    text = case.text()
+    _, verdict = verdict_for(case, packs, text)
+    if verdict.options and verdict.rule_id not in NOT_A_DIALOG_HINT:
+        assert verdict.actions_needed == hint(read_options(text)), verdict.rule_id
+
+
 def test_claude_2_1_330_hints_follow_the_new_option_order(packs: dict[str, Pack]) -> None:
     """The two hints that became dangerous: Enter now refuses the trust dialog, and 3 approves
     (and switches to auto mode) in the Bash dialog."""
