@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.agents import AgentUnavailable, ClaudeInTmux, Install, install_claude
 from tests.waiting import stop_process
 
 REPO = Path(__file__).resolve().parent.parent
@@ -78,3 +79,21 @@ def watcher_process(server: Any) -> Iterator[Any]:
     yield start
     for proc in started:
         stop_process(proc, seconds=10)
+
+
+@pytest.fixture(scope="session")
+def claude_install() -> Install:
+    """The real Claude Code from npm (cached); the test is skipped where it cannot be had."""
+    try:
+        return install_claude()
+    except AgentUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def claude(claude_install: Install, tmp_path: Path, isolated_env: Path) -> Iterator[ClaudeInTmux]:
+    """Claude, idle, in its own tmux server; hooks (if a test installs them) reach our store."""
+    lab = ClaudeInTmux(tmp_path / "agent", claude_install.binary,
+                       env={"CONDUCTOR_WORKERS_DIR": str(isolated_env)})
+    yield lab
+    lab.close()

@@ -25,7 +25,6 @@ from tests.agents import (
     ClaudeInTmux,
     CodexInTmux,
     Install,
-    install_claude,
     install_codex,
 )
 from tests.conftest import REPO, conductor
@@ -40,23 +39,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.agent]
 STABILITY_WINDOW_S = 3.0
 WITH_HOOKS_S = 2.0  # the acceptance figure; measured 0.4-0.5 s for both CLIs
 SLOW_TASK = Say.words(28, delay=0.25)  # about 7 s of streaming, 4 lines
-
-
-@pytest.fixture(scope="module")
-def claude_install() -> Install:
-    try:
-        return install_claude()
-    except AgentUnavailable as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.fixture
-def claude(claude_install: Install, tmp_path: Path, isolated_env: Path) -> Iterator[ClaudeInTmux]:
-    """Claude, idle, in its own tmux server; hooks (if a test installs them) reach our store."""
-    lab = ClaudeInTmux(tmp_path / "agent", claude_install.binary,
-                       env={"CONDUCTOR_WORKERS_DIR": str(isolated_env)})
-    yield lab
-    lab.close()
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.agents import AgentUnavailable, ClaudeInTmux, Install, install_claude
+from tests.agents import ClaudeInTmux, Install
 from tests.conftest import REPO, conductor
 from tests.scripted_model import CallTool, Say
 from tests.waiting import retry_until, stop_process
@@ -29,14 +29,6 @@ pytest.importorskip("mcp")
 
 # Fails the first time (and leaves the file behind), passes from then on: the agent "fixed" it.
 CHECK = "test -f done.txt || { touch done.txt; exit 1; }"
-
-
-@pytest.fixture(scope="module")
-def claude_install() -> Install:
-    try:
-        return install_claude()
-    except AgentUnavailable as exc:
-        pytest.skip(str(exc))
 
 
 class ClaudeWithMCP(ClaudeInTmux):

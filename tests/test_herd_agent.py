@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.agents import AgentUnavailable, ClaudeInTmux, Install, install_claude
+from tests.agents import ClaudeInTmux
 from tests.conftest import REPO, conductor
 from tests.scripted_model import RunBash, Say
 from tests.waiting import retry_until, stays_false, stop_process
@@ -26,22 +26,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.agent]
 
 QUESTION = "I refactored the parser and its tests pass. Shall I continue with the printer?"
 NEXT_TURN = "Continuing with the printer now. Done."
-
-
-@pytest.fixture(scope="module")
-def claude_install() -> Install:
-    try:
-        return install_claude()
-    except AgentUnavailable as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.fixture
-def claude(claude_install: Install, tmp_path: Path, isolated_env: Path) -> Iterator[ClaudeInTmux]:
-    lab = ClaudeInTmux(tmp_path / "agent", claude_install.binary,
-                       env={"CONDUCTOR_WORKERS_DIR": str(isolated_env)})
-    yield lab
-    lab.close()
 
 
 def write_config(tmp_path: Path) -> None:
