@@ -451,14 +451,20 @@ def hooks_install(obj: Context, cli_name: str, path: Path | None, show_only: boo
     result = install(cli_name, _hook_command(obj), path, dry_run=show_only, force=force)
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
+    echo_install(result, show_only, f"installed conductor pty hooks for {cli_name}",
+                 f"conductor pty hooks for {cli_name} already")
+
+
+def echo_install(result: Any, show_only: bool, done: str, present: str) -> None:
+    """What ``hooks install`` and ``mcp install`` print: the snippet, or what changed where."""
     if show_only:
         click.echo(f"# {result.path}")
         click.echo(result.snippet)
     elif result.changed:
         backup = f" (backup: {result.backup})" if result.backup else ""
-        click.echo(f"installed conductor pty hooks for {cli_name} in {result.path}{backup}")
+        click.echo(f"{done} in {result.path}{backup}")
     else:
-        click.echo(f"conductor pty hooks for {cli_name} already in {result.path}")
+        click.echo(f"{present} in {result.path}")
 
 
 @hooks.command("uninstall")

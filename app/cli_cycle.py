@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from app import render
-from app.cli import Context, _read_config, friendly_errors
+from app.cli import Context, _read_config, echo_install, friendly_errors
 from app.errors import ConductorError
 
 
@@ -216,14 +216,8 @@ def mcp_install(obj: Context, cli_name: str, path: Path | None, show_only: bool)
     from app.mcpconfig import SERVER_NAME, install
 
     result = install(cli_name, mcp_command(obj), path, dry_run=show_only)
-    if show_only:
-        click.echo(f"# {result.path}")
-        click.echo(result.snippet)
-    elif result.changed:
-        backup = f" (backup: {result.backup})" if result.backup else ""
-        click.echo(f"added MCP server {SERVER_NAME!r} for {cli_name} in {result.path}{backup}")
-    else:
-        click.echo(f"MCP server {SERVER_NAME!r} for {cli_name} already in {result.path}")
+    echo_install(result, show_only, f"added MCP server {SERVER_NAME!r} for {cli_name}",
+                 f"MCP server {SERVER_NAME!r} for {cli_name} already")
 
 
 def mcp_command(obj: Context) -> list[str]:
