@@ -525,11 +525,13 @@ def _parse_clear(raw: Any, where: str, top: int | None) -> str:
     return raw.strip()
 
 
-def _check_keys(raw: dict[str, Any], allowed: set[str], where: str, what: str) -> None:
+def _check_keys(raw: dict[str, Any], allowed: set[str], where: str, what: str,
+                line: int | None = None, error: type[PackError] = PackError) -> None:
+    """Unknown keys are an error at the mapping's own line (else ``line``); herd rules share it."""
     unknown = sorted(str(k) for k in raw if k not in allowed and k != _LINE_KEY)
     if unknown:
-        raise PackError(where, _line(raw), f"{what}: unknown key(s) {', '.join(unknown)}; "
-                        f"allowed: {', '.join(sorted(allowed))}")
+        raise error(where, _line(raw, line), f"{what}: unknown key(s) {', '.join(unknown)}; "
+                    f"allowed: {', '.join(sorted(allowed))}")
 
 
 def _parse_state(value: Any, where: str, line: int | None, what: str) -> State:

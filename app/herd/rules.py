@@ -18,7 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.classify.packs import _LINE_KEY, Region, _compile, _parse_region, load_yaml
+from app.classify.packs import (
+    Region,
+    _check_keys,
+    _compile,
+    _line,
+    _parse_region,
+    load_yaml,
+)
 from app.errors import PackError
 from app.herd.gate import WHENS
 from app.model import State
@@ -165,7 +172,7 @@ def parse(text: str, where: str, name: str = "") -> RuleSet:
     if not isinstance(data, dict):
         raise RuleError(where, 1, "a rule set must be a mapping with 'rules'")
     top = _line(data)
-    _check_keys(data, _SET_KEYS, where, "rule set", top)
+    _check_keys(data, _SET_KEYS, where, "rule set", top, RuleError)
     raw_rules = data.get("rules")
     if not isinstance(raw_rules, list) or not raw_rules:
         raise RuleError(where, top, "'rules' must be a non-empty list")
@@ -177,19 +184,6 @@ def parse(text: str, where: str, name: str = "") -> RuleSet:
         seen.add(rule.id)
     return RuleSet(name=name or Path(where).stem, path=where,
                    description=str(data.get("description") or ""), rules=tuple(rules))
-
-
-def _line(raw: Any, fallback: int | None = None) -> int | None:
-    value = raw.get(_LINE_KEY) if isinstance(raw, dict) else None
-    return value if isinstance(value, int) else fallback
-
-
-def _check_keys(raw: dict[str, Any], allowed: set[str], where: str, what: str,
-                line: int | None) -> None:
-    unknown = sorted(str(k) for k in raw if k not in allowed and k != _LINE_KEY)
-    if unknown:
-        raise RuleError(where, line, f"{what}: unknown key(s) {', '.join(unknown)}; "
-                        f"allowed: {', '.join(sorted(allowed))}")
 
 
 def _names(raw: Any, where: str, line: int | None, what: str) -> list[str]:
@@ -207,7 +201,7 @@ def _parse_rule(raw: Any, where: str, top: int | None) -> Rule:
     if not isinstance(rule_id, str) or not _NAME.fullmatch(rule_id):
         raise RuleError(where, line, "rule without an 'id' (a word such as 'keep-going')")
     what = f"rule '{rule_id}'"
-    _check_keys(raw, _RULE_KEYS, where, what, line)
+    _check_keys(raw, _RULE_KEYS, where, what, line, RuleError)
 
     when = _names(raw.get("when"), where, line, f"{what}: 'when'")
     for item in when:
