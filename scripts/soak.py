@@ -309,11 +309,12 @@ class Soak:
         self.start_watcher()
         self.wait_for("first cycle on tmpfs", lambda: self.last_cycle() > 0, 30)
         filler = mount / "filler"
-        with filler.open("wb") as out:
+        # Unbuffered: with a buffer, close() would retry the unwritten part and raise ENOSPC
+        # again on the way out of the block.
+        with filler.open("wb", buffering=0) as out:
             try:
                 while True:
                     out.write(b"\0" * 65536)
-                    out.flush()
             except OSError:
                 pass
         # Change what a pane shows while the disk is full: an idle shell starts printing.
