@@ -17,6 +17,11 @@ The screen is the judge; other signals only move it earlier or hold it back:
    idle prompt be READY at once, without the stability window, for as long as that screen stays
    up. A turn-end that is not newer than the moment the pane was seen leaving READY after the
    last send belongs to the previous turn and is ignored.
+   Some releases draw no end mark at all (Codex before 0.160): their packs call a finished turn
+   BUSY with the reason ``no_end_mark``, since it looks like a pause in a streaming reply. That
+   guess, and only that one, gives way to a valid turn-end hook once the screen has been still
+   for the stability window; READY then lasts while that screen stays up. Without the hook such
+   a pane stays BUSY: no stillness alone may call it finished.
 6. Anti-flap: a new state must hold for its configured polls before it is reported (READY has
    the stability window instead). Leaving READY is always immediate. UNKNOWN is a state like the
    others here: a known state gives way to it only after ``unknown_polls`` polls, so a screen
@@ -66,6 +71,8 @@ NO_SIGNALS = Signals()
 # A turn-end hook can vouch for an idle screen only this soon after it fired; an older one (from
 # before a prompt the user typed in directly, say) says nothing about today's screen.
 TURN_END_ARM_S = 3.0
+# The reason a pack gives for BUSY when the screen shows a reply but cannot show its end.
+NO_END_MARK = "no_end_mark"
 
 
 @dataclass(frozen=True)
@@ -183,8 +190,11 @@ def assess(
 
     # The send bookkeeping: a new send forgets the previous departure.
     departed_at = 0.0 if signals.sent > prior.send_seen else prior.departed_at
+    # A reply with no end mark reads BUSY before, during and after the turn: no sign of leaving.
+    lacks_end_mark = verdict.state is State.BUSY and NO_END_MARK in verdict.reasons
     if signals.sent and not departed_at and (
-            verdict.state in (State.BUSY, State.NEEDS_CONFIRMATION, State.ERROR)
+            (verdict.state in (State.BUSY, State.NEEDS_CONFIRMATION, State.ERROR)
+             and not lacks_end_mark)
             or signals.turn_start > signals.sent):
         departed_at = now
     awaiting_departure = bool(signals.sent) and not departed_at \
@@ -205,6 +215,11 @@ def assess(
     if (turn_end_valid and verdict.state is State.READY and signals.turn_end > armed_for
             and now - signals.turn_end <= TURN_END_ARM_S):
         armed_for, armed_screen = signals.turn_end, screen_hash
+    if lacks_end_mark and turn_end_valid and signals.turn_end > armed_for and settled \
+            and not awaiting_departure:
+        # The reply may have been drawn a moment after the hook fired: whatever screen settles
+        # first after it is the finished one.
+        armed_for, armed_screen = signals.turn_end, screen_hash
     turn_end_confirmed = turn_end_valid and armed_for == signals.turn_end \
         and screen_hash == armed_screen
 
@@ -216,7 +231,10 @@ def assess(
 
     draft = _Draft(verdict.state, verdict.confidence, verdict.summary, verdict.actions_needed,
                    list(verdict.reasons))
-    if draft.state in (State.NEEDS_CONFIRMATION, State.BUSY, State.ERROR):
+    if lacks_end_mark and turn_end_confirmed:
+        draft = _Draft(State.READY, 80, "The turn ended (its hook said so; this release "
+                       "draws no end mark)", "", [*verdict.reasons, "hook_event"])
+    elif draft.state in (State.NEEDS_CONFIRMATION, State.BUSY, State.ERROR):
         if draft.state is State.BUSY and turn_end_valid:
             draft.reasons.append("screen_veto")  # the hook said done; the screen says not yet
     elif permission_active:

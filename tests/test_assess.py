@@ -147,3 +147,59 @@ def test_a_turn_end_vouches_only_for_the_screen_it_found() -> None:
               (9.6, READY, "more output", ended)]
     result = run(frames, start=settled_ready())
     assert [a.state for a in result] == [State.BUSY, State.READY, State.BUSY]
+
+
+NO_END_MARK = Verdict(state=State.BUSY, confidence=60, reasons=("no_end_mark",))
+TURN_DONE = Signals(sent=10.0, turn_end=14.0, last_hook="agent-turn-complete", last_hook_ts=14.0)
+
+
+def test_a_reply_without_end_mark_stays_busy_without_a_hook_however_still() -> None:
+    sent = Signals(sent=10.0)
+    frames = [(10.0 + t, NO_END_MARK, "reply", sent) for t in range(1, 30)]
+    assert {a.state for a in run(frames, start=settled_ready())} == {State.BUSY}
+
+
+def test_a_turn_end_hook_makes_a_still_reply_without_end_mark_ready_after_the_window() -> None:
+    sent = Signals(sent=10.0)
+    frames = [(11.0, NO_END_MARK, "stream1", sent), (12.0, NO_END_MARK, "stream2", sent),
+              (13.5, NO_END_MARK, "final", sent),  # drawn before the hook fired
+              (14.5, NO_END_MARK, "final", TURN_DONE), (15.5, NO_END_MARK, "final", TURN_DONE),
+              (16.5, NO_END_MARK, "final", TURN_DONE)]
+    result = run(frames, start=settled_ready())
+    # Still since 13.5: three polls by 15.5, the window counted from the screen, not the hook.
+    assert [a.state for a in result] == [State.BUSY] * 4 + [State.READY] * 2
+    assert "hook_event" in result[-1].reasons and "no_end_mark" in result[-1].reasons
+
+
+def test_the_reply_drawn_after_the_hook_is_the_one_it_vouches_for() -> None:
+    frames = [(14.2, NO_END_MARK, "last lines", TURN_DONE), (14.6, NO_END_MARK, "final", TURN_DONE),
+              (15.6, NO_END_MARK, "final", TURN_DONE), (16.6, NO_END_MARK, "final", TURN_DONE)]
+    result = run(frames, start=run([(11.0, NO_END_MARK, "stream", Signals(sent=10.0))],
+                                   start=settled_ready())[-1])
+    assert [a.state for a in result] == [State.BUSY, State.BUSY, State.BUSY, State.READY]
+
+
+def test_a_hooked_reply_without_end_mark_is_busy_again_once_the_screen_moves() -> None:
+    still = [(14.5 + t, NO_END_MARK, "final", TURN_DONE) for t in range(4)]
+    ready = run(still, start=settled_ready())[-1]
+    assert ready.state is State.READY
+    # The user types a new prompt in the pane itself: Codex sends no hook at a turn's start.
+    moving = [(20.0 + t, NO_END_MARK, f"typed{t}", TURN_DONE) for t in range(3)]
+    assert [a.state for a in run(moving, start=ready)] == [State.BUSY] * 3
+
+
+def test_a_turn_end_from_before_the_send_does_not_vouch_for_the_new_reply() -> None:
+    old_end = Signals(sent=20.0, turn_end=14.0, last_hook="agent-turn-complete",
+                      last_hook_ts=14.0)
+    frames = [(20.0 + t, NO_END_MARK, "reply", old_end) for t in range(1, 12)]
+    assert {a.state for a in run(frames, start=settled_ready())} == {State.BUSY}
+
+
+def test_a_reply_without_end_mark_is_no_sign_that_the_pane_left_ready() -> None:
+    # A fast turn: the hook lands before the watcher first looks after the send. The finished
+    # screen (BUSY by its look) must not count as the departure that would outdate that hook.
+    fast = Signals(sent=10.0, turn_end=10.4, last_hook="agent-turn-complete", last_hook_ts=10.4)
+    frames = [(10.0 + t, NO_END_MARK, "final", fast) for t in (1, 2, 3, 4, 5)]
+    result = run(frames, start=settled_ready())
+    assert result[-1].state is State.READY
+    assert result[0].departed_at == 0.0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.assess import NO_END_MARK
 from app.classify.packs import Pack, load_packs
 from app.model import State
 from scripts.corpus_report import (
@@ -30,13 +31,10 @@ from scripts.corpus_report import (
 MIN_ACCURACY = 0.97  # per CLI, from the issue's acceptance
 CASES = load_cases()
 TIMELINES = load_timelines()
-# Releases whose screens cannot all be read from one frame, and why. Their screens still go through
-# every safety test; only the accuracy bar is expected to fail (strict: fixing it shows up).
-KNOWN_LIMITS: dict[tuple[str, str], str] = {
-    ("codex", "0.142.5"): "prints no end mark: a finished turn equals a still frame of a streaming "
-                          "reply, so it stays BUSY (safe, but never READY)",
-    ("codex", "0.152.0"): "no end mark either (`Worked for` came later): finished turns stay BUSY",
-}
+# Releases that draw no end mark: a finished turn reads BUSY (reason ``no_end_mark``), safe but
+# never READY from the screen alone; Codex's ``notify`` hook is what ends it (app/assess.py rule
+# 5, run against the real releases in tests/test_codex_releases.py).
+ENDS_ONLY_BY_HOOK = {("codex", "0.142.5"), ("codex", "0.152.0")}
 VERSIONS = sorted({(c.cli, c.version or "?") for c in CASES})
 
 
@@ -67,7 +65,7 @@ def test_screen_is_never_dangerously_wrong(case: ScreenCase, packs: dict[str, Pa
 @pytest.mark.parametrize("cli", sorted({c.cli for c in CASES}))
 def test_accuracy_per_cli(cli: str, packs: dict[str, Pack]) -> None:
     results = classify_cases(packs, [c for c in CASES if c.cli == cli
-                                     and (c.cli, c.version) not in KNOWN_LIMITS])
+                                     and (c.cli, c.version) not in ENDS_ONLY_BY_HOOK])
     fig = figures(results)
     held = figures([r for r in results if r.case.held_out])
     print(f"\n== {cli}\n{confusion_table(results)}\n{figures_line('all', fig)}\n"
@@ -77,11 +75,8 @@ def test_accuracy_per_cli(cli: str, packs: dict[str, Pack]) -> None:
     assert fig.accuracy >= MIN_ACCURACY, "\n".join(wrong)
 
 
-@pytest.mark.parametrize(
-    ("cli", "version"),
-    [pytest.param(cli, version, id=f"{cli}-{version}", marks=[pytest.mark.xfail(
-        reason=KNOWN_LIMITS[(cli, version)], strict=True)] if (cli, version) in KNOWN_LIMITS
-        else []) for cli, version in VERSIONS])
+@pytest.mark.parametrize(("cli", "version"), VERSIONS,
+                         ids=[f"{cli}-{version}" for cli, version in VERSIONS])
 def test_accuracy_per_cli_and_version(cli: str, version: str, packs: dict[str, Pack]) -> None:
     """Each release on its own: the accuracy bar on the screens no rule was written from, every
     dialog found and no READY on a busy or asking screen on all of them."""
@@ -92,9 +87,14 @@ def test_accuracy_per_cli_and_version(cli: str, version: str, packs: dict[str, P
     assert fig.ready_on_busy == fig.ready_on_confirm == 0
     assert fig.confirm_found == fig.confirm_total
     assert held, "a third of every capture is held out"
+    if (cli, version) in ENDS_ONLY_BY_HOOK:
+        waits_for_hook = {rule.id for rule in packs[cli].rules if rule.reason == NO_END_MARK}
+        ended = [r for r in held if r.case.state is State.READY and r.rule in waits_for_hook]
+        assert ended, "these releases draw no end mark: some finished turn must wait for the hook"
+        held = [r for r in held if r not in ended]  # READY once the hook reports the turn's end
     wrong = [f"{r.case.id}: {r.case.state.short} said {r.predicted.short} ({r.rule})"
              for r in held if not r.right]
-    assert held_fig.accuracy >= MIN_ACCURACY, "\n".join(wrong)
+    assert figures(held).accuracy >= MIN_ACCURACY, "\n".join(wrong)
 
 
 def test_every_cli_has_held_out_screens() -> None:
