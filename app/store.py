@@ -433,12 +433,18 @@ def record_event(workers_dir: str, row: Mapping[str, Any]) -> None:
             conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
             try:
                 _configure(conn)
+                conn.execute("BEGIN IMMEDIATE")
                 _insert(conn, "events", row)
+                conn.execute("COMMIT")
                 return
             finally:
                 conn.close()
         except sqlite3.OperationalError as exc:
-            if "no such table" not in str(exc):
+            # A store another process is still creating has no tables yet, and while it turns
+            # its journal to WAL SQLite can answer "locked" without waiting: the way below
+            # queues behind the creator's lock instead.
+            text = str(exc)
+            if not any(word in text for word in ("no such table", "locked", "busy")):
                 raise _locked(exc, path) from exc
         except sqlite3.Error as exc:
             raise _locked(exc, path) from exc
