@@ -390,6 +390,21 @@ class CodexInTmux(AgentInTmux):
         return {"CODEX_HOME": str(self.codex_home), "OPENAI_API_KEY": FAKE_OPENAI_KEY}
 
 
+class OldCodexInTmux(CodexInTmux):
+    """Codex 0.142.5 or 0.152.0: the releases that draw no end mark (see the codex pack).
+
+    They refuse ``--no-daemon`` (they start no app-server either) and show no ``? for shortcuts``
+    under the input box: idle is the model line there (the model is CODEX_CONFIG's). The same
+    config.toml serves: ``check_for_update_on_startup = false`` keeps their `Update available!`
+    menu away.
+    """
+
+    idle = re.compile(r"(?m)^ {2}gpt-5-codex \w+ · ")
+
+    def command(self) -> list[str]:
+        return [str(self.binary)]
+
+
 # processes
 
 

@@ -1,0 +1,146 @@
+"""The Codex releases that draw no end mark (0.142.5, 0.152.0), for real: only `notify` ends a turn.
+
+A finished turn of theirs looks like a still frame of a streaming reply (Codex draws a reply line
+by line, so the screen can stand still for seconds mid-reply), so the pack reads it BUSY with the
+reason ``no_end_mark``, and app/assess.py lets Codex's ``notify`` program overrule that once the
+screen is still. What these releases do, measured against tests/fake_openai.py (2026-11-23):
+
+- ``notify = [...]`` as `conductor pty hooks install --cli codex` writes it is accepted by both.
+- It runs once per user turn with ``{"type": "agent-turn-complete", "thread-id", "turn-id", "cwd",
+  "client": "codex-tui", "input-messages", "last-assistant-message"}``, 0-35 ms after the model's
+  last byte, while the TUI is still drawing: its last bytes come 1-80 ms after the program
+  starts, so the hook's row can predate the final frame. Never at start-up, for an approval
+  prompt or on /quit; a turn with a tool call gets one call, at its very end.
+- 0.152.0 (not 0.142.5) runs it too for its hidden turn that titles the thread, about 0.1 s after
+  the first prompt (another thread-id); app/hookevents.py reads that one as ``other``.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.agents import AgentUnavailable, Install, OldCodexInTmux, install_codex
+from tests.scripted_model import RunBash
+from tests.test_agent_e2e import (
+    SLOW_TASK,
+    STABILITY_WINDOW_S,
+    finish,
+    install_notify,
+    pty,
+    send_and_time_wait,
+    start_wait,
+)
+from tests.waiting import stays_false, stop_process
+
+pytestmark = [pytest.mark.slow, pytest.mark.agent]
+
+RELEASES = ("0.142.5", "0.152.0")
+# Without the hook, BUSY must still hold this long after the turn's last byte: well past the
+# stability window that makes a still screen READY for other CLIs.
+STILL_AFTER_END_S = 5.0
+READY_LINE = re.compile(r": READY \[")  # how `wait -v` reports a READY assessment
+
+
+@pytest.fixture(scope="module", params=RELEASES)
+def old_codex_install(request: pytest.FixtureRequest) -> Install:
+    try:
+        return install_codex(version=request.param)
+    except AgentUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def old_codex(old_codex_install: Install, tmp_path: Path, isolated_env: Path
+              ) -> Iterator[OldCodexInTmux]:
+    """An old Codex, idle, in its own tmux server; its notify program (if installed) reaches our
+    store."""
+    lab = OldCodexInTmux(tmp_path / "agent", old_codex_install.binary,
+                         env={"CONDUCTOR_WORKERS_DIR": str(isolated_env)})
+    yield lab
+    lab.close()
+
+
+def test_with_notify_each_turn_is_ready_once_the_screen_is_still(
+    old_codex: OldCodexInTmux,
+) -> None:
+    """READY after each turn's real end and within the stability window of it, never before: not
+    on 0.152.0's title-turn hook, which comes as the first turn starts, nor, in the second turn,
+    on the first turn's hook. A later `wait` still finds the pane READY, on the hook's word."""
+    install_notify(old_codex)
+    with old_codex:
+        lags = [send_and_time_wait(old_codex, turns_before=n) for n in range(2)]
+        again = pty(old_codex, "wait", old_codex.pane_id, "--timeout", "10", "-v")
+    assert all(0 < lag < STABILITY_WINDOW_S for lag in lags), f"lags after the turn end: {lags}"
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "no_end_mark" in again.stderr and "hook_event" in again.stderr, again.stderr
+
+
+def test_without_notify_the_pane_stays_busy_during_and_after_the_reply(
+    old_codex: OldCodexInTmux,
+) -> None:
+    """No hook, no READY: not while the reply streams (the screen stands still between its
+    lines), not after it. That is the price of a release without an end mark: safe, never done."""
+    with old_codex:
+        old_codex.server.queue(SLOW_TASK)
+        sent = pty(old_codex, "send", old_codex.pane_id, "Write a slow answer")
+        assert sent.returncode == 0, sent.stderr
+        until_ready = start_wait(old_codex, "--until", "READY", "-v")
+        try:
+            end = old_codex.server.wait_for_turn_end(1)
+            held = stays_false(lambda: until_ready.poll() is not None,
+                               end + STILL_AFTER_END_S - time.time())
+            busy = pty(old_codex, "wait", old_codex.pane_id, "--until", "BUSY",
+                       "--timeout", "10", "-v")
+            screen = old_codex.capture()
+        finally:
+            stop_process(until_ready)
+        said = until_ready.communicate()[1]
+    assert held, f"wait returned:\n{said}\n{screen}"
+    assert not READY_LINE.search(said), said
+    assert busy.returncode == 0, busy.stdout + busy.stderr + screen
+    assert "no_end_mark" in busy.stderr, busy.stderr
+
+
+# Seen on both releases: the summary streams directly above the input box (BUSY, no_end_mark), and
+# 0.04-0.1 s after its last byte a full-width rule is drawn between them: an end mark, but one the
+# pack does not know yet.
+AFTER_TOOL_GAP = ("after a tool call these releases close the turn with a `───` rule under the "
+                  "reply; no rule of the pack reads that screen, so it stays UNKNOWN and the "
+                  "hook cannot make it READY")
+STUCK_UNKNOWN = re.compile(r": UNKNOWN \[no_rule_matched[^\n]*\Z")
+
+
+def test_with_notify_ready_after_an_approved_command(old_codex: OldCodexInTmux) -> None:
+    """NEEDS_CONFIRMATION while the approval prompt is up and never READY then; READY within the
+    stability window after the approved command's summary ends. Expected to fail (xfail) on the
+    one known gap only: the finished screen read as UNKNOWN."""
+    install_notify(old_codex)
+    with old_codex:
+        old_codex.server.queue(RunBash("rm -rf build", "Remove the build directory"))
+        sent = pty(old_codex, "send", old_codex.pane_id, "Clean the build folder")
+        assert sent.returncode == 0, sent.stderr
+        until_ready = start_wait(old_codex, "--until", "READY", "--timeout", "60", "-v")
+        try:
+            asked = pty(old_codex, "wait", old_codex.pane_id, "--until", "NEEDS_CONFIRMATION",
+                        "--timeout", "20")
+            assert asked.returncode == 0, asked.stdout + asked.stderr + old_codex.capture()
+            assert "Would you like to run the following command?" in old_codex.capture()
+            assert stays_false(lambda: until_ready.poll() is not None, 3.0), \
+                finish(until_ready, 1)
+            old_codex.send_keys("y")
+            end = old_codex.server.wait_for_turn_end(1, 30)
+            status, returned, output = finish(until_ready, end + STABILITY_WINDOW_S + 1
+                                              - time.time())
+        except (AssertionError, subprocess.TimeoutExpired) as exc:
+            stop_process(until_ready)
+            if STUCK_UNKNOWN.search(str(exc).rstrip()):
+                pytest.xfail(AFTER_TOOL_GAP)
+            raise
+    assert status == 0, output
+    assert 0 < returned - end < STABILITY_WINDOW_S, f"{returned - end:.2f} s after the end"
