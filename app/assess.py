@@ -145,11 +145,14 @@ def absorb(assessment: Assessment, signals: Signals) -> Assessment:
     turn-start from before as news that restarts its stability, nor a permission hook from an
     earlier prompt (one cancelled with Esc fires no hook) as a prompt on today's screen.
     """
+    # Nor a turn-end: it vouched for the screen of its day, and a prompt typed into the pane
+    # since (no hook tells of that) may be streaming now, still between two lines of its reply.
     return replace(
         assessment,
         evidence_seen=max(assessment.evidence_seen, signals.sent, signals.turn_start),
         send_seen=max(assessment.send_seen, signals.sent),
         permission_seen=max(assessment.permission_seen, signals.permission),
+        turn_end_armed=max(assessment.turn_end_armed, signals.turn_end),
     )
 
 

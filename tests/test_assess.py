@@ -203,3 +203,15 @@ def test_a_reply_without_end_mark_is_no_sign_that_the_pane_left_ready() -> None:
     result = run(frames, start=settled_ready())
     assert result[-1].state is State.READY
     assert result[0].departed_at == 0.0
+
+
+def test_a_fresh_look_takes_no_old_turn_end_for_a_reply_without_end_mark() -> None:
+    # A watcher restarted, or a `wait` begun, while a prompt typed into the pane by hand streams
+    # its reply: the turn-end on record is the previous turn's, whatever the screen's stillness.
+    frames = [(30.0 + t, NO_END_MARK, "mid-reply", TURN_DONE) for t in range(10)]
+    assert {a.state for a in run(frames)} <= {State.UNKNOWN, State.BUSY}
+    assert run(frames)[-1].state is State.BUSY
+    newer = Signals(sent=10.0, turn_end=45.0, last_hook="agent-turn-complete", last_hook_ts=45.0)
+    after = run([(45.5 + t, NO_END_MARK, "mid-reply", newer) for t in range(3)],
+                start=run(frames)[-1])
+    assert after[-1].state is State.READY  # its own turn-end, seen arriving, does vouch
