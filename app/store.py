@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import fcntl
 import os
+import random
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
@@ -173,10 +175,14 @@ def _configure(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
 
+class StoreLocked(StoreError):
+    """Another process held the database past the busy timeout (or SQLite would not wait)."""
+
+
 def _locked(exc: sqlite3.Error, path: str) -> StoreError:
     text = str(exc)
     if "locked" in text or "busy" in text:
-        return StoreError(f"status store {path} is locked by another process; try again")
+        return StoreLocked(f"status store {path} is locked by another process; try again")
     return StoreError(f"status store {path}: {text}")
 
 
@@ -420,12 +426,30 @@ def _events(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]
     return [dict(zip(names, row, strict=True)) for row in cursor]
 
 
+# How long a hook keeps trying to record its event while others hold or create the store.
+RECORD_RETRY_S = 10.0
+
+
 def record_event(workers_dir: str, row: Mapping[str, Any]) -> None:
     """Append one row to the events table, creating the store if there is none yet.
 
     Stdlib only on the usual path, and one short transaction: ``conductor pty hook`` runs this
-    inside the agent's own hook, which waits for it.
+    inside the agent's own hook, which waits for it. A locked store is tried again for
+    RECORD_RETRY_S: a dozen hooks firing at once on a new store can see SQLite give up at once
+    while the creator switches the journal to WAL, and a lost event would be a lost turn end.
     """
+    deadline = time.monotonic() + RECORD_RETRY_S
+    while True:
+        try:
+            _record_event_once(workers_dir, row)
+            return
+        except StoreLocked:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(random.uniform(0.02, 0.15))  # apart, so they do not collide again
+
+
+def _record_event_once(workers_dir: str, row: Mapping[str, Any]) -> None:
     path = db_path(workers_dir)
     if os.path.exists(path):
         _refuse_link(path)
