@@ -135,13 +135,18 @@ def waiting(worker: Mapping[str, Any], now: float, grace_s: float) -> tuple[floa
     return seconds, seconds >= grace_s
 
 
+GOAL_WIDTH = 30  # the whole goal is in `explain`, `herd list` and --json
+
+
 def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120.0,
           width: int | None = None) -> str:
     """The status table; with ``width``, every line is cut to it (the summary goes first)."""
-    # The CYCLE column only once some pane has a post-report cycle: most never do.
+    # The CYCLE and GOAL columns only once some pane has a post-report cycle or a goal: most
+    # never do.
     cycles = any(w.get("cycle") for w in workers)
+    goals = any(w.get("goal") for w in workers)
     rows = [("ID", "NAME", "CLI", "STATE", *(("CYCLE",) if cycles else ()), "SINCE", "WAITING",
-             "SUMMARY")]
+             *(("GOAL",) if goals else ()), "SUMMARY")]
     for w in by_attention(workers):
         entered = w.get("state_entered_ts")
         waited, long_wait = waiting(w, now, grace_s)
@@ -154,6 +159,7 @@ def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120
             *((str(w.get("cycle") or "-"),) if cycles else ()),
             _clock(entered, now) if entered else "-",
             "-" if waited is None else duration(waited) + (" long" if long_wait else ""),
+            *((_one_line(str(w.get("goal") or "-"), GOAL_WIDTH),) if goals else ()),
             _one_line(str(w.get("summary") or "")),
         ))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]

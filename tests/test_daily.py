@@ -358,3 +358,20 @@ def test_wait_until_exited_returns_when_the_pane_ends_and_plain_wait_says_it_end
     assert code == 0 and out.startswith(f"job ({pane.pane_id}): EXITED after ")
     assert plain_code == 1
     assert err.strip().splitlines()[-1] == f"Error: pane job ({pane.pane_id}) exited while waiting"
+
+
+def test_the_status_table_shows_a_goal_column_only_when_a_pane_has_a_goal() -> None:
+    from app.render import GOAL_WIDTH, table
+
+    now = 1_000_000.0
+    plain = {"id": "a1", "name": "api", "cli_type": "claude", "state": "BUSY",
+             "state_entered_ts": now - 5, "summary": "working"}
+    assert "GOAL" not in table([plain], now)
+    goal = "make every test in the parser module pass, then open a pull request"
+    lines = table([plain, {**plain, "id": "b2", "name": "web", "goal": goal}], now).splitlines()
+    assert lines[0].split() == ["ID", "NAME", "CLI", "STATE", "SINCE", "WAITING", "GOAL",
+                                "SUMMARY"]
+    web = next(line for line in lines if "web" in line)
+    assert goal[:GOAL_WIDTH - 1] + "…" in web and "working" in web
+    api = next(line for line in lines if "api" in line)
+    assert " - " in api  # no goal: a dash, so the columns stay aligned

@@ -145,6 +145,8 @@ def test_a_stalled_agent_gets_exactly_one_nudge_with_its_goal(
     assert [r["text"] for r in rows if r["outcome"] == "nudged"] == [expected]
     listed = pty(server, "herd", "list")
     assert "agent" in listed.stdout and "conservative" in listed.stdout
+    table = pty(server, "status").stdout.splitlines()
+    assert "GOAL" in table[0] and "all tests pass" in next(r for r in table if "agent" in r)
 
 
 @pytest.mark.parametrize("rules", ["conservative", "persistent"])
