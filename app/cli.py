@@ -1,4 +1,10 @@
-"""``conductor pty …``: parse, call the core, print. Our errors become one line and exit 1."""
+"""``conductor pty …``: parse, call the core, print. Our errors become one line and exit 1.
+
+Here: the root groups, what every ``app.cli_*`` module shares (``Context``, ``friendly_errors``,
+``Seconds``, ``read_config``, ``conductor_program``) and the day-to-day commands. The other
+groups live by topic in ``cli_agents`` (hooks, MCP), ``cli_service`` (stop, logs, service),
+``cli_cycle`` and ``cli_herd``, which import from here and are registered at the bottom.
+"""
 
 from __future__ import annotations
 
@@ -55,7 +61,7 @@ class Seconds(click.ParamType):  # type: ignore[type-arg]  # generic only from c
         return number
 
 
-_MAX_ROWS = 1_000_000
+MAX_ROWS = 1_000_000
 
 
 @dataclass
@@ -86,6 +92,19 @@ _socket_option = click.option(
     "-L", "--socket-name", default=None, metavar="NAME",
     help="tmux socket name (as tmux -L); default $CONDUCTOR_TMUX_SOCKET or the default server.",
 )
+
+
+def read_config() -> Config:
+    """The config file as it is: commands other than `watch` never create or rewrite it."""
+    from app.configfile import load_config
+
+    return load_config(upgrade=False)
+
+
+def conductor_program() -> list[str]:
+    """This installation's conductor as an absolute command (services start with a bare PATH)."""
+    script = shutil.which("conductor", path=str(Path(sys.executable).parent))
+    return [script] if script else [sys.executable, "-m", "app"]
 
 
 @click.group()
@@ -138,7 +157,9 @@ def watch(obj: Context, interval: float | None, stable_polls: int | None, once: 
     from app.daemon import LOCK_NAME, Daemon, InstanceLock, setup_logging
 
     if stop:
-        _stop(obj)
+        from app.cli_service import stop_watcher_and_say
+
+        stop_watcher_and_say(obj)
         return
     # A store folder that cannot be used is one line, before logging would add its own.
     os.close(InstanceLock(obj.workers_dir / LOCK_NAME).open())
@@ -168,7 +189,7 @@ def create(obj: Context, directory: Path, name: str | None, cli_name: str | None
     from app.workers import create_worker
 
     created = create_worker(obj.tmux(), obj.workers_dir, directory, name, cli_name, command,
-                            remain_on_exit=_read_config().remain_on_exit)
+                            remain_on_exit=read_config().remain_on_exit)
     click.echo(created.id)
 
 
@@ -198,18 +219,18 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching
     if short:
         click.echo(status_module.short_line(obj.workers_dir, colour))
         return
-    settings = _read_config().watch
+    settings = read_config().watch
     grace = settings.waiting_grace_s
     keep_s = float("inf") if show_all else settings.exited_shown_s
 
-    def snapshot(workers_dir: Path) -> Any:
+    def snapshot(workers_dir: Path) -> status_module.Snapshot:
         snap = status_module.snapshot(workers_dir)
         snap.workers = status_module.shown(snap.workers, time.time(), keep_s)
         return snap
 
     if not keep_watching:
         snap = snapshot(obj.workers_dir)
-        for line in _watcher_warnings(snap):
+        for line in status_module.watcher_warnings(snap, time.time()):
             click.echo(line, err=True)
         if as_json:
             now = time.time()
@@ -225,7 +246,8 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching
             body = render.table(snap.workers, now, grace, _terminal_width()) if snap.workers \
                 else "no panes watched yet"
             header = [time.strftime("%H:%M:%S", time.localtime(now)) + "  conductor pty status"
-                      f"  (every {interval:g}s, Ctrl-C to stop)", *_watcher_warnings(snap), ""]
+                      f"  (every {interval:g}s, Ctrl-C to stop)",
+                      *status_module.watcher_warnings(snap, now), ""]
             # Home, draw, clear the rest: redrawn in place without a blank flash. Cut to the
             # terminal's height and no newline after the last row, so a small pane or popup
             # never scrolls (which would push the header out of sight).
@@ -245,21 +267,9 @@ def _terminal_width() -> int | None:
     return shutil.get_terminal_size().columns
 
 
-def _watcher_warnings(snap: Any) -> list[str]:
-    if snap.watcher_pid is None:
-        return ["conductor pty: the watcher is not running; states may be stale "
-                "(start `conductor pty watch`)"]
-    lines = [f"conductor pty: {snap.watcher_problem}"] if snap.watcher_problem else []
-    stale = snap.stale_for(time.time())
-    if stale is not None:
-        lines.append(f"conductor pty: stale: the watcher's last cycle was "
-                     f"{render.duration(stale)} ago (hung, unable to write, or no tmux server)")
-    return lines
-
-
 @pty.command()
 @click.argument("ident", metavar="ID", shell_complete=complete_panes)
-@click.option("-n", "lines", type=click.IntRange(min=1, max=_MAX_ROWS), default=20,
+@click.option("-n", "lines", type=click.IntRange(min=1, max=MAX_ROWS), default=20,
               show_default=True,
               help="How many transitions to show.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new transitions.")
@@ -360,7 +370,7 @@ def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force
         return
     tmux = obj.tmux()
     target = handoff.resolve(tmux, obj.workers_dir, ident)
-    handoff.send(tmux, target, text, load_packs(), _read_config().watch, obj.workers_dir,
+    handoff.send(tmux, target, text, load_packs(), read_config().watch, obj.workers_dir,
                  enter=not no_enter, force=force)
 
 
@@ -394,7 +404,7 @@ def wait(obj: Context, ident: str, until_text: str, timeout: float | None, poll:
         raise ConductorError("--until needs a state: READY, BUSY, NEEDS_CONFIRMATION or ERROR")
     tmux = obj.tmux()
     target = handoff.resolve(tmux, obj.workers_dir, ident)
-    cfg = _read_config()
+    cfg = read_config()
     watch = handoff.PaneWatch(tmux, target, load_packs(), cfg.watch, obj.workers_dir)
 
     def report(assessment: Any) -> None:
@@ -415,209 +425,9 @@ def wait(obj: Context, ident: str, until_text: str, timeout: float | None, poll:
         click.echo(f"{target.label}: {a.state.value} after {result.waited_s:.1f}s")
 
 
-@pty.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
-                               "help_option_names": []})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-@click.pass_obj
-def hook(obj: Context, args: tuple[str, ...]) -> None:
-    """Record an agent CLI's hook event (stdin JSON) for its pane; silent, always exit 0."""
-    import os
-
-    from app.hook import main
-
-    sys.exit(main(list(args), env={**os.environ, config.ENV_WORKERS_DIR: str(obj.workers_dir)}))
-
-
-@pty.group()
-def hooks() -> None:
-    """Agent CLI hooks that tell conductor pty when a turn starts, asks or ends."""
-
-
-@hooks.command("install")
-@click.option("--cli", "cli_name", type=click.Choice(["claude", "codex", "gemini"]),
-              required=True, help="Which agent CLI to configure.")
-@click.option("--path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Settings file to change (default: the CLI's user settings).")
-@click.option("--print", "show_only", is_flag=True,
-              help="Only show the snippet and the file it belongs in; change nothing.")
-@click.option("--force", is_flag=True, help="Codex: replace another program's `notify`.")
-@click.pass_obj
-@friendly_errors
-def hooks_install(obj: Context, cli_name: str, path: Path | None, show_only: bool,
-                  force: bool) -> None:
-    """Merge our hook into an agent CLI's settings, keeping everything else (with a backup)."""
-    from app.hookconfig import install
-
-    result = install(cli_name, _hook_command(obj), path, dry_run=show_only, force=force)
-    for warning in result.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    echo_install(result, show_only, f"installed conductor pty hooks for {cli_name}",
-                 f"conductor pty hooks for {cli_name} already")
-
-
-def echo_install(result: Any, show_only: bool, done: str, present: str) -> None:
-    """What ``hooks install`` and ``mcp install`` print: the snippet, or what changed where."""
-    if show_only:
-        click.echo(f"# {result.path}")
-        click.echo(result.snippet)
-    elif result.changed:
-        backup = f" (backup: {result.backup})" if result.backup else ""
-        click.echo(f"{done} in {result.path}{backup}")
-    else:
-        click.echo(f"{present} in {result.path}")
-
-
-@hooks.command("uninstall")
-@click.option("--cli", "cli_name", type=click.Choice(["claude", "codex", "gemini"]),
-              required=True, help="Which agent CLI to change.")
-@click.option("--path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Settings file to change (default: the CLI's user settings).")
-@friendly_errors
-def hooks_uninstall(cli_name: str, path: Path | None) -> None:
-    """Remove our hook from an agent CLI's settings, keeping everything else (with a backup)."""
-    from app.hookconfig import uninstall
-
-    result = uninstall(cli_name, path)
-    if result.changed:
-        click.echo(f"removed conductor pty hooks for {cli_name} from {result.path} "
-                   f"(backup: {result.backup})")
-    else:
-        click.echo(f"no conductor pty hooks for {cli_name} in {result.path}")
-
-
-def _hook_command(obj: Context) -> list[str]:
-    """An absolute command, so the hook works whatever PATH the agent runs with, naming the
-    store explicitly, so it reaches the same store as this command whatever the agent's env."""
-    return [*_conductor_program(), "--workers-dir", str(obj.workers_dir), "pty", "hook"]
-
-
-@pty.command("stop")
-@click.pass_obj
-@friendly_errors
-def stop_command(obj: Context) -> None:
-    """Stop the running watcher of this store (SIGTERM to the pid in its lock); same as
-    `watch --stop`."""
-    _stop(obj)
-
-
-def _stop(obj: Context) -> None:
-    from app.service import stop_watcher
-
-    pid = stop_watcher(obj.workers_dir)
-    click.echo(f"stopped the watcher (pid {pid})")
-
-
-@pty.command()
-@click.option("-n", "lines", type=click.IntRange(min=0, max=_MAX_ROWS), default=30,
-              show_default=True,
-              help="How many of the last lines to show.")
-@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines (Ctrl-C to stop).")
-@click.pass_obj
-@friendly_errors
-def logs(obj: Context, lines: int, follow: bool) -> None:
-    """The watcher's log (watch.log in the store, rotated at 1 MB, 3 kept)."""
-    from app.service import follow_log, read_log
-
-    try:
-        for line in read_log(obj.workers_dir, lines):
-            click.echo(line)
-    except ConductorError:
-        if not follow:
-            raise
-    if follow:
-        try:
-            for line in follow_log(obj.workers_dir):
-                click.echo(line)
-        except KeyboardInterrupt:
-            pass
-
-
-@pty.group()
-def service() -> None:
-    """Run the watcher as a systemd user service (Linux) or launchd agent (macOS)."""
-
-
-_kind_option = click.option(
-    "--kind", type=click.Choice(["systemd", "launchd"]), default=None,
-    help="Service manager (default: launchd on macOS, else systemd).")
-
-
-@service.command("install")
-@_kind_option
-@click.option("--no-start", is_flag=True, help="Only write the unit; do not start it.")
-@click.option("--print", "show_only", is_flag=True, help="Only print the unit; write nothing.")
-@click.pass_obj
-@friendly_errors
-def service_install(obj: Context, kind: str | None, no_start: bool, show_only: bool) -> None:
-    """Write and start a service running `conductor pty watch` for this store and tmux socket;
-    it restarts the watcher when it fails."""
-    import os
-
-    from app import service as svc
-
-    unit = svc.build(kind or svc.default_kind(), _conductor_program(), obj.workers_dir,
-                     obj.socket_name, os.environ)
-    if show_only:
-        click.echo(f"# {unit.path}")
-        click.echo(unit.text, nl=False)
-        return
-    pid = svc.running_pid(obj.workers_dir)
-    if pid is not None and not no_start:
-        click.echo(f"note: a watcher (pid {pid}) already runs for this store; the service's "
-                   "retries give up until it stops: `conductor pty stop`, then "
-                   "`conductor pty service install` again", err=True)
-    for line in svc.install(unit, start=not no_start):
-        click.echo(line)
-
-
-@service.command("uninstall")
-@_kind_option
-@click.pass_obj
-@friendly_errors
-def service_uninstall(obj: Context, kind: str | None) -> None:
-    """Stop and remove the service."""
-    import os
-
-    from app import service as svc
-
-    kind = kind or svc.default_kind()
-    for line in svc.uninstall(kind, svc.service_path(kind, os.environ)):
-        click.echo(line)
-
-
-@service.command("status")
-@_kind_option
-@click.pass_obj
-@friendly_errors
-def service_status(obj: Context, kind: str | None) -> None:
-    """Whether the service is installed and running, and the watcher's pid."""
-    import os
-
-    from app import service as svc
-
-    kind = kind or svc.default_kind()
-    for line in svc.status_lines(kind, svc.service_path(kind, os.environ), obj.workers_dir):
-        click.echo(line)
-
-
-def _conductor_program() -> list[str]:
-    """This installation's conductor as an absolute command (services start with a bare PATH)."""
-    import shutil
-
-    script = shutil.which("conductor", path=str(Path(sys.executable).parent))
-    return [script] if script else [sys.executable, "-m", "app"]
-
-
-def _read_config() -> Config:
-    """The config file as it is: commands other than `watch` never create or rewrite it."""
-    from app.configfile import load_config
-
-    return load_config(upgrade=False)
-
-
 @pty.command()
 @click.argument("ident", metavar="ID|NAME", shell_complete=complete_panes)
-@click.option("-n", "lines", type=click.IntRange(min=0, max=_MAX_ROWS), default=5,
+@click.option("-n", "lines", type=click.IntRange(min=0, max=MAX_ROWS), default=5,
               show_default=True,
               help="How many recent transitions to show.")
 @click.pass_obj
@@ -636,22 +446,8 @@ def explain(obj: Context, ident: str, lines: int) -> None:
         jobs = reader.jobs(worker["id"], limit=20)
     finally:
         reader.close()
-    entered = worker.get("state_entered_ts")
-    since = f" for {render.duration(time.time() - entered)}" if entered else ""
-    click.echo(render.clean_text(f"{worker['name']} ({worker['id']}, pane "
-                                 f"{worker['pane_id']}): {worker['state']}{since}"))
-    click.echo(f"  reasons: {', '.join(worker['reasons']) or '-'}; confidence "
-               f"{worker.get('confidence') or 0}; decided by {worker.get('classifier') or '-'} "
-               f"rule {worker.get('rule_id') or '-'}")
-    click.echo(f"  signals: {', '.join(worker.get('signals') or []) or 'screen only'}")
-    click.echo(f"  watched: {render.watch_mode(worker.get('signals') or [])}")
-    if worker.get("summary"):
-        click.echo(f"  summary: {render.clean_text(worker['summary'])}")
-    if worker.get("actions_needed"):
-        click.echo(f"  actions: {render.clean_text(worker['actions_needed'])}")
-    click.echo(f"  herding: {'eligible' if worker.get('eligible_for_herd') else 'not eligible'}"
-               f"{' (' + worker['herd_reason'] + ')' if worker.get('herd_reason') else ''}; "
-               f"goal: {render.clean_text(worker.get('goal') or '-')}")
+    for line in render.stored_assessment(worker, time.time()):
+        click.echo(line)
     from app.cli_cycle import cycle_line
 
     click.echo(cycle_line(jobs))
@@ -672,8 +468,7 @@ def explain(obj: Context, ident: str, lines: int) -> None:
         for line in verdict.matched_lines:
             click.echo(f"  matched: {render.clean_text(line)}")
         for trace in traces:
-            mark = "✓" if trace.matched else "·"
-            click.echo(f"  {mark} {trace.state.value:<18} {trace.rule_id:<28} {trace.detail}")
+            click.echo(render.rule_trace(trace))
     if history:
         click.echo("last transitions:")
         for row in history:
@@ -728,8 +523,7 @@ def classify(files: Sequence[str], cli_name: str | None, as_json: bool, explain:
             for line in verdict.matched_lines:
                 click.echo(f"matched: {line}")
             for trace in traces:
-                mark = "✓" if trace.matched else "·"
-                click.echo(f"  {mark} {trace.state.value:<18} {trace.rule_id:<28} {trace.detail}")
+                click.echo(render.rule_trace(trace))
 
 
 def _llm_for_cli() -> LLMClassifier:
@@ -753,12 +547,13 @@ def _read_screen(source: str) -> str:
 
 
 def _register_groups() -> None:
-    from app.cli_cycle import dispatch, mcp, pause, queue, report, resume
+    from app.cli_agents import hook, hooks, mcp
+    from app.cli_cycle import dispatch, pause, queue, report, resume
     from app.cli_herd import goal, herd
+    from app.cli_service import logs, service, stop
 
-    pty.add_command(herd)
-    pty.add_command(goal)
-    for command in (report, queue, dispatch, pause, resume, mcp):
+    for command in (hook, hooks, mcp, report, queue, dispatch, pause, resume, herd, goal,
+                    stop, logs, service):
         pty.add_command(command)
 
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 import click
 
 from app import render
-from app.cli import Context, _read_config, echo_install, friendly_errors
+from app.cli import Context, friendly_errors, read_config
 from app.errors import ConductorError
 
 
@@ -52,7 +51,7 @@ def report(obj: Context, args: tuple[str, ...], wait_cmd: str | None) -> None:
                              "optional ID")
     ident, text = (None, args[0]) if len(args) == 1 else (args[0], args[1])
     worker, label = target_id(obj, ident)
-    seq = jobs.report(obj.workers_dir, worker, text, wait_cmd, _read_config().cycle)
+    seq = jobs.report(obj.workers_dir, worker, text, wait_cmd, read_config().cycle)
     click.echo(f"report recorded for {label}; cycle job {seq} queued"
                f"{' with check: ' + wait_cmd if wait_cmd else ''}")
 
@@ -133,7 +132,7 @@ def dispatch(obj: Context, ident: str, words: tuple[str, ...], clear: bool,
 
     tmux = obj.tmux()
     target = handoff.resolve(tmux, obj.workers_dir, ident)
-    cfg = _read_config()
+    cfg = read_config()
     done = jobs.dispatch(tmux, target, " ".join(words), load_packs(), cfg.watch, obj.workers_dir,
                          clear=clear, timeout_s=timeout, poll_s=cfg.wait_poll_s)
     click.echo(f"{target.label}: {done}")
@@ -169,7 +168,7 @@ def queue_send(obj: Context, ident: str, text: str) -> None:
     from app.cycle import jobs
 
     worker, label = target_id(obj, ident)
-    seq = jobs.queue_message(obj.workers_dir, worker, text, _read_config().cycle.queue_ttl_s)
+    seq = jobs.queue_message(obj.workers_dir, worker, text, read_config().cycle.queue_ttl_s)
     click.echo(f"queued job {seq} for {label}; the watcher types it when the pane is READY")
 
 
@@ -186,44 +185,3 @@ def cycle_line(jobs_rows: list[dict[str, Any]]) -> str:
     times = " → ".join(f"{s} +{t - start:.1f}s" for s, t in steps)
     why = f": {last['detail']}" if last["detail"] else ""
     return f"  cycle: {last['state']} (job {last['seq']}){why}\n    {times}"
-
-
-@click.group(invoke_without_command=True)
-@click.pass_context
-@friendly_errors
-def mcp(ctx: click.Context) -> None:
-    """Serve conductor's tools to an agent over MCP (stdio): report, set_goal, status, wait,
-    send. Run by the agent CLI from its pane; `mcp install` configures a CLI to do so."""
-    if ctx.invoked_subcommand is not None:
-        return
-    from app.mcp import run
-
-    obj: Context = ctx.obj
-    run(obj.socket_name, obj.workers_dir)
-
-
-@mcp.command("install")
-@click.option("--cli", "cli_name", type=click.Choice(["claude", "codex", "gemini"]),
-              required=True, help="Which agent CLI to configure.")
-@click.option("--path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Config file to change (default: the CLI's user config).")
-@click.option("--print", "show_only", is_flag=True,
-              help="Only show the snippet and the file it belongs in; change nothing.")
-@click.pass_obj
-@friendly_errors
-def mcp_install(obj: Context, cli_name: str, path: Path | None, show_only: bool) -> None:
-    """Add our MCP server to an agent CLI's config, keeping everything else (with a backup)."""
-    from app.mcpconfig import SERVER_NAME, install
-
-    result = install(cli_name, mcp_command(obj), path, dry_run=show_only)
-    echo_install(result, show_only, f"added MCP server {SERVER_NAME!r} for {cli_name}",
-                 f"MCP server {SERVER_NAME!r} for {cli_name} already")
-
-
-def mcp_command(obj: Context) -> list[str]:
-    """Absolute, naming the store (and the tmux socket when one was given), like the hook."""
-    from app.cli import _hook_command
-
-    program = _hook_command(obj)[:-2]  # [..., "--workers-dir", DIR] without "pty", "hook"
-    socket = ["-L", obj.socket_name] if obj.socket_name else []
-    return [*program, *socket, "pty", "mcp"]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from app import render
-from app.cli import Context, _read_config, friendly_errors
+from app.cli import MAX_ROWS, Context, friendly_errors, read_config
 
 if TYPE_CHECKING:
     from app.store import StoreWriter
@@ -60,7 +60,7 @@ def herd_on(obj: Context, ident: str, rules_spec: str | None, dry_run: bool) -> 
     """Opt a pane in to herding (again: new rules, counters back to zero)."""
     from app.herd import rules
 
-    settings = _read_config().herd
+    settings = read_config().herd
     spec = rules_spec or settings.rules
     loaded = rules.load(spec)  # a broken set is refused here, with file:line
     stored = str(rules.locate(spec)) if "/" in spec or spec.endswith((".yml", ".yaml")) \
@@ -137,7 +137,7 @@ def _columns(rows: Sequence[tuple[str, ...]]) -> str:
 
 @herd.command("log")
 @click.argument("ident", metavar="[ID|NAME]", required=False)
-@click.option("-n", "lines", type=click.IntRange(min=1, max=1_000_000), default=20,
+@click.option("-n", "lines", type=click.IntRange(min=1, max=MAX_ROWS), default=20,
               show_default=True,
               help="How many decisions to show.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new decisions.")

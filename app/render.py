@@ -10,6 +10,8 @@ TYPE_CHECKING = False  # typing costs ~5 ms; this is on the status-line path
 if TYPE_CHECKING:
     from typing import Any
 
+    from app.classify.packs import RuleTrace
+
 # Plain strings rather than app.model.State: importing the model (enum, dataclasses) would cost
 # the status line several ms per refresh.
 _ATTENTION = {"NEEDS_CONFIRMATION": 0, "ERROR": 1, "READY": 2, "BUSY": 3, "UNKNOWN": 4,
@@ -217,3 +219,33 @@ def watch_mode(signals: Sequence[str]) -> str:
     if "watch=poll" in signals:
         return "by polling only (control mode off or unavailable for this pane)"
     return "unknown (written by an older watcher)"
+
+
+def stored_assessment(worker: Mapping[str, Any], now: float) -> list[str]:
+    """``explain``'s account of what the watcher last stored for a pane: its state and since
+    when, what decided it, how the pane is watched, and whether herding may act on it."""
+    entered = worker.get("state_entered_ts")
+    since = f" for {duration(now - entered)}" if entered else ""
+    lines = [
+        clean_text(f"{worker['name']} ({worker['id']}, pane {worker['pane_id']}): "
+                   f"{worker['state']}{since}"),
+        f"  reasons: {', '.join(worker['reasons']) or '-'}; confidence "
+        f"{worker.get('confidence') or 0}; decided by {worker.get('classifier') or '-'} "
+        f"rule {worker.get('rule_id') or '-'}",
+        f"  signals: {', '.join(worker.get('signals') or []) or 'screen only'}",
+        f"  watched: {watch_mode(worker.get('signals') or [])}",
+    ]
+    if worker.get("summary"):
+        lines.append(f"  summary: {clean_text(worker['summary'])}")
+    if worker.get("actions_needed"):
+        lines.append(f"  actions: {clean_text(worker['actions_needed'])}")
+    lines.append(f"  herding: {'eligible' if worker.get('eligible_for_herd') else 'not eligible'}"
+                 f"{' (' + worker['herd_reason'] + ')' if worker.get('herd_reason') else ''}; "
+                 f"goal: {clean_text(worker.get('goal') or '-')}")
+    return lines
+
+
+def rule_trace(trace: RuleTrace) -> str:
+    """One rule of a pack and how it fared on a screen (``explain``, ``classify --explain``)."""
+    mark = "✓" if trace.matched else "·"
+    return f"  {mark} {trace.state.value:<18} {trace.rule_id:<28} {trace.detail}"

@@ -115,6 +115,22 @@ def short_line(workers_dir: str | Path, colour: bool = False) -> str:
         "[conductor: no panes]"
 
 
+def watcher_warnings(snap: Snapshot, now: float) -> list[str]:
+    """What ``status`` says on stderr about the watcher behind ``snap``, which the table itself
+    cannot show: not running, its own last problem, or states left stale."""
+    from app import render
+
+    if snap.watcher_pid is None:
+        return ["conductor pty: the watcher is not running; states may be stale "
+                "(start `conductor pty watch`)"]
+    lines = [f"conductor pty: {snap.watcher_problem}"] if snap.watcher_problem else []
+    stale = snap.stale_for(now)
+    if stale is not None:
+        lines.append(f"conductor pty: stale: the watcher's last cycle was "
+                     f"{render.duration(stale)} ago (hung, unable to write, or no tmux server)")
+    return lines
+
+
 def shown(workers: list[dict[str, Any]], now: float, exited_shown_s: float
           ) -> list[dict[str, Any]]:
     """What ``status`` lists: every pane but those EXITED longer than ``exited_shown_s`` ago."""
