@@ -31,7 +31,7 @@ from app.cycle.step import CycleStep
 from app.errors import AlreadyRunning, StoreError
 from app.herd.gate import HerdSettings
 from app.herd.step import HerdStep
-from app.model import Transition
+from app.model import Note, State, Transition
 from app.notify import NotificationEvent, Notifier, NotifySettings
 from app.store import StoreWriter, make_private_dir, open_private
 from app.tmux import ControlMode, Tmux
@@ -117,37 +117,51 @@ def _start_llm(settings: LLMSettings) -> AsyncLLM | None:
 
 def _notify_with(notifier: Notifier) -> Callable[[Transition, Tracked], None]:
     def on_transition(transition: Transition, tracked: Tracked) -> None:
-        pane = tracked.pane
-        notifier.on_transition(NotificationEvent(
-            worker_id=tracked.worker_id, name=tracked.name, session=pane.session_name,
-            window=pane.window_name, pane_id=pane.pane_id,
-            cli=tracked.pack.name if tracked.pack else "", previous=transition.previous,
-            state=transition.state, summary=transition.verdict.summary,
-            actions_needed=transition.verdict.actions_needed, ts=transition.ts,
-            focused=pane.focused,
-        ))
+        notifier.on_transition(_event(
+            tracked, previous=transition.previous, state=transition.state,
+            summary=transition.verdict.summary, actions_needed=transition.verdict.actions_needed,
+            ts=transition.ts))
 
     return on_transition
 
 
+def announce_with(notifier: Notifier) -> Callable[[Tracked, Note], None]:
+    """What herding and the cycle call with a note about a pane: the notifier sends it to the
+    same receivers as a transition, with the same pane fields."""
+    def announce(tracked: Tracked, note: Note) -> None:
+        a = tracked.assessment
+        notifier.announce(_event(
+            tracked, previous=None, state=a.state if a is not None else State.UNKNOWN,
+            summary=a.summary if a is not None else "",
+            actions_needed=a.actions_needed if a is not None else "", ts=time.time(), note=note))
+
+    return announce
+
+
+def _event(tracked: Tracked, *, previous: State | None, state: State, summary: str,
+           actions_needed: str, ts: float, note: Note | None = None) -> NotificationEvent:
+    pane = tracked.pane
+    return NotificationEvent(
+        worker_id=tracked.worker_id, name=tracked.name, session=pane.session_name,
+        window=pane.window_name, pane_id=pane.pane_id,
+        cli=tracked.pack.name if tracked.pack else "", previous=previous, state=state,
+        summary=summary, actions_needed=actions_needed, ts=ts, focused=pane.focused, note=note)
+
+
 def _start_herd(daemon: Daemon, store: StoreWriter, packs: Mapping[str, Pack],
                 llm: AsyncLLM | None, notifier: Notifier) -> HerdStep:
-    """Herding for opted-in panes; its nudges and "needs you" notes go to the tmux message line
-    when tmux notifications are on."""
-    tmux = daemon.tmux
-    announce = tmux.display_message if "tmux" in notifier.active_kinds else None
-    return HerdStep(tmux, store, packs, daemon.herd or HerdSettings(), daemon.settings,
-                    llm=llm.classifier if llm is not None else None, announce=announce)
+    """Herding for opted-in panes; its nudges and "needs you" notes are notifications."""
+    return HerdStep(daemon.tmux, store, packs, daemon.herd or HerdSettings(), daemon.settings,
+                    llm=llm.classifier if llm is not None else None,
+                    announce=announce_with(notifier))
 
 
 def _start_cycle(daemon: Daemon, store: StoreWriter, packs: Mapping[str, Pack],
                  llm: AsyncLLM | None, notifier: Notifier) -> CycleStep:
-    """Queued messages and post-report cycles; "goal met?" and "needs you" go to the tmux
-    message line when tmux notifications are on."""
-    tmux = daemon.tmux
-    announce = tmux.display_message if "tmux" in notifier.active_kinds else None
-    return CycleStep(tmux, store, packs, daemon.cycle or CycleSettings(), daemon.settings,
-                     llm=llm.classifier if llm is not None else None, announce=announce)
+    """Queued messages and post-report cycles; "goal met?" and "needs you" are notifications."""
+    return CycleStep(daemon.tmux, store, packs, daemon.cycle or CycleSettings(), daemon.settings,
+                     llm=llm.classifier if llm is not None else None,
+                     announce=announce_with(notifier))
 
 
 @dataclass

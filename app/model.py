@@ -116,3 +116,17 @@ class Transition:
     state: State
     verdict: Verdict
     previous_lasted_s: float = 0.0  # how long the pane had been in ``previous``
+
+
+@dataclass(frozen=True)
+class Note:
+    """Something herding or the cycle tells the user about one pane (a nudge typed, "needs you").
+
+    Lives here, not in app.notify, so the steps that write notes stay free of delivery.
+    """
+
+    source: str  # "herd" or "cycle": who speaks
+    what: str  # a stable code for scripts: "nudged", "max_nudges", "goal_met", "needs_you", ...
+    title: str  # the headline after the pane's name: "needs you", "herd nudge 1/3"
+    body: str = ""
+    urgent: bool = False  # a person must act: shown like a question (critical desktop urgency)

@@ -1,9 +1,11 @@
 """Tell people when a pane needs them: tmux messages, desktop notifications, a user command.
 
-The daemon calls :meth:`Notifier.on_transition` once per state transition. The notifier decides
-(state filter, focus, rate limit) on the caller's thread, cheaply, and hands the sending to one
-worker thread per receiver, so a slow or hanging receiver never stalls the poll loop nor the
-other receivers. Every receiver failure is logged on ``app.notify`` and swallowed.
+The daemon calls :meth:`Notifier.on_transition` once per state transition, and
+:meth:`Notifier.announce` for each note herding or the cycle has for a pane (a nudge typed,
+"needs you", "goal met?"). The notifier decides (state filter, focus, rate limit) on the caller's
+thread, cheaply, and hands the sending to one worker thread per receiver, so a slow or hanging
+receiver never stalls the poll loop nor the other receivers. Every receiver failure is logged on
+``app.notify`` and swallowed.
 
 External programs are run from an argv list, never through a shell; a receiver that outlives
 its timeout is killed together with anything it started.
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.errors import ConductorError, ConfigError
-from app.model import State
+from app.model import Note, State
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +39,9 @@ COMMAND = "command"
 KINDS: tuple[str, ...] = (TMUX, DESKTOP, COMMAND)
 
 APP_NAME = "conductor"
+
+# What an event is about, for scripts (``CONDUCTOR_EVENT``): a transition, or a note's source.
+TRANSITION = "transition"
 
 DEFAULT_STATES: frozenset[State] = frozenset({State.READY, State.NEEDS_CONFIRMATION, State.ERROR,
                                               State.EXITED})
@@ -169,7 +174,11 @@ def parse_command(value: object) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class NotificationEvent:
-    """What a receiver needs to know about one transition of one pane."""
+    """What a receiver needs to know about one transition of one pane, or one note about it.
+
+    A note (``note`` set) is no transition: ``state`` is the pane's state when it was written and
+    ``previous`` is None; ``summary`` and ``actions_needed`` still say what the classifier sees.
+    """
 
     worker_id: str
     name: str
@@ -177,12 +186,32 @@ class NotificationEvent:
     window: str
     pane_id: str  # tmux "%N"
     cli: str
-    previous: State | None  # None: the daemon has never seen this pane before
+    previous: State | None  # None: the daemon has never seen this pane before, or a note
     state: State
     summary: str = ""
     actions_needed: str = ""
     ts: float = field(default_factory=time.time)  # wall clock, seconds since the epoch
     focused: bool = False  # the pane the user is looking at
+    note: Note | None = None
+
+    @property
+    def source(self) -> str:
+        """``transition``, or who wrote the note (``herd``, ``cycle``)."""
+        return self.note.source if self.note is not None else TRANSITION
+
+    @property
+    def urgent(self) -> bool:
+        """A person must act now: a question on screen, or a note saying so."""
+        if self.note is not None:
+            return self.note.urgent
+        return self.state is State.NEEDS_CONFIRMATION
+
+    @property
+    def label(self) -> str:
+        """Short, for our log lines: ``READY`` or ``herd max_nudges``."""
+        if self.note is not None:
+            return f"{self.note.source} {self.note.what}"
+        return self.state.value
 
 
 @dataclass(frozen=True)
@@ -197,23 +226,36 @@ class Message:
 
 
 def format_message(event: NotificationEvent) -> Message:
-    """The words every receiver shows: ``api: NEEDS_CONFIRMATION — Approve: rm -rf build``.
+    """The words every receiver shows: ``api: NEEDS_CONFIRMATION — Approve: rm -rf build``, or
+    for a note ``api: needs you — herd: max nudges reached (3), still stuck``.
 
-    The body is what the human must do if the classifier knows, else its summary.
+    A transition's body is what the human must do if the classifier knows, else its summary.
     """
-    body = event.actions_needed or event.summary
+    who = event.name or event.worker_id
     # One line everywhere: a newline would end a tmux message and split a desktop title.
+    if event.note is not None:
+        return Message(title=" ".join(f"{who}: {event.note.title}".split()),
+                       body=" ".join(event.note.body.split()))
+    body = event.actions_needed or event.summary
     body = " ".join(body.split())
     if event.state is State.EXITED:
         # The summary says it all: "api: Claude Code exited".
-        return Message(title=f"{event.name or event.worker_id}: {body or 'exited'}", body="")
-    title = f"{event.name or event.worker_id}: {event.state.value}"
+        return Message(title=f"{who}: {body or 'exited'}", body="")
+    title = f"{who}: {event.state.value}"
     return Message(title=title, body=body)
 
 
 def event_env(event: NotificationEvent) -> dict[str, str]:
-    """The ``CONDUCTOR_*`` variables a ``notify_command`` receives."""
+    """The ``CONDUCTOR_*`` variables a ``notify_command`` receives.
+
+    The same set for every event, so a script reads one shape: ``CONDUCTOR_EVENT`` tells a
+    transition from a herd or cycle note, ``CONDUCTOR_NOTE`` is the note's code ("" for a
+    transition), and the title and body are what the desktop shows.
+    """
+    msg = format_message(event)
     return {
+        "CONDUCTOR_EVENT": event.source,
+        "CONDUCTOR_NOTE": event.note.what if event.note is not None else "",
         "CONDUCTOR_ID": event.worker_id,
         "CONDUCTOR_NAME": event.name,
         "CONDUCTOR_STATE": event.state.value,
@@ -225,8 +267,15 @@ def event_env(event: NotificationEvent) -> dict[str, str]:
         "CONDUCTOR_PANE": event.pane_id,
         "CONDUCTOR_CLI": event.cli,
         "CONDUCTOR_TS": f"{event.ts:.3f}",
-        "CONDUCTOR_MESSAGE": format_message(event).line,
+        "CONDUCTOR_TITLE": msg.title,
+        "CONDUCTOR_BODY": msg.body,
+        "CONDUCTOR_URGENCY": _urgency(event),
+        "CONDUCTOR_MESSAGE": msg.line,
     }
+
+
+def _urgency(event: NotificationEvent) -> str:
+    return "critical" if event.urgent else "normal"
 
 
 def run_program(
@@ -317,12 +366,11 @@ def desktop_argv(event: NotificationEvent, platform: str) -> list[str]:
             msg.title,
             msg.body,
         ]
-    urgency = "critical" if event.state is State.NEEDS_CONFIRMATION else "normal"
     # "--" so a summary starting with "-" is never read as an option.
     return [
         "notify-send",
         f"--app-name={APP_NAME}",
-        f"--urgency={urgency}",
+        f"--urgency={_urgency(event)}",
         "--",
         msg.title,
         msg.body,
@@ -415,7 +463,7 @@ class _Channel:
                 self.receiver.kind,
                 self.queue.maxsize,
                 event.worker_id,
-                event.state.value,
+                event.label,
             )
 
     def _run(self) -> None:
@@ -441,12 +489,13 @@ class _Channel:
                     "%s notification sent for %s -> %s",
                     self.receiver.kind,
                     item.worker_id,
-                    item.state.value,
+                    item.label,
                 )
 
 
 class Notifier:
-    """Decides which transitions deserve a notification and sends them without blocking.
+    """Decides which transitions deserve a notification and sends them without blocking; notes
+    from herding and the cycle go out the same way (:meth:`announce`).
 
     ``tmux_message(text)`` shows ``text`` literally on the watched tmux server (the caller owns
     tmux and its escaping); ``None`` turns tmux messages off. ``clock`` is monotonic seconds, for
@@ -481,6 +530,7 @@ class Notifier:
         self._lock = threading.Lock()
         self._last_transition: dict[str, tuple[State | None, State, float]] = {}
         self._last_sent: dict[tuple[str, State], float] = {}
+        self._last_note: dict[tuple[str, str, str], float] = {}  # (pane, title, body) -> sent
         self._closed = False
 
     def startup_report(self) -> list[str]:
@@ -526,26 +576,62 @@ class Notifier:
             self._last_transition.pop(worker_id, None)
             for key in [k for k in self._last_sent if k[0] == worker_id]:
                 del self._last_sent[key]
+            for note_key in [k for k in self._last_note if k[0] == worker_id]:
+                del self._last_note[note_key]
 
     def on_transition(self, event: NotificationEvent) -> None:
         """Called by the daemon for each transition; returns at once, never raises."""
+        self._send(event, self.should_notify,
+                   lambda kind: event.state in self.settings.states_for(kind))
+
+    def should_announce(self, event: NotificationEvent) -> tuple[bool, str]:
+        """Decide about a note, and record the decision; returns (send?, reason) for the log.
+
+        Notes are not transitions: they go to every enabled kind whatever its ``states``, and
+        the per-pane-and-state rate limit does not apply (a "needs you" right after a READY
+        must go out; herding's cooldown and max_nudges already bound the nudges). Only the very
+        same words for the same pane inside ``min_interval`` are dropped, so a decision that
+        flaps back and forth cannot ping on every tick.
+        """
+        with self._lock:
+            if event.note is None:
+                return False, "not_a_note"
+            if self.settings.skip_focused and event.focused:
+                return False, "focused"
+            msg = format_message(event)
+            now = self._clock()
+            key = (event.worker_id, msg.title, msg.body)
+            sent = self._last_note.get(key)
+            if sent is not None and now - sent < self.settings.min_interval:
+                return False, "repeated"
+            self._last_note[key] = now
+            return True, "notify"
+
+    def announce(self, event: NotificationEvent) -> None:
+        """Send a herd or cycle note (``event.note``); returns at once, never raises."""
+        self._send(event, self.should_announce, lambda kind: True)
+
+    def _send(
+        self,
+        event: NotificationEvent,
+        decide: Callable[[NotificationEvent], tuple[bool, str]],
+        wanted_by: Callable[[str], bool],
+    ) -> None:
         try:
             if self._closed:
-                logger.debug("notifier closed: ignored %s -> %s", event.worker_id, event.state)
+                logger.debug("notifier closed: ignored %s %s", event.worker_id, event.label)
                 return
-            ok, reason = self.should_notify(event)
+            ok, reason = decide(event)
             if not ok:
                 logger.debug(
-                    "no notification for %s -> %s: %s",
-                    event.worker_id,
-                    event.state.value,
-                    reason,
+                    "no notification for %s %s: %s", event.worker_id, event.label, reason
                 )
                 return
             for channel in self._channels:
-                if event.state in self.settings.states_for(channel.receiver.kind):
+                if wanted_by(channel.receiver.kind):
                     channel.offer(event)
         except Exception:
+            # The caller is the poll loop: a notification is never worth a tick.
             logger.exception("notification for %s failed", event.worker_id)
 
     def close(self, timeout: float = 10.0) -> bool:

@@ -1,9 +1,12 @@
 """Shared fixtures: every test gets its own store folder and, where it needs one, its own tmux
-server on a random socket (libtmux's pytest plugin); nothing touches the user's tmux or state."""
+server on a random socket (libtmux's pytest plugin) and its own D-Bus session bus; nothing
+touches the user's tmux, desktop or state."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.agents import AgentUnavailable, ClaudeInTmux, Install, install_claude
+from tests.dbus_notifications import BusUnavailable, NotificationBus
 from tests.waiting import stop_process
 
 REPO = Path(__file__).resolve().parent.parent
@@ -97,3 +101,44 @@ def claude(claude_install: Install, tmp_path: Path, isolated_env: Path) -> Itera
                        env={"CONDUCTOR_WORKERS_DIR": str(isolated_env)})
     yield lab
     lab.close()
+
+
+# --- notification receivers: a private desktop bus, a recording notify_command ------------
+
+
+@pytest.fixture
+def notification_bus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[NotificationBus]:
+    """A private session bus with a recording notification server; the process env points at it."""
+    if sys.platform == "darwin":
+        pytest.skip("desktop notifications on macOS go through osascript, not D-Bus")
+    if shutil.which("notify-send") is None:
+        pytest.skip("notify-send not found (Debian package: libnotify-bin)")
+    bus = NotificationBus(tmp_path)
+    try:
+        bus.start()
+    except BusUnavailable as e:
+        pytest.skip(f"no private D-Bus session bus here: {e}")
+    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", bus.address)
+    yield bus
+    bus.stop()
+
+
+
+def write_script(path: Path, body: str) -> Path:
+    path.write_text(f"#!{sys.executable}\n{body}", encoding="utf-8")
+    path.chmod(0o755)
+    return path
+
+
+RECORD_ENV = """
+import json, os, sys
+with open(sys.argv[1], "a", encoding="utf-8") as out:
+    env = {k: v for k, v in os.environ.items() if k.startswith("CONDUCTOR_")}
+    out.write(json.dumps({"argv": sys.argv[1:], "env": env}) + "\\n")
+"""
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]

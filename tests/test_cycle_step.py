@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,11 +23,14 @@ from app.config import WatchSettings
 from app.cycle import assessor, jobs
 from app.cycle.jobs import CycleSettings
 from app.cycle.step import CycleStep
-from app.model import State
+from app.daemon import announce_with
+from app.model import Note, State
+from app.notify import Notifier, NotifySettings
 from app.store import StoreWriter
 from app.tmux import Tmux
 from app.watch import Tracked, Watcher
-from tests.conftest import REPO
+from tests.conftest import RECORD_ENV, REPO, read_jsonl, write_script
+from tests.dbus_notifications import NotificationBus
 from tests.openrouter_server import OpenRouterServer, Reply
 from tests.waiting import retry_until, stays_false
 
@@ -44,14 +47,15 @@ class Lab:
     tmux: Tmux
     store: StoreWriter
     pane: Any
-    notes: list[str]
+    notes: list[Note]
     watcher: Watcher | None = None
 
-    def start(self, settings: CycleSettings = FAST, llm: LLMClassifier | None = None
-              ) -> CycleStep:
+    def start(self, settings: CycleSettings = FAST, llm: LLMClassifier | None = None,
+              announce: Callable[[Tracked, Note], None] | None = None) -> CycleStep:
+        """The step, its notes kept in ``notes`` unless ``announce`` takes them."""
         step = CycleStep(self.tmux, self.store, load_packs(), settings,
                          WatchSettings(interval_s=0.2, ready_min_s=0), llm=llm,
-                         announce=self.notes.append)
+                         announce=announce or (lambda _, note: self.notes.append(note)))
         self.watcher = Watcher(self.tmux, self.store, load_packs(),
                                WatchSettings(interval_s=0.2, ready_min_s=0), cycle=step)
         return step
@@ -142,7 +146,7 @@ def test_a_failing_check_types_exactly_one_directive_and_stands_by(lab: Lab) -> 
     assert tracked is not None and tracked.status_row is not None
     kinds = [(r["kind"], r["text"]) for r in lab.store.transcript(tracked.worker_id)]
     assert kinds == [("report", "implemented the parser"), ("directive", directive)]
-    assert any("typed the directive" in n for n in lab.notes)
+    assert [(n.what, n.body) for n in lab.notes] == [("directive", directive)]
     assert tracked.status_row["cycle"] == "STANDBY"
 
 
@@ -161,7 +165,29 @@ def test_a_passing_check_pauses_says_goal_met_and_types_nothing(
     # Run on the host in the pane's folder, without our LLM key.
     assert f"key=[] in {lab.pane.pane_current_path}" in row["output"]
     assert lab.cycle_sends() == 0
-    assert any("goal met?" in n for n in lab.notes)
+    assert [(n.what, n.title, n.urgent) for n in lab.notes] == [("goal_met", "goal met?", False)]
+
+
+def test_a_paused_cycle_is_a_desktop_and_command_notification(
+        lab: Lab, notification_bus: NotificationBus, tmp_path: Path) -> None:
+    out = tmp_path / "calls.jsonl"
+    script = write_script(tmp_path / "hook", RECORD_ENV)
+    notifier = Notifier(NotifySettings(notify_command=(str(script), str(out))),
+                        lab.tmux.display_message)
+    step = lab.start(announce=announce_with(notifier))
+    seq = lab.report("all done", "true")
+    assert lab.run_until_done(seq)["state"] == "PAUSED"
+    step.close()
+    assert notifier.close()
+
+    assert [(r["summary"], r["body"]) for r in notification_bus.records()] == [
+        ("agent: goal met?", "the check `true` passed (exit 0)")]
+    [call] = read_jsonl(out)
+    assert call["env"].items() >= {
+        "CONDUCTOR_EVENT": "cycle", "CONDUCTOR_NOTE": "goal_met", "CONDUCTOR_NAME": "agent",
+        "CONDUCTOR_PANE": lab.pane.pane_id, "CONDUCTOR_SESSION": lab.pane.session_name,
+        "CONDUCTOR_CLI": "claude", "CONDUCTOR_STATE": "READY",
+        "CONDUCTOR_TITLE": "agent: goal met?", "CONDUCTOR_URGENCY": "normal"}.items()
 
 
 def test_no_check_waits_cycle_wait_then_pauses_for_a_person(lab: Lab) -> None:
@@ -283,7 +309,7 @@ def test_the_llm_saying_stop_pauses_and_notifies(lab: Lab, openrouter: OpenRoute
     step.close()
     assert states(row) == [*ORDER, "PAUSED"]
     assert row["detail"] == "goal met? Every test passes." and lab.cycle_sends() == 0
-    assert any("goal met? Every test passes." in n for n in lab.notes)
+    assert lab.notes == [Note("cycle", "goal_met", "goal met?", "Every test passes.")]
 
 
 FAULTS = [
@@ -317,4 +343,5 @@ def test_every_llm_fault_pauses_with_the_reason_and_types_nothing(
     assert row["detail"].startswith("needs you: ") and reason in row["detail"]
     assert KEY not in row["detail"]
     assert lab.cycle_sends() == 0
-    assert any("needs you" in n for n in lab.notes)
+    assert [(n.what, n.title, n.urgent) for n in lab.notes] == [("needs_you", "needs you", True)]
+    assert reason in lab.notes[0].body

@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, conductor
+from tests.conftest import RECORD_ENV, REPO, conductor, read_jsonl, write_script
+from tests.dbus_notifications import NotificationBus
 from tests.waiting import retry_until, stays_false
 
 pytestmark = pytest.mark.slow
@@ -30,12 +31,19 @@ QUESTION = "say Done with step 1. Shall I continue with step 2?"
 NUDGE = "Yes, please continue."
 
 FAST = {"stall_after": 1.0, "stability": 0.5, "cooldown": 600.0, "max_nudges": 3}
+# Unlike the bundled sets, this rule matches again after its own answer: only the gates stand
+# between the pane and a nudge every tick.
+ALWAYS = ("rules:\n  - id: always\n    when: [stalled]\n    states: [READY]\n"
+          "    match: 'Shall I continue'\n    command: 'Yes, please continue.'\n")
 
 
-def write_config(tmp_path: Path, waiting_grace: float = 120.0, **herd: object) -> None:
+def write_config(tmp_path: Path, waiting_grace: float = 120.0,
+                 notify_command: tuple[str, ...] = (), **herd: object) -> None:
     lines = ["[watch]", "interval = 0.3", "", "[states]", f"waiting_grace = {waiting_grace}",
              "", "[herd]"]
     lines += [f"{k} = {json.dumps(v)}" for k, v in {**FAST, **herd}.items()]
+    if notify_command:
+        lines += ["", "[notify.command]", f"argv = {json.dumps(list(notify_command))}"]
     (tmp_path / "config.toml").write_text("\n".join(lines) + "\n")
 
 
@@ -89,9 +97,10 @@ def herded(server: Any, session: Any, watcher_process: Any, tmp_path: Path
            ) -> Any:
     """Start the daemon (after the test wrote its config) and an agent pane it knows."""
 
-    def start(*herd_on: str, name: str = "agent") -> tuple[Any, subprocess.Popen[str]]:
+    def start(*herd_on: str, name: str = "agent", watch: tuple[str, ...] = ()
+              ) -> tuple[Any, subprocess.Popen[str]]:
         pane = start_agent(session, name)
-        daemon = watcher_process("-v")
+        daemon = watcher_process("-v", *watch)
         retry_until(lambda: workers(server).get(name, {}).get("state") == "READY", 20,
                     interval=0.2)
         if herd_on != ("-",):
@@ -191,11 +200,8 @@ def test_a_half_typed_prompt_is_never_nudged(
 def test_cooldown_and_max_nudges_hold_until_a_person_acts(
         server: Any, herded: Any, tmp_path: Path, isolated_env: Path) -> None:
     write_config(tmp_path, cooldown=2.0, max_nudges=2)
-    # Unlike the bundled sets, this rule matches again after its own answer: only the gates
-    # stand between the pane and a nudge every tick.
     always = tmp_path / "always.yml"
-    always.write_text("rules:\n  - id: always\n    when: [stalled]\n    states: [READY]\n"
-                      "    match: 'Shall I continue'\n    command: 'Yes, please continue.'\n")
+    always.write_text(ALWAYS)
     herded("--rules", str(always))
     assert pty(server, "send", "agent", QUESTION).returncode == 0
 
@@ -214,6 +220,52 @@ def test_cooldown_and_max_nudges_hold_until_a_person_acts(
     assert pty(server, "send", "agent", QUESTION).returncode == 0
     retry_until(lambda: len(nudged(isolated_env)) == 3, 30, interval=0.2,
                 message=f"{decisions(isolated_env)}")
+
+
+@pytest.mark.parametrize("notify", [True, False], ids=["notify", "no-notify"])
+def test_nudges_and_giving_up_are_desktop_and_command_notifications(
+        server: Any, herded: Any, tmp_path: Path, isolated_env: Path,
+        notification_bus: NotificationBus, notify: bool) -> None:
+    calls = tmp_path / "calls.jsonl"
+    script = write_script(tmp_path / "hook", RECORD_ENV)
+    write_config(tmp_path, cooldown=1.0, max_nudges=1, notify_command=(str(script), str(calls)))
+    always = tmp_path / "always.yml"
+    always.write_text(ALWAYS)
+    agent, _ = herded("--rules", str(always), watch=() if notify else ("--no-notify",))
+    assert pty(server, "send", "agent", QUESTION).returncode == 0
+    retry_until(lambda: ("blocked", "max_nudges", None, None, "READY")
+                in decisions(isolated_env), 30, interval=0.2,
+                message=f"{decisions(isolated_env)}")
+    assert len(nudged(isolated_env)) == 1
+
+    if not notify:
+        # Not even the transitions: --no-notify turns every kind off.
+        assert stays_false(lambda: notification_bus.records() or read_jsonl(calls), 2.0,
+                           interval=0.2)
+        return
+
+    def desktop() -> list[tuple[str, str, int]]:
+        return [(r["summary"], r["body"], r["hints"].get("urgency"))
+                for r in notification_bus.records()
+                if r["summary"].startswith(("agent: herd", "agent: needs you"))]
+
+    expected = [("agent: herd nudge 1/1", NUDGE, 1),
+                ("agent: needs you", "herd: max nudges reached (1), still stuck", 2)]
+    retry_until(lambda: desktop() == expected, 10, interval=0.2,
+                message=f"{notification_bus.records()}")
+
+    def herd_calls() -> list[dict[str, str]]:
+        return [c["env"] for c in read_jsonl(calls) if c["env"]["CONDUCTOR_EVENT"] == "herd"]
+
+    retry_until(lambda: len(herd_calls()) == 2, 10, interval=0.2)
+    assert [(e["CONDUCTOR_NOTE"], e["CONDUCTOR_NAME"], e["CONDUCTOR_URGENCY"])
+            for e in herd_calls()] == [("nudged", "agent", "normal"),
+                                       ("max_nudges", "agent", "critical")]
+    gave_up = herd_calls()[-1]
+    assert (gave_up["CONDUCTOR_PANE"], gave_up["CONDUCTOR_CLI"], gave_up["CONDUCTOR_STATE"]) == (
+        agent.pane_id, "claude", "READY")
+    # The transitions still go out beside the notes, told apart by CONDUCTOR_EVENT.
+    assert any(c["env"]["CONDUCTOR_EVENT"] == "transition" for c in read_jsonl(calls))
 
 
 def test_dry_run_decides_and_logs_but_types_nothing(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,13 +20,16 @@ import pytest
 from app.classify.llm import LLMClassifier, LLMSettings
 from app.classify.packs import load_packs
 from app.config import WatchSettings
+from app.daemon import announce_with
 from app.herd.gate import HerdSettings
 from app.herd.step import HerdStep
-from app.model import State
+from app.model import Note, State
+from app.notify import Notifier, NotifySettings
 from app.store import StoreWriter
 from app.tmux import Tmux
 from app.watch import Tracked, Watcher
 from tests.conftest import REPO, conductor
+from tests.dbus_notifications import NotificationBus
 from tests.openrouter_server import OpenRouterServer, Reply
 from tests.waiting import retry_until
 
@@ -106,9 +109,11 @@ def lab(server: Any, session: Any, isolated_env: Path, tmp_path: Path) -> Iterat
     store.close()
 
 
-def step_for(lab: Lab, llm: LLMClassifier | None = None) -> HerdStep:
+def step_for(lab: Lab, llm: LLMClassifier | None = None,
+             announce: Callable[[Tracked, Note], None] | None = None) -> HerdStep:
     return HerdStep(lab.tmux, lab.store, load_packs(), HerdSettings(stall_after_s=1,
-                    stability_s=0, cooldown_s=600), lab.watcher.settings, llm=llm)
+                    stability_s=0, cooldown_s=600), lab.watcher.settings, llm=llm,
+                    announce=announce)
 
 
 def decide_and_act(lab: Lab, step: HerdStep) -> None:
@@ -159,6 +164,47 @@ def test_our_own_nudge_left_unsent_blocks_and_is_not_taken_for_a_person(lab: Lab
     nudges = lab.store.conn.execute("SELECT nudges FROM herd").fetchone()[0]
     assert nudges == 1  # not reset: no person acted
     assert lab.herd_sends() == 1
+
+
+# The user's notify_command, misbehaving; each records its call first, so the test knows it ran.
+STUCK_COMMANDS = {
+    # Blocks until the test lets it go (the notifier's timeout is far away).
+    "hangs": 'echo "$CONDUCTOR_NOTE $CONDUCTOR_NAME" >> "$1"\n'
+             'while [ ! -e "$1.release" ]; do sleep 0.05; done\n',
+    "fails": 'echo "$CONDUCTOR_NOTE $CONDUCTOR_NAME" >> "$1"\necho "webhook said 503" >&2\n'
+             "exit 3\n",
+}
+
+
+@pytest.mark.parametrize("command", STUCK_COMMANDS.values(), ids=STUCK_COMMANDS.keys())
+def test_a_stuck_notify_command_holds_up_neither_the_tick_nor_the_desktop(
+        lab: Lab, notification_bus: NotificationBus, tmp_path: Path, command: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    out = tmp_path / "calls.txt"
+    script = tmp_path / "notify.sh"
+    script.write_text(f"#!/bin/sh\n{command}")
+    script.chmod(0o755)
+    notifier = Notifier(NotifySettings(notify_command=(str(script), str(out)), timeout=60.0),
+                        lab.tmux.display_message)
+    lab.send("say Shall I continue?")
+    lab.opt_in()
+    step = step_for(lab, announce=announce_with(notifier))
+    lab.settle()
+
+    started = time.monotonic()
+    decide_and_act(lab, step)
+    took = time.monotonic() - started
+
+    assert lab.decisions()[-1][:4] == ("nudged", "", "keep-going", "Yes, please continue.")
+    assert took < 5.0, f"the tick took {took:.1f} s"
+    # The desktop has its own worker: its pop-up comes while the command is still stuck.
+    retry_until(lambda: [(r["summary"], r["body"]) for r in notification_bus.records()] ==
+                [("agent: herd nudge 1/3", "Yes, please continue.")], 10)
+    retry_until(lambda: out.exists() and out.read_text() == "nudged agent\n", 10)
+    Path(f"{out}.release").touch()
+    assert notifier.close()
+    if "exit 3" in command:
+        assert "exited 3: webhook said 503" in caplog.text
 
 
 @pytest.fixture

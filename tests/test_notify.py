@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,7 +17,7 @@ from libtmux.server import Server
 from libtmux.session import Session
 
 from app.errors import ConfigError, TmuxError
-from app.model import State
+from app.model import Note, State
 from app.notify import (
     COMMAND,
     DESKTOP,
@@ -34,7 +32,8 @@ from app.notify import (
     format_message,
     parse_command,
 )
-from tests.dbus_notifications import BusUnavailable, NotificationBus
+from tests.conftest import RECORD_ENV, read_jsonl, write_script
+from tests.dbus_notifications import NotificationBus
 from tests.waiting import retry_until, stop_process
 
 NEEDS = State.NEEDS_CONFIRMATION
@@ -50,6 +49,7 @@ def make_event(
     actions: str = "",
     focused: bool = False,
     ts: float | None = None,
+    note: Note | None = None,
 ) -> NotificationEvent:
     return NotificationEvent(
         worker_id=worker_id,
@@ -64,7 +64,20 @@ def make_event(
         actions_needed=actions,
         ts=time.time() if ts is None else ts,
         focused=focused,
+        note=note,
     )
+
+
+GAVE_UP = Note(
+    "herd", "max_nudges", "needs you", "herd: max nudges reached (3), still stuck", urgent=True
+)
+NUDGED = Note("herd", "nudged", "herd nudge 1/3", "Yes,\n please continue.")
+
+
+def note_event(note: Note = GAVE_UP, **fields: Any) -> NotificationEvent:
+    """A note about a READY pane, as the daemon builds one: no transition, so no previous."""
+    return make_event(State.READY, previous=None, summary="Shall I continue?", note=note,
+                      **fields)
 
 
 class FakeClock:
@@ -139,6 +152,15 @@ def test_desktop_argv_on_macos_passes_text_as_arguments_not_script() -> None:
     assert all(evil not in line for line in script)
     # ...only as run-handler arguments.
     assert argv[-2:] == ["api: READY", evil]
+
+
+def test_a_note_names_the_pane_and_is_critical_only_when_it_needs_you() -> None:
+    gave_up = "api: needs you — herd: max nudges reached (3), still stuck"
+    assert format_message(note_event()).line == gave_up
+    assert "--urgency=critical" in desktop_argv(note_event(), "linux")
+    # One line, like a transition's words.
+    assert format_message(note_event(NUDGED)).line == "api: herd nudge 1/3 — Yes, please continue."
+    assert "--urgency=normal" in desktop_argv(note_event(NUDGED), "linux")
 
 
 # --- settings -----------------------------------------------------------------------------------
@@ -274,6 +296,38 @@ def test_first_sight_of_an_idle_pane_is_not_news(recorder: Recorder, clock: Fake
     assert [(e.worker_id, e.state) for e in recorder.events] == [("asking", NEEDS)]
 
 
+def test_notes_skip_the_state_filter_and_the_transition_rate_limit(
+    recorder: Recorder, clock: FakeClock
+) -> None:
+    notifier = recording_notifier(recorder, clock, states=frozenset({State.ERROR}))
+    notifier.on_transition(make_event(State.READY))  # a state nobody asked for
+    notifier.announce(note_event(NUDGED))  # about the same READY pane: goes all the same
+    notifier.announce(note_event())  # "needs you" right after: its own words, so it goes
+    clock.now += 5
+    notifier.announce(note_event())  # the very same words again: the user has them already
+    clock.now += 6
+    notifier.announce(note_event())  # past min_interval: a reminder is worth it
+    notifier.forget("w1")
+    notifier.announce(note_event())
+    assert notifier.close()
+    assert [e.label for e in recorder.events] == [
+        "herd nudged",
+        "herd max_nudges",
+        "herd max_nudges",
+        "herd max_nudges",
+    ]
+
+
+def test_a_note_about_the_focused_pane_follows_skip_focused(
+    recorder: Recorder, clock: FakeClock
+) -> None:
+    notifier = recording_notifier(recorder, clock, skip_focused=True)
+    assert notifier.should_announce(note_event(focused=True)) == (False, "focused")
+    notifier.announce(note_event(NUDGED, worker_id="w2"))
+    assert notifier.close()
+    assert [e.worker_id for e in recorder.events] == ["w2"]
+
+
 def test_disabled_kind_is_not_called(clock: FakeClock) -> None:
     tmux, desktop = Recorder(TMUX), Recorder(DESKTOP)
     notifier = Notifier(
@@ -380,23 +434,6 @@ def test_desktop_off_without_a_session_bus(tmp_path: Path) -> None:
 # --- real receivers: D-Bus ----------------------------------------------------------------------
 
 
-@pytest.fixture
-def notification_bus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[NotificationBus]:
-    """A private session bus with a recording notification server; the process env points at it."""
-    if sys.platform == "darwin":
-        pytest.skip("desktop notifications on macOS go through osascript, not D-Bus")
-    if shutil.which("notify-send") is None:
-        pytest.skip("notify-send not found (Debian package: libnotify-bin)")
-    bus = NotificationBus(tmp_path)
-    try:
-        bus.start()
-    except BusUnavailable as e:
-        pytest.skip(f"no private D-Bus session bus here: {e}")
-    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", bus.address)
-    yield bus
-    bus.stop()
-
-
 def test_desktop_notification_delivered_once_per_transition(
     notification_bus: NotificationBus,
 ) -> None:
@@ -435,6 +472,74 @@ def test_desktop_failure_is_logged_and_later_events_still_go_out(
     notifier.on_transition(make_event(State.ERROR, summary="crashed"))
     assert notifier.close()
     assert [r["summary"] for r in notification_bus.records()] == ["api: ERROR"]
+
+
+def test_a_note_reaches_the_desktop_and_the_command_with_the_pane_fields(
+    notification_bus: NotificationBus, tmp_path: Path
+) -> None:
+    out = tmp_path / "calls.jsonl"
+    script = write_script(tmp_path / "hook", RECORD_ENV)
+    notifier = Notifier(NotifySettings(notify_command=(str(script), str(out))), None)
+    assert notifier.active_kinds == [DESKTOP, COMMAND]
+    notifier.announce(note_event())
+    notifier.on_transition(make_event(NEEDS, actions="Approve: rm -rf build"))
+    assert notifier.close()
+
+    assert [
+        (r["summary"], r["body"], r["hints"].get("urgency")) for r in notification_bus.records()
+    ] == [
+        ("api: needs you", "herd: max nudges reached (3), still stuck", 2),
+        ("api: NEEDS_CONFIRMATION", "Approve: rm -rf build", 2),
+    ]
+    note, transition = (c["env"] for c in read_jsonl(out))
+    # The pane's fields as for a transition; what happened in EVENT, NOTE, TITLE and BODY.
+    assert (
+        note.items()
+        >= {
+            "CONDUCTOR_EVENT": "herd",
+            "CONDUCTOR_NOTE": "max_nudges",
+            "CONDUCTOR_ID": "w1",
+            "CONDUCTOR_NAME": "api",
+            "CONDUCTOR_STATE": "READY",
+            "CONDUCTOR_PREVIOUS_STATE": "",
+            "CONDUCTOR_SUMMARY": "Shall I continue?",
+            "CONDUCTOR_SESSION": "work",
+            "CONDUCTOR_WINDOW": "@3",
+            "CONDUCTOR_PANE": "%7",
+            "CONDUCTOR_CLI": "claude",
+            "CONDUCTOR_TITLE": "api: needs you",
+            "CONDUCTOR_BODY": "herd: max nudges reached (3), still stuck",
+            "CONDUCTOR_URGENCY": "critical",
+            "CONDUCTOR_MESSAGE": "api: needs you — herd: max nudges reached (3), still stuck",
+        }.items()
+    )
+    assert (
+        transition.items()
+        >= {
+            "CONDUCTOR_EVENT": "transition",
+            "CONDUCTOR_NOTE": "",
+            "CONDUCTOR_STATE": "NEEDS_CONFIRMATION",
+            "CONDUCTOR_TITLE": "api: NEEDS_CONFIRMATION",
+            "CONDUCTOR_BODY": "Approve: rm -rf build",
+            "CONDUCTOR_URGENCY": "critical",
+        }.items()
+    )
+
+
+@pytest.mark.parametrize(
+    ("kinds", "commands"), [(frozenset(), 0), (frozenset({COMMAND}), 1)], ids=["none", "command"]
+)
+def test_a_note_goes_only_to_the_enabled_kinds(
+    notification_bus: NotificationBus, tmp_path: Path, kinds: frozenset[str], commands: int
+) -> None:
+    # No kinds at all is what `watch --no-notify` sets.
+    out = tmp_path / "calls.jsonl"
+    script = write_script(tmp_path / "hook", RECORD_ENV)
+    notifier = Notifier(NotifySettings(kinds=kinds, notify_command=(str(script), str(out))), None)
+    notifier.announce(note_event())
+    assert notifier.close()
+    assert len(read_jsonl(out)) == commands
+    assert notification_bus.records() == []
 
 
 # --- real receivers: tmux -----------------------------------------------------------------------
@@ -503,34 +608,16 @@ def test_tmux_message_read_back_from_the_server(
     notifier.on_transition(question)
     notifier.on_transition(make_event(State.BUSY, previous=NEEDS))
     notifier.on_transition(make_event(State.READY, summary="done"))
+    notifier.announce(note_event(NUDGED))
     assert notifier.close()
     assert messages_shown(server, attached_client) == [
         "api: NEEDS_CONFIRMATION — Approve: rm -rf #{build} #S",
         "api: READY — done",
+        "api: herd nudge 1/3 — Yes, please continue.",
     ]
 
 
 # --- real receivers: a user command -------------------------------------------------------------
-
-
-def write_script(path: Path, body: str) -> Path:
-    path.write_text(f"#!{sys.executable}\n{body}", encoding="utf-8")
-    path.chmod(0o755)
-    return path
-
-
-RECORD_ENV = """
-import json, os, sys
-with open(sys.argv[1], "a", encoding="utf-8") as out:
-    env = {k: v for k, v in os.environ.items() if k.startswith("CONDUCTOR_")}
-    out.write(json.dumps({"argv": sys.argv[1:], "env": env}) + "\\n")
-"""
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 def test_command_gets_details_in_env_and_argv_untouched(tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ from app.cycle.jobs import (
     stamp,
 )
 from app.errors import ConductorError
-from app.model import State
+from app.model import Note, State
 
 if TYPE_CHECKING:
     from app.classify.llm import LLMClassifier
@@ -63,7 +63,7 @@ class CycleStep:
     def __init__(self, tmux: Tmux, store: StoreWriter, packs: Mapping[str, Pack],
                  settings: CycleSettings, watch_settings: WatchSettings, *,
                  llm: LLMClassifier | None = None,
-                 announce: Callable[[str], None] | None = None) -> None:
+                 announce: Callable[[Tracked, Note], None] | None = None) -> None:
         self.tmux = tmux
         self.store = store
         self.packs = packs
@@ -264,18 +264,21 @@ class CycleStep:
             if not refusal:
                 transcript.append({"id": pane.worker_id, "ts": now, "kind": "directive",
                                    "text": decision.directive})
-                self._tell(f"conductor: {pane.name}: typed the directive: {decision.directive}")
+                self._tell(pane, Note("cycle", "directive", "cycle typed a directive",
+                                      decision.directive))
                 return {**done, "state": STANDBY, "directive": decision.directive,
                         "detail": decision.rationale}
-            why = f"needs you: the directive was not typed ({refusal})"
-            self._tell(f"conductor: {pane.name} {why}")
-            return {**done, "state": PAUSED, "directive": decision.directive, "detail": why}
+            why = f"the directive was not typed ({refusal})"
+            self._tell(pane, Note("cycle", "needs_you", "needs you", f"cycle paused: {why}",
+                                  urgent=True))
+            return {**done, "state": PAUSED, "directive": decision.directive,
+                    "detail": f"needs you: {why}"}
         if decision.decision == assessor.STOP:
-            why = f"goal met? {decision.rationale}"
-        else:
-            why = f"needs you: {decision.rationale}"
-        self._tell(f"conductor: {pane.name}: {why}")
-        return {**done, "state": PAUSED, "detail": why}
+            self._tell(pane, Note("cycle", "goal_met", "goal met?", decision.rationale))
+            return {**done, "state": PAUSED, "detail": f"goal met? {decision.rationale}"}
+        self._tell(pane, Note("cycle", "needs_you", "needs you",
+                              f"cycle paused: {decision.rationale}", urgent=True))
+        return {**done, "state": PAUSED, "detail": f"needs you: {decision.rationale}"}
 
     def _decide(self, job: dict[str, Any], pane: Tracked) -> assessor.Decision | None:
         seq = job["seq"]
@@ -343,12 +346,12 @@ class CycleStep:
             return None, f"{text}\n[stopped after {self.settings.cmd_timeout_s:g}s]"
         return code, text
 
-    def _tell(self, text: str) -> None:
-        log.info("%s", text)
+    def _tell(self, pane: Tracked, note: Note) -> None:
+        log.info("cycle %s: %s%s", pane.name, note.title, f": {note.body}" if note.body else "")
         if self.announce is None:
             return
         try:
-            self.announce(text)
+            self.announce(pane, note)
         except Exception as exc:  # a notification is never worth a tick
             log.warning("cycle notification failed: %s", exc)
 

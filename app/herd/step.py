@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from app.errors import ConductorError
 from app.herd import gate, rules
 from app.herd.gate import Counters, Decision, HerdSettings, PaneFacts
-from app.model import State
+from app.model import Note, State
 
 if TYPE_CHECKING:
     from app.classify.llm import LLMClassifier
@@ -59,7 +59,7 @@ class HerdStep:
     def __init__(self, tmux: Tmux, store: StoreWriter, packs: Mapping[str, Pack],
                  settings: HerdSettings, watch_settings: WatchSettings, *,
                  llm: LLMClassifier | None = None,
-                 announce: Callable[[str], None] | None = None) -> None:
+                 announce: Callable[[Tracked, Note], None] | None = None) -> None:
         self.tmux = tmux
         self.store = store
         self.packs = packs
@@ -318,14 +318,16 @@ class HerdStep:
                 f" rule {outcome.rule_id}" if outcome.rule_id else "",
                 f": {outcome.text!r}" if outcome.text else "")
         if outcome.outcome == NUDGED:
-            self._tell(f"conductor herd: nudged {tracked.name} ({counters.nudges}/"
-                       f"{self.settings.max_nudges}): {outcome.text}")
+            self._tell(tracked, Note(
+                "herd", "nudged", f"herd nudge {counters.nudges}/{self.settings.max_nudges}",
+                outcome.text))
         elif outcome.reason == "nudge_unsent":
-            self._tell(f"conductor herd: the nudge to {tracked.name} sits unsent in its prompt: "
-                       "it needs you")
+            self._tell(tracked, Note("herd", "nudge_unsent", "needs you",
+                                     "herd: the nudge sits unsent in its prompt", urgent=True))
         elif outcome.reason == "max_nudges":
-            self._tell(f"conductor herd: {tracked.name} got {counters.nudges} nudges and is "
-                       "still stuck: it needs you")
+            self._tell(tracked, Note(
+                "herd", "max_nudges", "needs you",
+                f"herd: max nudges reached ({counters.nudges}), still stuck", urgent=True))
         return {
             "id": tracked.worker_id, "ts": now, "name": tracked.name,
             "eligible": int(pending.decision.eligible), "outcome": outcome.outcome,
@@ -334,11 +336,11 @@ class HerdStep:
             "detail": outcome.detail or _detail(pending, counters),
         }
 
-    def _tell(self, text: str) -> None:
+    def _tell(self, tracked: Tracked, note: Note) -> None:
         if self.announce is None:
             return
         try:
-            self.announce(text)
+            self.announce(tracked, note)
         except Exception as exc:  # a notification is never worth a nudge or a tick
             log.warning("herd notification failed: %s", exc)
 
