@@ -227,7 +227,7 @@ class Daemon:
             for note in self.notes:
                 log.info("%s", note)
             try:
-                self._loop(watcher, store)
+                self._loop(watcher, store, notifier)
             finally:
                 if control is not None:
                     control.close()
@@ -250,7 +250,7 @@ class Daemon:
         log.info("stopped")
         return 0
 
-    def _loop(self, watcher: Watcher, store: StoreWriter) -> None:
+    def _loop(self, watcher: Watcher, store: StoreWriter, notifier: Notifier) -> None:
         next_full = 0.0  # monotonic
         while not self._stop.is_set():
             # Cleared before the tick takes what control mode reported: a report arriving
@@ -258,7 +258,7 @@ class Daemon:
             self._wake.clear()
             started = time.monotonic()
             full = started >= next_full
-            if self._cycle(watcher, store, full):
+            if self._cycle(watcher, store, notifier, full):
                 next_full = started + self.settings.interval_s
             if self.once:
                 return
@@ -269,7 +269,8 @@ class Daemon:
             if self._wake.wait(max(0.0, timeout)) and not self._stop.is_set():
                 self._stop.wait(_GATHER_S)
 
-    def _cycle(self, watcher: Watcher, store: StoreWriter, full: bool = True) -> bool:
+    def _cycle(self, watcher: Watcher, store: StoreWriter, notifier: Notifier,
+               full: bool = True) -> bool:
         """One tick; True when it was a full poll."""
         try:
             report = watcher.tick(time.time(), full=full)
@@ -279,6 +280,8 @@ class Daemon:
         except Exception:
             log.exception("cycle failed; continuing")
             return full
+        for worker_id in report.exited:
+            notifier.forget(worker_id)  # what it remembers follows the live panes
         if report.transitions or report.exited:
             try:
                 self.tmux.refresh_status()
