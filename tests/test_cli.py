@@ -16,7 +16,7 @@ import pytest
 
 from app.store import StoreReader
 from tests.conftest import REPO, conductor
-from tests.waiting import retry_until
+from tests.waiting import retry_until, wait_for_exit_status
 
 QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 60\""
 PRINTER = "sh -c 'i=0; while :; do i=$((i+1)); echo line $i; sleep 0.1; done'"
@@ -60,7 +60,9 @@ def test_watch_end_to_end(server: Any, session: Any, watcher_process: Any,
     session.new_window(window_name="idle", attach=False)
     session.new_window(window_name="printer", window_shell=PRINTER, attach=False)
     session.new_window(window_name="question", window_shell=QUESTION, attach=False)
-    session.new_window(window_name="crashed", window_shell="sh -c 'exit 3'", attach=False)
+    crashed = session.new_window(window_name="crashed", window_shell="sh -c 'exit 3'",
+                                 attach=False)
+    wait_for_exit_status(server, crashed.active_pane, 3)
     proc = watcher_process("--interval", "1")
     socket = server.socket_name
 

@@ -18,7 +18,7 @@ from app.notify import NotificationEvent, format_message
 from app.store import StoreReader, StoreWriter, record_event
 from app.tmux import Tmux
 from app.watch import Watcher
-from tests.waiting import retry_until
+from tests.waiting import retry_until, wait_for_exit_status
 
 PRINTER = "sh -c 'i=0; while :; do i=$((i+1)); echo line $i; sleep 0.1; done'"
 QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 60\""
@@ -59,11 +59,7 @@ def test_each_kind_of_pane_reaches_its_state_within_three_polls(
     retry_until(lambda: "Overwrite? (y/N)" in screen_of(session, "question"), 30)
     retry_until(lambda: "line 3" in screen_of(session, "printer"), 30)
     retry_until(lambda: screen_of(session, "idle").strip().endswith(("$", "#")), 30)
-    # tmux can mark a pane dead (its pty closed) a moment before it has reaped the exit status.
-    crashed = session.windows.get(window_name="crashed").active_pane
-    retry_until(lambda: crashed.display_message("#{pane_dead_status}", get_text=True)
-                == ["3"], 30)
-
+    wait_for_exit_status(server, session.windows.get(window_name="crashed").active_pane, 3)
     for _ in range(3):
         watcher.tick(time.time())
         time.sleep(0.5)

@@ -63,3 +63,18 @@ def stop_process(proc: subprocess.Popen[Any], seconds: float = 5.0) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def wait_for_exit_status(server: Any, pane: Any, status: int, seconds: float = 30.0) -> None:
+    """Wait until tmux has reaped ``pane``'s process and shows its exit status.
+
+    tmux 3.3a sometimes misses the SIGCHLD of a pane's process when several servers start at
+    once (seen with plain tmux, 1 server in 8 of 16 started together): the process stays a zombie,
+    often with the pane not even marked dead, until another child of that server exits. A
+    `run-shell true` is such a child, so every look makes one.
+    """
+    def reaped() -> bool:
+        server.cmd("run-shell", "true")
+        return bool(pane.display_message("#{pane_dead_status}", get_text=True) == [str(status)])
+
+    retry_until(reaped, seconds, interval=0.2)
