@@ -25,22 +25,21 @@ from app.hookconfig import (
     _read,
     _write,
 )
+from app.hookconfig import default_path as hooks_path
 
 SERVER_NAME = "conductor"
 
 
 def default_path(cli: str, env: Mapping[str, str] | None = None) -> Path:
+    """Codex and Gemini CLI keep MCP servers in the file that holds their hooks; Claude Code
+    keeps them in ``.claude.json``, not in ``settings.json``."""
+    if cli != "claude":
+        return hooks_path(cli, env)
     env = os.environ if env is None else env
-    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
-    _check_cli(cli)
-    if cli == "claude":
-        base = env.get("CLAUDE_CONFIG_DIR")
-        return Path(base).expanduser() / ".claude.json" if base else home / ".claude.json"
-    if cli == "codex":
-        base = env.get("CODEX_HOME")
-        return (Path(base).expanduser() if base else home / ".codex") / "config.toml"
-    base = env.get("GEMINI_CLI_HOME")
-    return (Path(base).expanduser() if base else home) / ".gemini" / "settings.json"
+    base = env.get("CLAUDE_CONFIG_DIR")
+    if base:
+        return Path(base).expanduser() / ".claude.json"
+    return (Path(env["HOME"]) if env.get("HOME") else Path.home()) / ".claude.json"
 
 
 def install(cli: str, argv: list[str], path: Path | None = None, *, dry_run: bool = False,

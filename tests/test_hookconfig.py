@@ -370,3 +370,15 @@ def test_bad_arguments(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="hook command is empty"):
         install("claude", [], tmp_path / "x.json")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_mcp_servers_live_in_claude_json_for_claude_and_beside_the_hooks_for_the_others(
+        tmp_path: Path) -> None:
+    from app.mcpconfig import default_path as mcp_path
+
+    home = {"HOME": str(tmp_path)}
+    assert mcp_path("claude", home) == tmp_path / ".claude.json"
+    assert mcp_path("claude", {**home, "CLAUDE_CONFIG_DIR": str(tmp_path / "cc")}) == \
+        tmp_path / "cc" / ".claude.json"
+    for cli in ("codex", "gemini"):
+        assert mcp_path(cli, home) == default_path(cli, home)
