@@ -15,6 +15,11 @@ from typing import Any
 
 import pytest
 
+from app.classify.packs import load_packs
+from app.config import WatchSettings
+from app.store import StoreWriter
+from app.tmux import Tmux
+from app.watch import Watcher
 from tests.agents import AgentUnavailable, ClaudeInTmux, Install, install_claude
 from tests.dbus_notifications import BusUnavailable, NotificationBus
 from tests.waiting import stop_process
@@ -83,6 +88,16 @@ def watcher_process(server: Any) -> Iterator[Any]:
     yield start
     for proc in started:
         stop_process(proc, seconds=10)
+
+
+@pytest.fixture
+def watcher(server: Any, isolated_env: Path) -> Iterator[Watcher]:
+    """An in-process Watcher on the test's tmux server and store; tests call ``tick()``
+    themselves, faster than any interval, so READY needs no minimum seconds."""
+    store = StoreWriter(isolated_env)
+    yield Watcher(Tmux(socket_name=server.socket_name), store, load_packs(),
+                  WatchSettings(interval_s=1, ready_min_s=0))
+    store.close()
 
 
 @pytest.fixture(scope="session")

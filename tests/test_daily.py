@@ -8,29 +8,18 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from app.classify.packs import load_packs
-from app.config import WatchSettings
-from app.store import StoreReader, StoreWriter
-from app.tmux import Tmux
+from app.store import StoreReader
 from app.watch import Watcher
 from tests.conftest import REPO, conductor
 from tests.waiting import retry_until, wait_for_exit_status
 
 QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 60\""
-
-
-@pytest.fixture
-def watcher(server: Any, isolated_env: Path) -> Iterator[Watcher]:
-    store = StoreWriter(isolated_env)
-    yield Watcher(Tmux(socket_name=server.socket_name), store, load_packs(),
-                  WatchSettings(interval_s=1, ready_min_s=0))
-    store.close()
 
 
 def by_name(workers_dir: Path) -> dict[str, dict[str, Any]]:

@@ -5,18 +5,13 @@ cannot rule out (issue 10 item 1), a silent command is BUSY in a pane that stays
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from app.assess import Assessment, Policy, assess
 from app.classify.packs import load_packs
-from app.config import WatchSettings
 from app.model import State, Verdict
-from app.store import StoreReader, StoreWriter
-from app.tmux import Tmux
+from app.store import StoreReader
 from app.watch import Watcher
 from tests.conftest import conductor
 from tests.waiting import retry_until
@@ -73,14 +68,6 @@ def test_send_refuses_a_shell_whose_prompt_it_cannot_read(
     assert "cannot find the shell prompt" in refused.stderr and "--force" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
     assert "typed by someoneecho" not in screen(pane)
-
-
-@pytest.fixture
-def watcher(server: Any, isolated_env: Path) -> Iterator[Watcher]:
-    store = StoreWriter(isolated_env)
-    yield Watcher(Tmux(socket_name=server.socket_name), store, load_packs(),
-                  WatchSettings(interval_s=1, ready_min_s=0))
-    store.close()
 
 
 def row(workers: Path, pane_id: str) -> dict[str, Any]:

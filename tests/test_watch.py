@@ -5,34 +5,18 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from app.classify.packs import load_packs
-from app.config import WatchSettings
 from app.model import State, Transition
 from app.notify import NotificationEvent, format_message
-from app.store import StoreReader, StoreWriter, record_event
-from app.tmux import Tmux
+from app.store import StoreReader, record_event
 from app.watch import Watcher
 from tests.waiting import retry_until, wait_for_exit_status
 
 PRINTER = "sh -c 'i=0; while :; do i=$((i+1)); echo line $i; sleep 0.1; done'"
 QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 60\""
 CRASHER = "sh -c 'echo boom >&2; exit 3'"
-
-
-@pytest.fixture
-def watcher(server: Any, isolated_env: Path) -> Iterator[Watcher]:
-    store = StoreWriter(isolated_env)
-    yield Watcher(
-        Tmux(socket_name=server.socket_name), store, load_packs(),
-        WatchSettings(interval_s=1, ready_min_s=0),  # ticks here come faster than any interval
-    )
-    store.close()
 
 
 def screen_of(session: Any, window_name: str) -> str:
