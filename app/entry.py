@@ -2,7 +2,7 @@
 
 ``conductor pty status --short`` runs in tmux's status line every few seconds per client, and
 ``conductor pty hook`` inside every agent hook, so both are answered here with the stdlib alone;
-everything else goes through click (``app.cli``).
+everything else goes through click (``app.front.cli.main``).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ _SHORT_FLAGS = {"--short", "--colour", "--color", "--tmux-colours"}
 
 
 def _short_status(argv: list[str]) -> int:
-    from app import paths
-    from app.status import short_line
+    from app.adapters.status import short_line
+    from app.base import paths
 
     colour = bool({"--colour", "--color", "--tmux-colours"} & set(argv))
     print(short_line(paths.workers_dir(), colour))
@@ -30,13 +30,13 @@ def main(argv: list[str] | None = None) -> int:
         # Agents wait for their hooks: no click, no third-party imports.
         import os
 
-        from app.hook import main as hook_main
+        from app.front.hook import main as hook_main
 
         env = dict(os.environ)
         if len(store_args) == 2:
             env["CONDUCTOR_WORKERS_DIR"] = store_args[1]
         return hook_main(args[len(store_args) + 2:], env=env)
-    from app.cli import run
+    from app.front.cli.main import run
 
     return run(args)
 

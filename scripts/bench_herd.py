@@ -20,13 +20,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from app.classify.packs import load_packs  # noqa: E402
-from app.config import WatchSettings  # noqa: E402
-from app.herd.gate import HerdSettings  # noqa: E402
-from app.herd.step import HerdStep  # noqa: E402
-from app.store import StoreWriter  # noqa: E402
-from app.tmux import Tmux  # noqa: E402
-from app.watch import Watcher  # noqa: E402
+from app.act.herd.gate import HerdSettings  # noqa: E402
+from app.act.herd.step import HerdStep  # noqa: E402
+from app.adapters.store import StoreWriter  # noqa: E402
+from app.adapters.tmux import Tmux  # noqa: E402
+from app.base.settings import WatchSettings  # noqa: E402
+from app.observe.packs import load_packs  # noqa: E402
+from app.run.watcher import Watcher  # noqa: E402
 from scripts.bench import tmux_server  # noqa: E402
 
 

@@ -30,10 +30,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from app.assess import Assessment, assess  # noqa: E402
-from app.classify.packs import Pack, detect_pack, judge_for, load_packs  # noqa: E402
-from app.model import State, Verdict  # noqa: E402
-from app.screen import normalise  # noqa: E402
+from app.base.model import State, Verdict  # noqa: E402
+from app.base.screen import normalise  # noqa: E402
+from app.observe.assess import Assessment, assess  # noqa: E402
+from app.observe.packs import Pack, detect_pack, judge_for, load_packs  # noqa: E402
 
 CORPUS = ROOT / "tests" / "corpus"
 HELDOUT_LIST = CORPUS / "heldout.txt"
@@ -527,7 +527,7 @@ def report(packs: Mapping[str, Pack], show_errors: bool = False,
     out.extend(f"   {r.case.id}: expected {CLI_PACK.get(r.case.cli, 'shell/generic')}, "
                f"got {r.detected}" for r in results if not r.detected_right)
     out.append("")
-    out.append("== TIMELINES (one frame per poll through app.assess.assess)")
+    out.append("== TIMELINES (one frame per poll through app.observe.assess.assess)")
     worst = 0
     for rep in replay_all(packs, load_timelines()):
         worst = max([worst, *rep.lags])

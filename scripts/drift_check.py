@@ -42,8 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from app.classify.packs import Pack, load_packs  # noqa: E402
-from app.model import State  # noqa: E402
+from app.base.model import State  # noqa: E402
+from app.observe.packs import Pack, load_packs  # noqa: E402
 
 LAB = ROOT / "scripts" / "lab"
 OPENAI_GEMINI_SERVER = LAB / "fake_openai_gemini_server.py"

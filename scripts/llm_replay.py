@@ -32,12 +32,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from app.assess import Assessment, assess  # noqa: E402
-from app.classify.llm import LLMClassifier, LLMSettings, merge, worth_asking  # noqa: E402
-from app.classify.packs import detect_pack, load_packs  # noqa: E402
-from app.errors import LLMError  # noqa: E402
-from app.model import State  # noqa: E402
-from app.screen import normalise, screen_hash  # noqa: E402
+from app.base.errors import LLMError  # noqa: E402
+from app.base.model import State  # noqa: E402
+from app.base.screen import normalise, screen_hash  # noqa: E402
+from app.observe.assess import Assessment, assess  # noqa: E402
+from app.observe.llm import LLMClassifier, LLMSettings, merge, worth_asking  # noqa: E402
+from app.observe.packs import detect_pack, load_packs  # noqa: E402
 from tests.openrouter_server import OpenRouterServer, Recorded, Reply  # noqa: E402
 
 SHARED = Path("/work/shared/screens")

@@ -40,8 +40,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from app.hook import main as hook_main  # noqa: E402  # after the path set-up above
-from app.status import STALE_MIN_S, short_line, snapshot  # noqa: E402
+from app.adapters.status import STALE_MIN_S, short_line, snapshot  # noqa: E402
+from app.front.hook import main as hook_main  # noqa: E402  # after the path set-up above
 
 PRINTER = "sh -c 'i=0; while :; do i=$((i+1)); echo soak line $i; sleep 0.{n}; done'"
 IDLE = "env -i HOME={home} TERM=screen PS1='soak$ ' bash --norc --noprofile"

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from app.classify.packs import load_packs
-from app.config import WatchSettings
-from app.store import StoreWriter
-from app.tmux import Tmux
-from app.watch import Watcher
+from app.adapters.store import StoreWriter
+from app.adapters.tmux import Tmux
+from app.base.settings import WatchSettings
+from app.observe.packs import load_packs
+from app.run.watcher import Watcher
 from tests.agents import AgentUnavailable, ClaudeInTmux, Install, install_claude
 from tests.dbus_notifications import BusUnavailable, NotificationBus
 from tests.waiting import stop_process

@@ -1,9 +1,10 @@
-"""The fusion and anti-flap rules of ``app.assess``, poll by poll (pure: no tmux, no clock)."""
+"""The fusion and anti-flap rules of ``app.observe.assess``, poll by poll (pure: no tmux, no
+clock)."""
 
 from __future__ import annotations
 
-from app.assess import Assessment, Policy, Signals, assess
-from app.model import State, Verdict
+from app.base.model import State, Verdict
+from app.observe.assess import Assessment, Policy, Signals, assess
 
 POLICY = Policy(stable_polls=3, ready_min_s=0.0, error_polls=2, send_grace_s=3.0)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from app.store import StoreReader
+from app.adapters.store import StoreReader
 from tests.conftest import REPO, conductor
 from tests.waiting import retry_until, wait_for_exit_status
 
@@ -280,7 +280,7 @@ def test_switch_moves_an_attached_client_and_messages_reach_it(server: Any, sess
 
         retry_until(lambda: client_session() == ["elsewhere:target"], 5)
 
-        from app.tmux import Tmux
+        from app.adapters.tmux import Tmux
 
         Tmux(socket_name=server.socket_name).display_message("api: READY #1")
         name = server.cmd("list-clients", "-F", "#{client_name}").stdout[0]

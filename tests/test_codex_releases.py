@@ -2,7 +2,8 @@
 
 A finished turn of theirs looks like a still frame of a streaming reply (Codex draws a reply line
 by line, so the screen can stand still for seconds mid-reply), so the pack reads it BUSY with the
-reason ``no_end_mark``, and app/assess.py lets Codex's ``notify`` program overrule that once the
+reason ``no_end_mark``, and app/observe/assess.py lets Codex's ``notify`` program overrule that
+once the
 screen is still. What these releases do, measured against tests/fake_openai.py (2026-11-23):
 
 - ``notify = [...]`` as `conductor pty hooks install --cli codex` writes it is accepted by both.
@@ -12,7 +13,7 @@ screen is still. What these releases do, measured against tests/fake_openai.py (
   starts, so the hook's row can predate the final frame. Never at start-up, for an approval
   prompt or on /quit; a turn with a tool call gets one call, at its very end.
 - 0.152.0 (not 0.142.5) runs it too for its hidden turn that titles the thread, about 0.1 s after
-  the first prompt (another thread-id); app/hookevents.py reads that one as ``other``.
+  the first prompt (another thread-id); app/observe/hookevents.py reads that one as ``other``.
 """
 
 from __future__ import annotations

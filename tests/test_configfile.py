@@ -14,18 +14,13 @@ import pytest
 import tomlkit
 from tomlkit.items import Comment, Table
 
-from app import config
-from app.classify.llm import LLMSettings
-from app.config import WatchSettings
-from app.configfile import (
-    DEFAULT_DOCUMENT,
-    DEFAULT_WAIT_POLL_S,
-    config_path,
-    load_config,
-)
-from app.errors import ConfigError
-from app.model import State
-from app.notify import COMMAND, DESKTOP, TMUX, NotifySettings
+from app.adapters.notify import COMMAND, DESKTOP, TMUX, NotifySettings
+from app.base import settings
+from app.base.errors import ConfigError
+from app.base.model import State
+from app.base.settings import DEFAULT_WAIT_POLL_S, WatchSettings, config_path
+from app.observe.llm import LLMSettings
+from app.run.configfile import DEFAULT_DOCUMENT, load_config
 
 NEEDS = State.NEEDS_CONFIRMATION
 
@@ -87,9 +82,9 @@ def test_default_document_is_the_code_defaults(path: Path) -> None:
     assert cfg.llm_defaults == LLMSettings()
     assert cfg.wait_poll_s == DEFAULT_WAIT_POLL_S
     doc = tomlkit.parse(DEFAULT_DOCUMENT)
-    assert doc["watch"]["interval"] == config.DEFAULT_INTERVAL_S
+    assert doc["watch"]["interval"] == settings.DEFAULT_INTERVAL_S
     assert doc["states"]["ready_polls"] == 0
-    assert config.DEFAULT_STABLE_POLLS is None  # 0 in the file stands for "the pack's own"
+    assert settings.DEFAULT_STABLE_POLLS is None  # 0 in the file stands for "the pack's own"
     assert "api_key" not in DEFAULT_DOCUMENT
 
 
@@ -148,7 +143,7 @@ def test_config_from_before_this_change_loads_gains_new_keys_and_keeps_the_users
     # The user's values win; everything else is a default.
     assert cfg.watch.interval_s == 2.0
     assert cfg.notify.min_interval == 30.0
-    assert cfg.watch.force_capture_s == config.DEFAULT_FORCE_CAPTURE_S
+    assert cfg.watch.force_capture_s == settings.DEFAULT_FORCE_CAPTURE_S
     assert cfg.wait_poll_s == DEFAULT_WAIT_POLL_S
     assert "watch.interval" not in cfg.added
     assert "notify.min_interval" not in cfg.added
@@ -219,10 +214,10 @@ def test_upgrade_keeps_the_file_mode_and_a_symlink(tmp_path: Path) -> None:
 def test_read_only_file_still_loads(path: Path, caplog: pytest.LogCaptureFixture) -> None:
     write(path, OLD_CONFIG)
     path.chmod(0o444)
-    with caplog.at_level(logging.WARNING, logger="app.configfile"):
+    with caplog.at_level(logging.WARNING, logger="app.run.configfile"):
         cfg = load_config(path)
     assert (cfg.watch.interval_s, cfg.notify.min_interval) == (2.0, 30.0)
-    assert cfg.watch.error_polls == config.DEFAULT_ERROR_POLLS
+    assert cfg.watch.error_polls == settings.DEFAULT_ERROR_POLLS
     assert cfg.added == ()
     assert path.read_text(encoding="utf-8") == OLD_CONFIG
     assert "read-only" in caplog.text
@@ -233,7 +228,7 @@ def test_read_only_file_still_loads(path: Path, caplog: pytest.LogCaptureFixture
 def test_a_file_that_cannot_be_created_means_defaults(caplog: pytest.LogCaptureFixture) -> None:
     # Nobody, root included, can make a folder in /proc.
     path = Path("/proc/conductor-pty-test/config.toml")
-    with caplog.at_level(logging.WARNING, logger="app.configfile"):
+    with caplog.at_level(logging.WARNING, logger="app.run.configfile"):
         cfg = load_config(path)
     assert not cfg.created
     assert cfg.watch == WatchSettings()
@@ -244,7 +239,7 @@ def test_inline_tables_are_not_rewritten(path: Path, caplog: pytest.LogCaptureFi
     # Adding keys would rewrite the user's line, so the file stays as it is.
     text = "notify = { min_interval = 3 }  # short\n"
     write(path, text)
-    with caplog.at_level(logging.WARNING, logger="app.configfile"):
+    with caplog.at_level(logging.WARNING, logger="app.run.configfile"):
         cfg = load_config(path)
     assert cfg.notify.min_interval == 3.0
     assert cfg.added == ()

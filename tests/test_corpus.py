@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.assess import NO_END_MARK
-from app.classify.packs import Pack, load_packs
-from app.model import State
+from app.base.model import State
+from app.observe.assess import NO_END_MARK
+from app.observe.packs import Pack, load_packs
 from scripts.corpus_report import (
     DANGEROUS,
     ScreenCase,
@@ -32,7 +32,8 @@ MIN_ACCURACY = 0.97  # per CLI, from the issue's acceptance
 CASES = load_cases()
 TIMELINES = load_timelines()
 # Releases that draw no end mark: a finished turn reads BUSY (reason ``no_end_mark``), safe but
-# never READY from the screen alone; Codex's ``notify`` hook is what ends it (app/assess.py rule
+# never READY from the screen alone; Codex's ``notify`` hook is what ends it (app/observe/assess.py
+# rule
 # 5, run against the real releases in tests/test_codex_releases.py).
 ENDS_ONLY_BY_HOOK = {("codex", "0.142.5"), ("codex", "0.152.0")}
 VERSIONS = sorted({(c.cli, c.version or "?") for c in CASES})

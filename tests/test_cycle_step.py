@@ -2,7 +2,7 @@
 in this process: each state in order, the spin cap, the no-key assessor on passing and failing
 checks, and the LLM assessor against the loopback OpenRouter (a directive, a stop, every fault).
 
-Reports are written with ``app.cycle.jobs.report``, as ``conductor pty report`` does; the pane
+Reports are written with ``app.act.cycle.jobs.report``, as ``conductor pty report`` does; the pane
 runs tests/fake_agent.py, which draws Claude Code's screens.
 """
 
@@ -17,18 +17,19 @@ from typing import Any
 
 import pytest
 
-from app.classify.llm import LLMClassifier, LLMSettings
-from app.classify.packs import load_packs
-from app.config import WatchSettings
-from app.cycle import assessor, jobs
-from app.cycle.jobs import CycleSettings
-from app.cycle.step import CycleStep
-from app.daemon import announce_with
-from app.model import Note, State
-from app.notify import Notifier, NotifySettings
-from app.store import StoreWriter
-from app.tmux import Tmux
-from app.watch import Tracked, Watcher
+from app.act.cycle import decide, jobs
+from app.act.cycle.jobs import CycleSettings
+from app.act.cycle.step import CycleStep
+from app.adapters.notify import Notifier, NotifySettings
+from app.adapters.store import StoreWriter
+from app.adapters.tmux import Tmux
+from app.base.model import Note, State
+from app.base.settings import WatchSettings
+from app.observe.llm import LLMClassifier, LLMSettings
+from app.observe.packs import load_packs
+from app.observe.pane import Tracked
+from app.run.daemon import announce_with
+from app.run.watcher import Watcher
 from tests.conftest import RECORD_ENV, REPO, read_jsonl, write_script
 from tests.dbus_notifications import NotificationBus
 from tests.openrouter_server import OpenRouterServer, Reply
@@ -134,7 +135,7 @@ def test_a_failing_check_types_exactly_one_directive_and_stands_by(lab: Lab) -> 
     directive = row["directive"]
     assert directive.startswith("The check `echo 'FAILED tests/test_io.py::test_read'; exit 3` "
                                 "failed with exit status 3: FAILED tests/test_io.py::test_read")
-    assert "\n" not in directive and assessor.directive_fault(directive) == ""
+    assert "\n" not in directive and decide.directive_fault(directive) == ""
     retry_until(lambda: f"❯ {directive[:60]}" in lab.screen(), 10)
     def typed_again() -> bool:
         lab.tick()

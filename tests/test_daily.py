@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from app.store import StoreReader
-from app.watch import Watcher
+from app.adapters.store import StoreReader
+from app.run.watcher import Watcher
 from tests.conftest import REPO, conductor
 from tests.waiting import retry_until, wait_for_exit_status
 
@@ -283,7 +283,7 @@ def test_hooks_uninstall_of_a_broken_file_is_one_line(tmp_path: Path) -> None:
 
 
 def test_status_line_styles_accept_tmux_style_words_only() -> None:
-    from app.render import TMUX_STYLE, short_line, styles
+    from app.base.render import TMUX_STYLE, short_line, styles
 
     assert styles("ready=fg=black,bg=white; NEEDS_CONF=fg=red,bg=black")["READY"] == \
         "fg=black,bg=white"
@@ -296,7 +296,7 @@ def test_status_line_styles_accept_tmux_style_words_only() -> None:
 
 def test_a_pane_closed_while_the_store_fails_still_gets_its_final_row(
         session: Any, watcher: Watcher, isolated_env: Path) -> None:
-    from app.errors import StoreError
+    from app.base.errors import StoreError
 
     notified: list[str] = []
     watcher.on_transition = lambda t, tracked: notified.append(f"{tracked.name}:{t.state.value}")
@@ -353,7 +353,7 @@ def test_wait_until_exited_returns_when_the_pane_ends_and_plain_wait_says_it_end
 
 
 def test_the_status_table_shows_a_goal_column_only_when_a_pane_has_a_goal() -> None:
-    from app.render import GOAL_WIDTH, table
+    from app.base.render import GOAL_WIDTH, table
 
     now = 1_000_000.0
     plain = {"id": "a1", "name": "api", "cli_type": "claude", "state": "BUSY",

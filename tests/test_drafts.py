@@ -12,9 +12,9 @@ from typing import NamedTuple
 
 import pytest
 
-from app.classify.packs import Pack, load_packs, parse_pack
-from app.errors import PackError
-from app.model import State
+from app.base.errors import PackError
+from app.base.model import State
+from app.observe.packs import Pack, load_packs, parse_pack
 from scripts.corpus_report import (
     DraftCase,
     draft_figures,

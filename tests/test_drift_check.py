@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from app.classify.packs import load_packs
-from app.model import State
+from app.base.model import State
+from app.observe.packs import load_packs
 from scripts.drift_check import (
     CORPUS_NAMES,
     RECIPES,

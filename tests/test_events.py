@@ -15,11 +15,8 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from app.classify.packs import load_packs
-from app.config import WatchSettings
-from app.errors import StoreError
-from app.store import StoreReader, StoreWriter
-from app.tmux import (
+from app.adapters.store import StoreReader, StoreWriter
+from app.adapters.tmux import (
     ControlMode,
     Notification,
     Tmux,
@@ -27,7 +24,11 @@ from app.tmux import (
     parse_notification,
     tmux_version,
 )
-from app.watch import EVENTS, POLL, Watcher
+from app.base.errors import StoreError
+from app.base.settings import WatchSettings
+from app.observe.packs import load_packs
+from app.observe.pane import EVENTS, POLL
+from app.run.watcher import Watcher
 from tests.conftest import conductor
 from tests.waiting import retry_until, stays_false
 
@@ -351,7 +352,7 @@ def control_clients_alive(socket_name: str) -> bool:
 
 def test_wait_takes_ready_from_a_watcher_on_control_mode_for_the_screen_it_sees(
         server: Any, session: Any, event_watcher: Watcher, isolated_env: Path) -> None:
-    from app.handoff import PaneWatch, resolve
+    from app.act.handoff import PaneWatch, resolve
 
     pane = session.new_window(window_name="asker", window_shell=SHELL, attach=False).active_pane
     retry_until(lambda: "$" in "\n".join(pane.capture_pane()), 10)

@@ -17,21 +17,21 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from app import store
-from app.classify.llm import LLMClassifier, LLMSettings
-from app.classify.packs import load_packs
-from app.classify.redact import redact
-from app.config import WatchSettings
-from app.daemon import InstanceLock
-from app.errors import LLMError, StoreError
-from app.files import write_atomic
-from app.handoff import Refused, check_text
-from app.hook import main as hook_main
-from app.model import State
-from app.render import clean_text
-from app.render import table as render_table
-from app.tmux import Tmux
-from app.watch import Watcher
+from app.act.handoff import Refused, check_text
+from app.adapters import store
+from app.adapters.tmux import Tmux
+from app.base.errors import LLMError, StoreError
+from app.base.files import write_atomic
+from app.base.model import State
+from app.base.redact import redact
+from app.base.render import clean_text
+from app.base.render import table as render_table
+from app.base.settings import WatchSettings
+from app.front.hook import main as hook_main
+from app.observe.llm import LLMClassifier, LLMSettings
+from app.observe.packs import load_packs
+from app.run.daemon import InstanceLock
+from app.run.watcher import Watcher
 from tests.conftest import REPO, conductor
 from tests.openrouter_server import OpenRouterServer, Reply
 from tests.waiting import retry_until, stays_false
@@ -361,8 +361,9 @@ def test_another_user_is_told_the_store_is_unreadable_not_missing(tmp_path: Path
     tmp_path.chmod(0o755)  # nobody may reach the folder; the folder itself stays private
     result = subprocess.run(
         ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-S",
-         "-c", "import sys; sys.path.insert(0, sys.argv[1]); from app.status import short_line;"
-         " print(short_line(sys.argv[2]))", str(REPO), str(workers)],
+         "-c", "import sys; sys.path.insert(0, sys.argv[1]);"
+         " from app.adapters.status import short_line; print(short_line(sys.argv[2]))",
+         str(REPO), str(workers)],
         capture_output=True, text=True, timeout=30, check=False)
     assert result.stdout.strip() == "[conductor: store unreadable]", result.stderr
 

@@ -285,11 +285,11 @@ def test_hooks_install_merges_and_the_installed_command_records_events(
 
 def test_send_and_wait_heed_the_watchers_confirmation_while_its_screen_is_up(
         server: Any, session: Any, isolated_env: Path) -> None:
-    from app.classify.packs import load_packs
-    from app.config import WatchSettings
-    from app.store import StoreWriter, record_event
-    from app.tmux import Tmux
-    from app.watch import Watcher
+    from app.adapters.store import StoreWriter, record_event
+    from app.adapters.tmux import Tmux
+    from app.base.settings import WatchSettings
+    from app.observe.packs import load_packs
+    from app.run.watcher import Watcher
 
     pane = session.new_window(window_name="shell", attach=False).active_pane
     retry_until(lambda: screen(pane).strip().endswith(("$", "#")), 10)

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import pytest
 
-from app.herd.gate import (
+from app.act.herd.gate import (
     NO_TURN,
     STALLED,
     TURN_ASKED,
@@ -21,7 +21,7 @@ from app.herd.gate import (
     nudged,
     observe,
 )
-from app.model import State
+from app.base.model import State
 
 NOW = 10_000.0
 SETTINGS = HerdSettings(stall_after_s=120, stability_s=5, confidence_min=60, cooldown_s=120,

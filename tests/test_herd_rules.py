@@ -8,10 +8,10 @@ from typing import NamedTuple
 
 import pytest
 
-from app.herd import rules
-from app.herd.gate import STALLED, WAITING_LONG
-from app.herd.rules import RuleError, load, locate, parse, render
-from app.model import State
+from app.act.herd import rules
+from app.act.herd.gate import STALLED, WAITING_LONG
+from app.act.herd.rules import RuleError, load, locate, parse, render
+from app.base.model import State
 from tests.conftest import REPO, conductor
 
 BUNDLED = sorted(p.stem for p in (REPO / "design" / "herd_rules").glob("*.yml"))

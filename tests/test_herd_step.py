@@ -17,17 +17,18 @@ from typing import Any
 
 import pytest
 
-from app.classify.llm import LLMClassifier, LLMSettings
-from app.classify.packs import load_packs
-from app.config import WatchSettings
-from app.daemon import announce_with
-from app.herd.gate import HerdSettings
-from app.herd.step import HerdStep
-from app.model import Note, State
-from app.notify import Notifier, NotifySettings
-from app.store import StoreWriter
-from app.tmux import Tmux
-from app.watch import Tracked, Watcher
+from app.act.herd.gate import HerdSettings
+from app.act.herd.step import HerdStep
+from app.adapters.notify import Notifier, NotifySettings
+from app.adapters.store import StoreWriter
+from app.adapters.tmux import Tmux
+from app.base.model import Note, State
+from app.base.settings import WatchSettings
+from app.observe.llm import LLMClassifier, LLMSettings
+from app.observe.packs import load_packs
+from app.observe.pane import Tracked
+from app.run.daemon import announce_with
+from app.run.watcher import Watcher
 from tests.conftest import REPO, conductor
 from tests.dbus_notifications import NotificationBus
 from tests.openrouter_server import OpenRouterServer, Reply

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import tomlkit
 
-from app.errors import ConfigError
-from app.hookconfig import (
+from app.base.errors import ConfigError
+from app.install.hooks import (
     CLAUDE_EVENTS,
     GEMINI_EVENTS,
     HOOK_NAME,
@@ -374,7 +374,7 @@ def test_bad_arguments(tmp_path: Path) -> None:
 
 def test_mcp_servers_live_in_claude_json_for_claude_and_beside_the_hooks_for_the_others(
         tmp_path: Path) -> None:
-    from app.mcpconfig import default_path as mcp_path
+    from app.install.mcp import default_path as mcp_path
 
     home = {"HOME": str(tmp_path)}
     assert mcp_path("claude", home) == tmp_path / ".claude.json"

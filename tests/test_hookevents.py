@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from app.hookevents import DETAIL_MAX, KINDS, HookEvent, parse_event
+from app.observe.hookevents import DETAIL_MAX, KINDS, HookEvent, parse_event
 
 CLAUDE_BASE = {
     "session_id": "7f1c2a4e-0d3b-4c55-9a61-3e2f8b9c0d11",

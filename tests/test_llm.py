@@ -18,7 +18,10 @@ from typing import NamedTuple
 
 import pytest
 
-from app.classify.llm import (
+from app.base.errors import ConfigError, LLMError
+from app.base.model import SCREEN_STATES, State, Verdict
+from app.base.screen import normalise, screen_hash
+from app.observe.llm import (
     DEFAULT_BASE_URL,
     DEFAULT_MODEL,
     AsyncLLM,
@@ -28,10 +31,7 @@ from app.classify.llm import (
     prepare_screen,
     worth_asking,
 )
-from app.classify.packs import Pack, detect_pack, load_packs, parse_pack
-from app.errors import ConfigError, LLMError
-from app.model import SCREEN_STATES, State, Verdict
-from app.screen import normalise, screen_hash
+from app.observe.packs import Pack, detect_pack, load_packs, parse_pack
 from tests.openrouter_server import OpenRouterServer, Recorded, Reply, completion, free_port
 
 KEY = "sk-or-v1-5ecret0000test0000key0000abcdef0123456789"
@@ -444,7 +444,7 @@ def test_requests_not_imported_at_module_import() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, app.classify.llm, app.classify.redact; "
+    code = ("import sys, app.observe.llm, app.base.redact; "
             "print('requests' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -519,7 +519,7 @@ def test_async_failure_is_logged_without_key_and_falls_back(
         assert server.count == 1
     finally:
         front.close()
-    warnings = [r for r in caplog.records if r.name == "app.classify.llm"]
+    warnings = [r for r in caplog.records if r.name == "app.observe.llm"]
     assert any("401" in r.getMessage() and "%1" in r.getMessage() for r in warnings)
     assert all(KEY not in r.getMessage() for r in caplog.records)
 

@@ -16,9 +16,7 @@ import pytest
 from libtmux.server import Server
 from libtmux.session import Session
 
-from app.errors import ConfigError, TmuxError
-from app.model import Note, State
-from app.notify import (
+from app.adapters.notify import (
     COMMAND,
     DESKTOP,
     TMUX,
@@ -32,6 +30,8 @@ from app.notify import (
     format_message,
     parse_command,
 )
+from app.base.errors import ConfigError, TmuxError
+from app.base.model import Note, State
 from tests.conftest import RECORD_ENV, read_jsonl, write_script
 from tests.dbus_notifications import NotificationBus
 from tests.waiting import retry_until, stop_process
@@ -573,7 +573,7 @@ def attached_client(server: Server, session: Session) -> Iterator[str]:
 
 
 def display_on_every_client(server: Server) -> Callable[[str], None]:
-    """What app/tmux.py should offer the daemon: show ``text`` literally on every client.
+    """What app/adapters/tmux.py should offer the daemon: show ``text`` literally on every client.
 
     display-message expands formats, so a literal '#' must be sent as '##'. Without -c it would
     pick one client (or none, from outside tmux), so we address each one.
@@ -730,7 +730,8 @@ def test_non_zero_exit_is_logged_with_its_stderr(
     notifier.on_transition(make_event(NEEDS))
     assert notifier.close()
     failures = [
-        r for r in caplog.records if r.name == "app.notify" and r.levelno == logging.WARNING
+        r for r in caplog.records
+        if r.name == "app.adapters.notify" and r.levelno == logging.WARNING
     ]
     assert len(failures) == 1
     assert "exited 3: webhook said 503" in failures[0].getMessage()
@@ -802,7 +803,7 @@ def test_receiver_exception_is_logged_and_the_worker_survives(
     notifier.on_transition(make_event(State.READY, previous=State.ERROR))
     assert notifier.close()
     assert sent == [State.READY]
-    bug, tmux = (r for r in caplog.records if r.name == "app.notify")
+    bug, tmux = (r for r in caplog.records if r.name == "app.adapters.notify")
     assert bug.exc_info is not None and "receiver bug" in caplog.text
     # Our own errors are one readable line, without a traceback.
     assert tmux.exc_info is None

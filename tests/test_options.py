@@ -12,9 +12,9 @@ from typing import NamedTuple
 
 import pytest
 
-from app.classify.options import REFUSE, hint, read_options
-from app.classify.packs import Pack, judge_for, load_packs
-from app.model import Option, State
+from app.base.model import Option, State
+from app.observe.options import REFUSE, hint, read_options
+from app.observe.packs import Pack, judge_for, load_packs
 from scripts.corpus_report import CORPUS, ScreenCase, load_cases, pack_for, verdict_for
 from tests.conftest import conductor
 

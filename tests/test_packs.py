@@ -8,9 +8,9 @@ from typing import NamedTuple
 
 import pytest
 
-from app.classify.packs import Pack, detect_pack, load_pack, load_packs, packs_dirs, parse_pack
-from app.errors import PackError
-from app.model import State
+from app.base.errors import PackError
+from app.base.model import State
+from app.observe.packs import Pack, detect_pack, load_pack, load_packs, packs_dirs, parse_pack
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "shared"
 SHIPPED = ("aider", "claude", "codex", "gemini", "generic", "opencode", "qwen", "shell")

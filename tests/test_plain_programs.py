@@ -8,11 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.assess import Assessment, Policy, assess
-from app.classify.packs import load_packs
-from app.model import State, Verdict
-from app.store import StoreReader
-from app.watch import Watcher
+from app.adapters.store import StoreReader
+from app.base.model import State, Verdict
+from app.observe.assess import Assessment, Policy, assess
+from app.observe.packs import load_packs
+from app.run.watcher import Watcher
 from tests.conftest import conductor
 from tests.waiting import retry_until
 
@@ -168,7 +168,7 @@ def test_a_pager_started_from_a_shell_asks_for_a_person(
 
 def test_a_shell_running_a_silent_program_is_a_shell_pane_from_first_sight() -> None:
     """A watcher started while `sleep 30` runs: the CLI column says shell, the verdict BUSY."""
-    from app.classify.packs import detect_pack, judge_for
+    from app.observe.packs import detect_pack, judge_for
 
     packs = load_packs()
     screen_text = "dev@host:/tmp/work1$ ls\nnotes.md\ndev@host:/tmp/work1$ sleep 30"

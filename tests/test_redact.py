@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 import pytest
 
-from app.classify.redact import MASK, redact
+from app.base.redact import MASK, redact
 
 
 class Case(NamedTuple):

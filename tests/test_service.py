@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from app import service
+from app.install import service
 from tests.conftest import REPO, conductor
 from tests.waiting import retry_until
 

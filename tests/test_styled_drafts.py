@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from app.classify.packs import load_packs
-from app.screen import normalise, strip_ansi, without_dim
+from app.base.screen import normalise, strip_ansi, without_dim
+from app.observe.packs import load_packs
 
 STYLED = Path(__file__).parent / "corpus" / "styled"
 ROWS = [line.split("\t") for line in (STYLED / "drafts.tsv").read_text().splitlines()

@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.model import State, Transition
-from app.notify import NotificationEvent, format_message
-from app.store import StoreReader, record_event
-from app.watch import Watcher
+from app.adapters.notify import NotificationEvent, format_message
+from app.adapters.store import StoreReader, record_event
+from app.base.model import State, Transition
+from app.run.watcher import Watcher
 from tests.waiting import retry_until, wait_for_exit_status
 
 PRINTER = "sh -c 'i=0; while :; do i=$((i+1)); echo line $i; sleep 0.1; done'"

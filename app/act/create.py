@@ -1,0 +1,68 @@
+"""Creating and registering worker windows."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.adapters.store import StoreWriter
+from app.adapters.tmux import Tmux
+from app.base.errors import ConductorError
+from app.observe.pane import worker_id
+
+
+@dataclass(frozen=True)
+class Created:
+    id: str
+    name: str
+    pane_id: str
+    session: str
+
+
+def create_worker(tmux: Tmux, workers_dir: Path, directory: Path, name: str | None = None,
+                  cli: str | None = None, command: str | None = None,
+                  remain_on_exit: bool = True) -> Created:
+    """A new tmux window rooted in ``directory``, registered in the store at once so ``status``
+    lists it before the watcher's next cycle."""
+    if name is not None and (not name.strip() or not name.isprintable() or len(name) > 200):
+        # tmux keeps a newline in a window name, and every listing of panes then splits there.
+        raise ConductorError("--name must be printable text of at most 200 characters, with no "
+                             "newline or other control character; nothing created")
+    if len(str(directory)) > 4096:
+        raise ConductorError(f"directory path is too long ({len(str(directory))} characters); "
+                             "nothing created")
+    try:
+        is_dir = directory.is_dir()
+    except OSError as exc:  # a component too long, a loop of links
+        raise ConductorError(f"cannot use that directory: {exc.strerror or exc}; nothing "
+                             "created") from None
+    if not is_dir:
+        what = "is not a directory" if directory.exists() else "does not exist"
+        raise ConductorError(f"{directory} {what}; nothing created")
+    if cli is not None:
+        from app.observe.packs import load_packs
+
+        known = load_packs()
+        if cli not in known:
+            raise ConductorError(f"unknown --cli {cli!r}; known: {', '.join(sorted(known))}")
+    window_name = name or f"worker-{secrets.token_hex(2)}"
+    store = StoreWriter(workers_dir)  # before the window: a broken store creates nothing
+    try:
+        pane = tmux.new_window(str(directory.resolve()), window_name, command,
+                               remain_on_exit=remain_on_exit)
+        server_pid = tmux.list_panes().server_pid
+        wid = worker_id(tmux.label, server_pid, pane.pane_id)
+        with store.transaction() as conn:
+            store.upsert_pty(conn, {
+                "id": wid, "name": window_name, "socket": tmux.label, "server_pid": server_pid,
+                "pane_id": pane.pane_id, "tmux_session": pane.session_name,
+                "tmux_window": pane.window_name, "window_index": pane.window_index,
+                "pane_index": pane.pane_index, "cwd": str(directory.resolve()), "cli_type": cli,
+                "cli_forced": cli, "command": command, "created_by": "create",
+                "first_seen_ts": time.time(), "last_seen_ts": time.time(),
+            })
+    finally:
+        store.close()
+    return Created(wid, window_name, pane.pane_id, pane.session_name)

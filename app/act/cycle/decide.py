@@ -1,0 +1,165 @@
+"""After a report: stop (the goal looks met, tell the person) or continue (one directive).
+
+Without an LLM the check command's exit status decides: 0 is stop; anything else is continue
+with a directive naming the command and the last lines it printed; no command at all is a pause
+for a person ("goal met?"). With an LLM (the classifier's OpenRouter client, key, budget and
+retries), the goal, the transcript, the redacted check output and the redacted screen go in, and
+strict JSON ``{decision, rationale, directive}`` comes back, validated here. Any fault of the LLM
+is a pause with the reason, never a guessed directive.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from app.base.errors import LLMError
+from app.base.redact import redact
+
+if TYPE_CHECKING:
+    from app.observe.llm import LLMClassifier
+
+STOP, CONTINUE, PAUSE = "stop", "continue", "pause"
+MAX_DIRECTIVE_CHARS = 400
+MAX_RATIONALE_CHARS = 500
+_TAIL_LINES = 3
+_SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
+
+SYSTEM = """\
+You supervise an AI coding agent working in a terminal towards a goal. The agent just reported \
+its progress; a check may have run. Decide whether the goal is met. Answer with JSON only: \
+{"decision": "stop"|"continue", "rationale": "...", "directive": "..."}.
+- stop: the goal looks met (or cannot be advanced by the agent alone); a person will look.
+- continue: say in "directive" what the agent should do next: one line, at most two \
+sentences, concrete (name the failing command or file). Empty when stopping.
+- rationale: one or two sentences on why.
+- Never direct the agent to approve permission prompts, run destructive commands or reveal \
+secrets. Secrets were replaced by [REDACTED]; ignore that marker."""
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "decision": {"type": "string", "enum": [STOP, CONTINUE]},
+        "rationale": {"type": "string"},
+        "directive": {"type": "string"},
+    },
+    "required": ["decision", "rationale", "directive"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the assessor knows; command output and screen are redacted already."""
+
+    goal: str
+    transcript: Sequence[Mapping[str, Any]]  # {"kind": "report"|"directive", "text"}, newest last
+    wait_cmd: str | None
+    exit_code: int | None  # None: no command ran (or it never finished)
+    output: str
+    screen: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    decision: str  # STOP, CONTINUE or PAUSE (a fault: nothing is typed)
+    rationale: str
+    directive: str = ""
+
+
+def without_llm(facts: Facts) -> Decision:
+    """The check command's exit status decides."""
+    if facts.wait_cmd is None:
+        return Decision(STOP, "no check command and no LLM to judge the report: goal met?")
+    if facts.exit_code is None:
+        return Decision(PAUSE, f"the check `{facts.wait_cmd}` did not finish: "
+                        f"{_one_line(facts.output, 160) or 'no output'}")
+    if facts.exit_code == 0:
+        return Decision(STOP, f"the check `{facts.wait_cmd}` passed (exit 0)")
+    tail = " | ".join(line.strip() for line in facts.output.strip().splitlines()[-_TAIL_LINES:]
+                      if line.strip())
+    directive = _one_line(
+        f"The check `{facts.wait_cmd}` failed with exit status {facts.exit_code}"
+        f"{': ' + tail if tail else ''}; fix it and report again.", MAX_DIRECTIVE_CHARS)
+    return Decision(CONTINUE, f"the check `{facts.wait_cmd}` failed (exit {facts.exit_code})",
+                    directive)
+
+
+def question(facts: Facts, max_chars: int) -> str:
+    from app.observe.llm import prepare_screen
+
+    lines = [f"{e['kind']}: {redact(str(e['text']))}" for e in facts.transcript]
+    if facts.wait_cmd is None:
+        check = "No check command ran."
+    else:
+        status = "did not finish" if facts.exit_code is None else f"exit {facts.exit_code}"
+        check = (f"Check command: {redact(facts.wait_cmd)} ({status}); the end of its output:\n"
+                 f"<<<OUTPUT\n{redact(facts.output)[-max_chars:]}\nOUTPUT>>>")
+    return (
+        f"Goal: {redact(facts.goal) or '(none given)'}\n"
+        "Transcript (agent reports and our directives, oldest first):\n"
+        + ("\n".join(lines) or "(empty)") + "\n"
+        f"{check}\n"
+        "Screen (bottom of the terminal; secrets redacted):\n<<<SCREEN\n"
+        f"{prepare_screen(facts.screen, max_chars)}\nSCREEN>>>"
+    )
+
+
+def check(reply: Mapping[str, Any]) -> Decision:
+    """The model's reply validated, or a PAUSE carrying the fault."""
+    if set(reply) != {"decision", "rationale", "directive"}:
+        return Decision(PAUSE, f"LLM reply keys {sorted(reply)} are not decision, rationale, "
+                        "directive")
+    decision, rationale, directive = reply["decision"], reply["rationale"], reply["directive"]
+    if decision not in (STOP, CONTINUE):
+        return Decision(PAUSE, f"LLM decision {str(decision)[:40]!r} is not stop or continue")
+    if not isinstance(rationale, str) or not isinstance(directive, str):
+        return Decision(PAUSE, "LLM rationale and directive must be text")
+    rationale = _one_line(rationale, MAX_RATIONALE_CHARS)
+    if decision == STOP:
+        return Decision(STOP, rationale or "the LLM says the goal is met")
+    fault = directive_fault(directive)
+    if fault:
+        return Decision(PAUSE, f"LLM directive refused: {fault}")
+    return Decision(CONTINUE, rationale, directive.strip())
+
+
+def directive_fault(directive: str) -> str:
+    """Why a directive may not be typed, or "" when it may."""
+    text = directive.strip()
+    if not text:
+        return "it is empty"
+    if "\n" in text or "\r" in text:
+        return "it is more than one line"
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        return "it holds control characters"
+    if len(text) > MAX_DIRECTIVE_CHARS:
+        return f"it is {len(text)} characters (at most {MAX_DIRECTIVE_CHARS})"
+    if len(_SENTENCE_END.findall(text)) > 2:
+        return "it is more than two sentences"
+    return ""
+
+
+def with_llm(classifier: LLMClassifier, facts: Facts) -> Decision:
+    """Ask the model (blocking, within the classifier's deadline); every fault is a PAUSE."""
+    try:
+        reply = classifier.ask_json(SYSTEM, question(facts, classifier.settings.max_screen_chars),
+                                    "cycle_assessment", SCHEMA)
+    except LLMError as exc:
+        return Decision(PAUSE, f"LLM failed: {exc}")
+    except Exception as exc:  # a worker thread must survive anything; the pane is paused
+        return Decision(PAUSE, f"LLM failed: {type(exc).__name__}: {redact(str(exc))[:160]}")
+    return check(reply)
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def describe(decision: Decision) -> str:
+    return json.dumps({"decision": decision.decision, "rationale": decision.rationale,
+                       "directive": decision.directive}, ensure_ascii=False)

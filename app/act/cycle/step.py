@@ -1,0 +1,374 @@
+"""What the watcher runs after each tick for jobs: advance every pane's cycle one step, deliver
+at most one queued message per pane, write what changed in one transaction.
+
+Nothing here blocks a poll: a check command runs on a worker thread (a subprocess with a
+timeout, its output kept to a bounded tail) and an LLM assessment on another; each tick looks
+whether they are done. Typing goes through ``handoff.send``, so a pane asking for confirmation
+or holding a person's draft refuses, and nothing is typed. Nothing here may stop the watcher:
+every failure is logged and the job waits for the next tick (or pauses, for a cycle).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from app.act.cycle import decide
+from app.act.cycle.jobs import (
+    CYCLE,
+    DECIDING,
+    DELIVERED,
+    DROPPED,
+    EXPIRED,
+    IDLE_SPIN,
+    MESSAGE,
+    PAUSED,
+    QUEUED,
+    SHOWN,
+    STANDBY,
+    WAITING,
+    CycleSettings,
+    stamp,
+)
+from app.base.errors import ConductorError
+from app.base.model import Note, State
+from app.base.redact import redact
+
+if TYPE_CHECKING:
+    from app.adapters.store import StoreWriter
+    from app.adapters.tmux import Tmux
+    from app.base.settings import WatchSettings
+    from app.observe.llm import LLMClassifier
+    from app.observe.packs import Pack
+    from app.observe.pane import Tracked
+
+log = logging.getLogger(__name__)
+
+_HOLDS_QUEUE = (QUEUED, WAITING, IDLE_SPIN, DECIDING, PAUSED)
+_PRUNE_EVERY_S = 3600.0
+_PRIVATE_ENV = frozenset({"OPENROUTER_API_KEY"})
+_KEEP_DONE_S = 7 * 86400.0
+
+Check = tuple[int | None, str]  # exit status (None: killed or failed to start), output tail
+
+
+class CycleStep:
+    def __init__(self, tmux: Tmux, store: StoreWriter, packs: Mapping[str, Pack],
+                 settings: CycleSettings, watch_settings: WatchSettings, *,
+                 llm: LLMClassifier | None = None,
+                 announce: Callable[[Tracked, Note], None] | None = None) -> None:
+        self.tmux = tmux
+        self.store = store
+        self.packs = packs
+        self.settings = settings
+        self.watch_settings = watch_settings
+        self.llm = llm
+        self.announce = announce
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="conductor-cycle")
+        self._checks: dict[int, Future[Check]] = {}
+        self._decisions: dict[int, Future[decide.Decision]] = {}
+        self._procs: set[subprocess.Popen[bytes]] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._tick: float | None = None
+        self._latest: dict[str, dict[str, Any]] = {}
+        self._pruned_at = 0.0
+
+    # --- during the tick ------------------------------------------------------------------------
+
+    def annotate(self, tracked: Tracked, now: float) -> dict[str, Any]:
+        """The pane's ``cycle`` column: the state of its newest cycle, "" when none."""
+        try:
+            if self._tick != now:
+                self._tick = now
+                self._latest = self.store.latest_cycles()
+        except ConductorError as exc:
+            log.error("cycle: cannot read jobs: %s", exc)
+            return {}
+        row = self._latest.get(tracked.worker_id)
+        return {"cycle": SHOWN.get(row["state"], "") if row else ""}
+
+    # --- after the tick -------------------------------------------------------------------------
+
+    def act(self, tracked: Mapping[str, Tracked], removed: Iterable[str], now: float) -> None:
+        try:
+            self._act(tracked, set(removed), now)
+        except Exception:
+            log.exception("cycle: this tick's jobs failed; they wait for the next tick")
+
+    def _act(self, tracked: Mapping[str, Tracked], removed: set[str], now: float) -> None:
+        jobs = self.store.open_jobs()
+        latest = self.store.latest_cycles()
+        updates: list[tuple[int, dict[str, Any]]] = []
+        transcript: list[dict[str, Any]] = []
+        typed: set[str] = set()
+        for job in jobs:
+            if job["kind"] != CYCLE:
+                continue
+            if job["id"] in removed:
+                updates.append((job["seq"], _finish(job, DROPPED, now, "the pane is gone")))
+                continue
+            pane = tracked.get(job["id"])
+            if pane is None:
+                continue  # not listed yet this run
+            fields = self._advance(job, pane, now, transcript)
+            if fields:
+                updates.append((job["seq"], fields))
+                latest[job["id"]] = {**job, **fields}
+                if fields.get("state") == STANDBY:
+                    typed.add(job["id"])
+        seen: set[str] = set()
+        for job in jobs:
+            if job["kind"] != MESSAGE:
+                continue
+            wid = job["id"]
+            if wid in removed:
+                updates.append((job["seq"], _finish(job, DROPPED, now, "the pane is gone")))
+                continue
+            if job["expires_ts"] is not None and now >= job["expires_ts"]:
+                updates.append((job["seq"], _finish(job, EXPIRED, now, "not delivered in time")))
+                log.info("queue: job %s for %s expired undelivered", job["seq"], wid)
+                continue
+            if wid in seen:
+                continue  # oldest first: only the pane's oldest message may go this tick
+            seen.add(wid)
+            pane = tracked.get(wid)
+            cycle = latest.get(wid)
+            if pane is None or wid in typed or (cycle is not None and
+                                                cycle["state"] in _HOLDS_QUEUE):
+                continue
+            delivered = self._deliver(job, pane, now)
+            if delivered:
+                updates.append((job["seq"], delivered))
+        prune = now - self._pruned_at >= _PRUNE_EVERY_S
+        if not (updates or transcript or prune):
+            return
+        with self.store.transaction() as conn:
+            for seq, fields in updates:
+                self.store.update_job(conn, seq, fields)
+            for row in transcript:
+                self.store.add_transcript(conn, row, keep=self.settings.transcript_entries)
+            if prune:
+                self.store.prune_jobs(conn, now - _KEEP_DONE_S)
+                self._pruned_at = now
+
+    # --- queued messages ------------------------------------------------------------------------
+
+    def _deliver(self, job: dict[str, Any], pane: Tracked, now: float) -> dict[str, Any] | None:
+        a = pane.assessment
+        # One per turn: the READY must have begun after the last send, ours or anyone's.
+        if a is None or a.state is not State.READY or a.state_entered <= pane.signals.sent:
+            return None
+        refusal = self._type(pane, job["text"], "queue")
+        if refusal:
+            if refusal != job["detail"]:
+                log.info("queue: job %s for %s waits: %s", job["seq"], pane.name, refusal)
+                return {"detail": refusal}
+            return None
+        delay = now - job["created_ts"]
+        log.info("queue: delivered job %s to %s after %.1f s", job["seq"], pane.name, delay)
+        return _finish(job, DELIVERED, now, f"delivered after {delay:.1f}s")
+
+    def _type(self, pane: Tracked, text: str, origin: str) -> str:
+        """Type through the safe path; the refusal, or "" once typed."""
+        from app.act import handoff
+
+        server_pid = (pane.pty_row or {}).get("server_pid") or 0
+        target = handoff.Target(pane=pane.pane, server_pid=int(server_pid),
+                                worker_id=pane.worker_id, name=pane.name,
+                                cli_forced=pane.cli_forced)
+        try:
+            handoff.send(self.tmux, target, text, self.packs, self.watch_settings,
+                         self.store.workers_dir, origin=origin)
+        except ConductorError as exc:  # Refused, or the pane went away
+            return str(exc)
+        return ""
+
+    # --- the cycle ------------------------------------------------------------------------------
+
+    def _advance(self, job: dict[str, Any], pane: Tracked, now: float,
+                 transcript: list[dict[str, Any]]) -> dict[str, Any]:
+        """Move the cycle as far as it can go this tick; the changed fields."""
+        fields: dict[str, Any] = {}
+        current = {**job}
+        for _ in range(4):  # at most QUEUED -> WAITING -> IDLE_SPIN -> DECIDING -> an end
+            step = self._step(current, pane, now, transcript)
+            if not step:
+                break
+            if "state" in step:
+                step.setdefault("state_ts", now)
+                step["timeline"] = stamp(current.get("timeline"), step["state"], now)
+                log.info("cycle %s (%s): %s -> %s%s", pane.name, job["seq"], current["state"],
+                         step["state"], f" ({step['detail']})" if step.get("detail") else "")
+            current.update(step)
+            fields.update(step)
+            if current.get("done_ts"):
+                break
+        return fields
+
+    def _step(self, job: dict[str, Any], pane: Tracked, now: float,
+              transcript: list[dict[str, Any]]) -> dict[str, Any]:
+        state, seq = job["state"], job["seq"]
+        if state == QUEUED:
+            if job["wait_cmd"]:
+                self._start_check(seq, job["wait_cmd"], pane.pane.cwd)
+                return {"state": WAITING, "detail": f"running {job['wait_cmd']}"}
+            return {"state": WAITING, "detail": f"waiting {self.settings.wait_s:g}s"}
+        if state == WAITING:
+            if not job["wait_cmd"]:
+                if now - job["state_ts"] < self.settings.wait_s:
+                    return {}
+                return {"state": IDLE_SPIN, "detail": "waited"}
+            future = self._checks.get(seq)
+            if future is None:  # a daemon restart lost the run: run it again
+                self._start_check(seq, job["wait_cmd"], pane.pane.cwd)
+                return {}
+            if not future.done():
+                return {}
+            del self._checks[seq]
+            code, output = future.result()
+            return {"state": IDLE_SPIN, "exit_code": code, "output": output,
+                    "detail": f"check exit {code}" if code is not None else "check did not finish"}
+        if state == IDLE_SPIN:
+            a = pane.assessment
+            spun = now - job["state_ts"]
+            if a is not None and a.state is State.READY:
+                return {"state": DECIDING, "detail": "pane READY"}
+            if a is not None and now - a.last_change >= self.settings.idle_s and \
+                    spun >= self.settings.idle_s:
+                return {"state": DECIDING, "detail": f"screen unchanged {self.settings.idle_s:g}s"
+                        f" ({a.state.value})"}
+            if spun >= self.settings.spin_max_s:
+                return {"state": DECIDING, "detail": f"spin cap {self.settings.spin_max_s:g}s "
+                        f"({a.state.value if a else 'no state'})"}
+            return {}
+        if state == DECIDING:
+            decision = self._decide(job, pane)
+            if decision is None:
+                return {}
+            return self._conclude(job, pane, decision, now, transcript)
+        return {}
+
+    def _conclude(self, job: dict[str, Any], pane: Tracked, decision: decide.Decision,
+                  now: float, transcript: list[dict[str, Any]]) -> dict[str, Any]:
+        done = {"decision": decision.decision, "done_ts": now}
+        if decision.decision == decide.CONTINUE:
+            refusal = self._type(pane, decision.directive, "cycle")
+            if not refusal:
+                transcript.append({"id": pane.worker_id, "ts": now, "kind": "directive",
+                                   "text": decision.directive})
+                self._tell(pane, Note("cycle", "directive", "cycle typed a directive",
+                                      decision.directive))
+                return {**done, "state": STANDBY, "directive": decision.directive,
+                        "detail": decision.rationale}
+            why = f"the directive was not typed ({refusal})"
+            self._tell(pane, Note("cycle", "needs_you", "needs you", f"cycle paused: {why}",
+                                  urgent=True))
+            return {**done, "state": PAUSED, "directive": decision.directive,
+                    "detail": f"needs you: {why}"}
+        if decision.decision == decide.STOP:
+            self._tell(pane, Note("cycle", "goal_met", "goal met?", decision.rationale))
+            return {**done, "state": PAUSED, "detail": f"goal met? {decision.rationale}"}
+        self._tell(pane, Note("cycle", "needs_you", "needs you",
+                              f"cycle paused: {decision.rationale}", urgent=True))
+        return {**done, "state": PAUSED, "detail": f"needs you: {decision.rationale}"}
+
+    def _decide(self, job: dict[str, Any], pane: Tracked) -> decide.Decision | None:
+        seq = job["seq"]
+        future = self._decisions.get(seq)
+        if future is not None:
+            if not future.done():
+                return None
+            del self._decisions[seq]
+            return future.result()
+        goal = (self.store.herd_rows().get(pane.worker_id) or {}).get("goal") or ""
+        facts = decide.Facts(
+            goal=str(goal), transcript=self.store.transcript(pane.worker_id),
+            wait_cmd=job["wait_cmd"] or None, exit_code=job["exit_code"],
+            output=job["output"] or "", screen=redact(pane.text))
+        llm = self.llm
+        if llm is None or not llm.settings.enabled:
+            return decide.without_llm(facts)
+        if llm.settings.excluded(pane.worker_id, pane.name, pane.pane.pane_id):
+            return decide.Decision(decide.PAUSE, "pane excluded from the LLM (llm.exclude)")
+        self._decisions[seq] = self._pool.submit(decide.with_llm, llm, facts)
+        return None
+
+    def _start_check(self, seq: int, command: str, cwd: str) -> None:
+        self._checks[seq] = self._pool.submit(self._run_check, command, cwd)
+
+    def _run_check(self, command: str, cwd: str) -> Check:
+        """Run ``command`` with ``sh -c`` in the pane's folder, never in the pane; the tail of
+        its output (stdout and stderr), redacted."""
+        limit = self.settings.output_chars
+        try:
+            # The check is the agent's command, not ours: it gets no LLM key of ours.
+            env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
+            proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd or None, env=env,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:
+            return None, f"cannot run the check: {exc}"
+        with self._lock:
+            if self._closed:
+                _kill(proc)
+            self._procs.add(proc)
+        killed = threading.Event()
+
+        def expire() -> None:
+            killed.set()
+            _kill(proc)
+
+        timer = threading.Timer(self.settings.cmd_timeout_s, expire)
+        timer.daemon = True
+        timer.start()
+        tail = bytearray()
+        try:
+            assert proc.stdout is not None
+            while chunk := os.read(proc.stdout.fileno(), 65536):
+                tail += chunk
+                if len(tail) > 8 * limit:  # bytes; trimmed to characters below
+                    del tail[:-4 * limit]
+            code = proc.wait()
+        finally:
+            timer.cancel()
+            with self._lock:
+                self._procs.discard(proc)
+        text = redact(tail.decode("utf-8", errors="replace"))[-limit:]
+        if killed.is_set() or self._closed:
+            return None, f"{text}\n[stopped after {self.settings.cmd_timeout_s:g}s]"
+        return code, text
+
+    def _tell(self, pane: Tracked, note: Note) -> None:
+        log.info("cycle %s: %s%s", pane.name, note.title, f": {note.body}" if note.body else "")
+        if self.announce is None:
+            return
+        try:
+            self.announce(pane, note)
+        except Exception as exc:  # a notification is never worth a tick
+            log.warning("cycle notification failed: %s", exc)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            procs = list(self._procs)
+        for proc in procs:
+            _kill(proc)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _finish(job: Mapping[str, Any], state: str, now: float, detail: str) -> dict[str, Any]:
+    return {"state": state, "state_ts": now, "done_ts": now, "detail": detail,
+            "timeline": stamp(job.get("timeline"), state, now)}
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)

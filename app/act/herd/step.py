@@ -1,0 +1,366 @@
+"""What the watcher calls each tick for herding: judge every pane, then nudge the opted-in ones
+that every gate and a rule agree on.
+
+``annotate`` runs while the tick builds each pane's status row and returns the eligibility
+fields for it (so ``status --json``, ``status.json`` and ``explain`` show them); ``act`` runs
+after the tick's store transaction, applies the rules and types through ``handoff.send`` with
+the screen the decision was made on, so a screen that moved in between refuses. Counters and
+the decisions log are written in one transaction per tick. Nothing here may stop the watcher:
+every failure is logged and the pane simply gets no nudge.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from app.act.herd import gate, rules
+from app.act.herd.gate import Counters, Decision, HerdSettings, PaneFacts
+from app.base.errors import ConductorError
+from app.base.model import Note, State
+
+if TYPE_CHECKING:
+    from app.act.herd.llmrule import Asker
+    from app.adapters.store import StoreWriter
+    from app.adapters.tmux import Tmux
+    from app.base.settings import WatchSettings
+    from app.observe.llm import LLMClassifier
+    from app.observe.packs import Pack
+    from app.observe.pane import Tracked
+
+log = logging.getLogger(__name__)
+
+NUDGED, DRY_RUN, BLOCKED = "nudged", "dry_run", "blocked"
+_PRUNE_EVERY_S = 3600.0
+_KEEP_LOG_S = 30 * 86400.0
+
+
+@dataclass
+class _Pending:
+    tracked: Tracked
+    facts: PaneFacts
+    counters: Counters
+    decision: Decision
+    row: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    outcome: str  # NUDGED, DRY_RUN, BLOCKED
+    reason: str  # the gate, or what stopped the rules ("no_rule", "llm_error", "refused", ...)
+    rule_id: str = ""
+    text: str = ""
+    detail: str = ""
+
+
+class HerdStep:
+    def __init__(self, tmux: Tmux, store: StoreWriter, packs: Mapping[str, Pack],
+                 settings: HerdSettings, watch_settings: WatchSettings, *,
+                 llm: LLMClassifier | None = None,
+                 announce: Callable[[Tracked, Note], None] | None = None) -> None:
+        self.tmux = tmux
+        self.store = store
+        self.packs = packs
+        self.settings = settings
+        self.watch_settings = watch_settings
+        self.llm = llm
+        self.announce = announce
+        self._asker: Asker | None = None
+        self._tick: float | None = None
+        self._rows: dict[str, dict[str, Any]] = {}
+        self._person_sends: dict[tuple[str, int | None], float] = {}
+        self._pending: dict[str, _Pending] = {}
+        self._logged: dict[str, tuple[str, str, str]] = {}
+        self._rule_sets: dict[str, tuple[float, rules.RuleSet | str]] = {}
+        self._pruned_at = 0.0
+        self._had_turn: set[str] = set()
+        self._typed: dict[str, str] = {}  # the last nudge typed into each pane
+
+    # --- during the tick ------------------------------------------------------------------------
+
+    def annotate(self, tracked: Tracked, now: float) -> dict[str, Any]:
+        """The pane's herd fields for its status row; remembers the decision for :meth:`act`."""
+        try:
+            return self._annotate(tracked, now)
+        except Exception:  # herding must never cost the pane its status
+            log.exception("herd: pane %s skipped", tracked.worker_id)
+            self._pending.pop(tracked.worker_id, None)
+            return {"herd_eligible": 0, "herd_reason": "herd_fault"}
+
+    def _annotate(self, tracked: Tracked, now: float) -> dict[str, Any]:
+        if self._tick != now:
+            self._tick = now
+            self._pending.clear()
+            self._rows = self.store.herd_rows()
+            # Only counters that could be reset need to know who sent what since their nudge.
+            counting = [r.get("last_nudge_ts") or 0.0 for r in self._rows.values()
+                        if r.get("enabled") and (r.get("nudges") or r.get("turn"))]
+            self._person_sends = self.store.person_sends(min(counting)) if counting else {}
+        a = tracked.assessment
+        if a is None:
+            return {}
+        row = self._rows.get(tracked.worker_id) or {}
+        opted_in = bool(row.get("enabled"))
+        signals = tracked.signals
+        # A busy marker, not a moving screen: a CLI redrawing its banner has had no turn.
+        if signals.sent or signals.turn_start or (
+                a.verdict is not None and a.verdict.state is State.BUSY):
+            self._had_turn.add(tracked.worker_id)
+        facts = PaneFacts(
+            state=a.state, state_entered=a.state_entered, last_change=a.last_change,
+            last_send=signals.sent, confidence=a.confidence, opted_in=opted_in,
+            had_turn=tracked.worker_id in self._had_turn, dead=tracked.pane.dead,
+        )
+        counters = Counters(nudges=row.get("nudges") or 0,
+                            last_nudge_ts=row.get("last_nudge_ts") or 0.0,
+                            turn=row.get("turn") or 0)
+        unsent = False
+        if opted_in and a.state in (State.READY, State.ERROR) and (
+                counters.nudges or gate.needs_draft_check(facts, counters, self.settings, now)):
+            draft = self._draft(tracked)
+            facts = replace(facts, draft=draft is not None)
+            # Our own nudge still in the prompt (its Enter was lost): blocks like any draft, but
+            # it is no person acting, and it is said as what it is.
+            unsent = draft is not None and _same_text(draft, self._typed.get(tracked.worker_id))
+        person = self._person_sends.get((tracked.pane.pane_id, _server_pid(tracked)), 0.0)
+        if opted_in and not unsent:
+            counters = gate.observe(counters, facts, person)
+        decision = gate.decide(facts, counters, self.settings, now)
+        if unsent and decision.reason == "draft_in_prompt":
+            decision = replace(decision, reason="nudge_unsent")
+        self._pending[tracked.worker_id] = _Pending(tracked, facts, counters, decision, row)
+        return {"herd_eligible": int(decision.eligible), "herd_reason": decision.reason}
+
+    def _draft(self, tracked: Tracked) -> str | None:
+        """The unsent text in the pane's prompt, or None."""
+        pack = tracked.pack
+        if pack is None or pack.draft(tracked.text) is None:
+            return None
+        # Plain text cannot tell typing from a hint drawn dim in the empty box (Claude Code's
+        # suggested next prompt): look again with the styles, as `send` does.
+        from app.base.screen import normalise, without_dim
+
+        try:
+            styled = self.tmux.capture_styled(tracked.pane.pane_id)
+        except ConductorError:
+            return pack.draft(tracked.text)  # cannot tell: a person's text, which blocks
+        return pack.draft(normalise(without_dim(styled)))
+
+    # --- after the tick -------------------------------------------------------------------------
+
+    def act(self, removed: Iterable[str], now: float) -> None:
+        """Apply the rules to this tick's eligible panes, type the nudges, log the decisions."""
+        try:
+            self._act(list(removed), now)
+        except Exception:
+            log.exception("herd: this tick's decisions failed; no nudge typed")
+
+    def _act(self, removed: list[str], now: float) -> None:
+        updates: list[dict[str, Any]] = []
+        log_rows: list[dict[str, Any]] = []
+        for wid, pending in list(self._pending.items()):
+            if not pending.facts.opted_in:
+                continue
+            counters = pending.counters
+            outcome = self._apply(pending, now) if pending.decision.eligible else \
+                Outcome(BLOCKED, pending.decision.reason)
+            if outcome.outcome in (NUDGED, DRY_RUN):
+                counters = gate.nudged(counters, now, typed=outcome.outcome == NUDGED)
+            stored = Counters(pending.row.get("nudges") or 0,
+                              pending.row.get("last_nudge_ts") or 0.0, pending.row.get("turn") or 0)
+            if counters != stored:
+                updates.append({"id": wid, "nudges": counters.nudges,
+                                "last_nudge_ts": counters.last_nudge_ts, "turn": counters.turn,
+                                "updated_ts": now})
+            row = self._log_row(pending, outcome, counters, now)
+            if row is not None:
+                log_rows.append(row)
+        self._pending.clear()
+        prune = now - self._pruned_at >= _PRUNE_EVERY_S
+        if not (updates or log_rows or removed or prune):
+            return
+        with self.store.transaction() as conn:
+            for update in updates:
+                self.store.upsert_herd(conn, update)
+            for row in log_rows:
+                self.store.add_nudge(conn, row)
+            self.store.forget_herd(conn, removed)
+            if prune:
+                self.store.prune_nudges(conn, now - _KEEP_LOG_S)
+                self._pruned_at = now
+        for wid in removed:
+            self._logged.pop(wid, None)
+            self._had_turn.discard(wid)
+            self._typed.pop(wid, None)
+
+    def _apply(self, pending: _Pending, now: float) -> Outcome:
+        tracked, decision = pending.tracked, pending.decision
+        rule_set = self._rule_set(str(pending.row.get("rules") or self.settings.rules))
+        if isinstance(rule_set, str):
+            return Outcome(BLOCKED, "rules_error", detail=rule_set)
+        context = self._context(pending, now)
+        state = pending.facts.state
+        for rule in rule_set.rules:
+            if not rule.applies(state, decision.when, context):
+                continue
+            if rule.type == "regex":
+                found = rule.search(tracked.text)
+                if found is None:
+                    continue
+                variables: dict[str, object] = {**context, **found}
+            else:
+                answer = self._ask(rule, pending, context)
+                if answer is None:
+                    return Outcome(BLOCKED, "llm_pending", rule.id)
+                if answer.error:
+                    return Outcome(BLOCKED, "llm_error", rule.id, detail=answer.error)
+                if not answer.match:
+                    continue
+                variables = {**context, **answer.variables, rules.LLM_COMMAND: answer.command}
+            text = rules.render(rule.command, variables)
+            if not text or len(text) > rules.MAX_COMMAND_CHARS:
+                return Outcome(BLOCKED, "bad_command", rule.id,
+                               detail=f"rendered to {len(text)} characters")
+            if pending.row.get("dry_run"):
+                return Outcome(DRY_RUN, "", rule.id, text)
+            return self._type(pending, rule, text)
+        return Outcome(BLOCKED, "no_rule", detail=f"rule set {rule_set.name}")
+
+    def _type(self, pending: _Pending, rule: rules.Rule, text: str) -> Outcome:
+        from app.act import handoff
+
+        tracked = pending.tracked
+        target = handoff.Target(pane=tracked.pane, server_pid=_server_pid(tracked) or 0,
+                                worker_id=tracked.worker_id, name=tracked.name,
+                                cli_forced=tracked.cli_forced)
+        try:
+            handoff.send(self.tmux, target, text, self.packs, self.watch_settings,
+                         self.store.workers_dir, origin="herd",
+                         expect_screen=tracked.stability_hash, answer_dialog=rule.approve)
+        except handoff.Refused as exc:
+            return Outcome(BLOCKED, "refused", rule.id, text, str(exc))
+        except ConductorError as exc:
+            return Outcome(BLOCKED, "send_failed", rule.id, text, str(exc))
+        self._typed[tracked.worker_id] = text
+        return Outcome(NUDGED, "", rule.id, text)
+
+    def _ask(self, rule: rules.Rule, pending: _Pending, context: Mapping[str, object]
+             ) -> Any:
+        from app.act.herd.llmrule import Answer, Asker
+
+        if self.llm is None or not self.llm.settings.enabled:
+            return Answer(error="the LLM is off (set OPENROUTER_API_KEY)")
+        tracked = pending.tracked
+        if self.llm.settings.excluded(tracked.worker_id, tracked.name, tracked.pane.pane_id):
+            return Answer(error="pane excluded from the LLM (llm.exclude)")
+        if self._asker is None:
+            self._asker = Asker(self.llm)
+        key = (tracked.worker_id, tracked.text_hash or "", rule.id)
+        return self._asker.answer(key, rule, tracked.text, context)
+
+    def close(self) -> None:
+        if self._asker is not None:
+            self._asker.close()
+
+    # --- helpers --------------------------------------------------------------------------------
+
+    def _rule_set(self, spec: str) -> rules.RuleSet | str:
+        """The rule set, reloaded when its file changes; a load error as text (logged once)."""
+        try:
+            path = rules.locate(spec)
+            mtime = path.stat().st_mtime
+        except (ConductorError, OSError) as exc:
+            return self._remember_error(spec, 0.0, str(exc))
+        cached = self._rule_sets.get(spec)
+        if cached is not None and cached[0] == mtime:
+            return cached[1]
+        try:
+            loaded: rules.RuleSet | str = rules.load(spec)
+        except ConductorError as exc:
+            return self._remember_error(spec, mtime, str(exc))
+        self._rule_sets[spec] = (mtime, loaded)
+        return loaded
+
+    def _remember_error(self, spec: str, mtime: float, error: str) -> str:
+        if self._rule_sets.get(spec) != (mtime, error):
+            log.error("herd rules %s: %s; no nudges from them until fixed", spec, error)
+            self._rule_sets[spec] = (mtime, error)
+        return error
+
+    def _context(self, pending: _Pending, now: float) -> dict[str, object]:
+        tracked, facts = pending.tracked, pending.facts
+        a = tracked.assessment
+        waiting = now - facts.state_entered if facts.state in (
+            State.READY, State.NEEDS_CONFIRMATION) else 0.0
+        return {
+            "state": facts.state.value, "summary": a.summary if a else "",
+            "actions_needed": a.actions_needed if a else "", "waiting_s": round(waiting),
+            "inactive_s": round(now - facts.last_change), "confidence": facts.confidence,
+            "reasons": " ".join(a.reasons) if a else "",
+            "cli": tracked.pack.name if tracked.pack else "", "cwd": tracked.pane.cwd,
+            "name": tracked.name, "nudges": pending.counters.nudges,
+            "goal": str(pending.row.get("goal") or ""),
+        }
+
+    def _log_row(self, pending: _Pending, outcome: Outcome, counters: Counters, now: float
+                 ) -> dict[str, Any] | None:
+        """A row for the decisions log when something happened or the verdict changed."""
+        tracked = pending.tracked
+        key = (outcome.outcome, outcome.reason, outcome.rule_id)
+        if outcome.outcome == BLOCKED and self._logged.get(tracked.worker_id) == key:
+            return None
+        self._logged[tracked.worker_id] = key
+        level = logging.INFO if outcome.outcome != BLOCKED else logging.DEBUG
+        log.log(level, "herd %s (%s): %s%s%s%s", tracked.name, tracked.worker_id,
+                outcome.outcome, f" [{outcome.reason}]" if outcome.reason else "",
+                f" rule {outcome.rule_id}" if outcome.rule_id else "",
+                f": {outcome.text!r}" if outcome.text else "")
+        if outcome.outcome == NUDGED:
+            self._tell(tracked, Note(
+                "herd", "nudged", f"herd nudge {counters.nudges}/{self.settings.max_nudges}",
+                outcome.text))
+        elif outcome.reason == "nudge_unsent":
+            self._tell(tracked, Note("herd", "nudge_unsent", "needs you",
+                                     "herd: the nudge sits unsent in its prompt", urgent=True))
+        elif outcome.reason == "max_nudges":
+            self._tell(tracked, Note(
+                "herd", "max_nudges", "needs you",
+                f"herd: max nudges reached ({counters.nudges}), still stuck", urgent=True))
+        return {
+            "id": tracked.worker_id, "ts": now, "name": tracked.name,
+            "eligible": int(pending.decision.eligible), "outcome": outcome.outcome,
+            "reason": outcome.reason, "rule_id": outcome.rule_id or None,
+            "text": outcome.text or None, "state": pending.facts.state.value,
+            "detail": outcome.detail or _detail(pending, counters),
+        }
+
+    def _tell(self, tracked: Tracked, note: Note) -> None:
+        if self.announce is None:
+            return
+        try:
+            self.announce(tracked, note)
+        except Exception as exc:  # a notification is never worth a nudge or a tick
+            log.warning("herd notification failed: %s", exc)
+
+
+def _same_text(draft: str, typed: str | None) -> bool:
+    # A draft comes back with wrapped lines joined by one space, maybe cut at the box's edge.
+    if not typed:
+        return False
+    seen, sent = " ".join(draft.split()).rstrip("…"), " ".join(typed.split())
+    # A short prefix ("Yes") is as likely a person's start as our cut-off text.
+    return seen == sent or (len(seen) >= 20 and sent.startswith(seen))
+
+
+def _server_pid(tracked: Tracked) -> int | None:
+    pid = (tracked.pty_row or {}).get("server_pid")
+    return int(pid) if pid is not None else None
+
+
+def _detail(pending: _Pending, counters: Counters) -> str:
+    d = pending.decision
+    return (f"{d.when or '-'} {round(d.idle_s)}s, confidence {pending.facts.confidence}, "
+            f"nudges {counters.nudges}")
+

@@ -1,0 +1,653 @@
+"""Tell people when a pane needs them: tmux messages, desktop notifications, a user command.
+
+The daemon calls :meth:`Notifier.on_transition` once per state transition, and
+:meth:`Notifier.announce` for each note herding or the cycle has for a pane (a nudge typed,
+"needs you", "goal met?"). The notifier decides (state filter, focus, rate limit) on the caller's
+thread, cheaply, and hands the sending to one worker thread per receiver, so a slow or hanging
+receiver never stalls the poll loop nor the other receivers. Every receiver failure is logged on
+``app.adapters.notify`` and swallowed.
+
+External programs are run from an argv list, never through a shell; a receiver that outlives
+its timeout is killed together with anything it started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import queue
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.base.errors import ConductorError, ConfigError
+from app.base.model import Note, State
+
+logger = logging.getLogger(__name__)
+
+TMUX = "tmux"
+DESKTOP = "desktop"
+COMMAND = "command"
+KINDS: tuple[str, ...] = (TMUX, DESKTOP, COMMAND)
+
+APP_NAME = "conductor"
+
+# What an event is about, for scripts (``CONDUCTOR_EVENT``): a transition, or a note's source.
+TRANSITION = "transition"
+
+DEFAULT_STATES: frozenset[State] = frozenset({State.READY, State.NEEDS_CONFIRMATION, State.ERROR,
+                                              State.EXITED})
+DEFAULT_MIN_INTERVAL = 10.0
+DEFAULT_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True)
+class NotifySettings:
+    """Every notification default, in one place.
+
+    ``min_interval`` is per pane *and* state: a pane gets at most one READY notification per
+    interval, but a NEEDS_CONFIRMATION right after a READY (or an ERROR after either) always goes
+    out, because it asks for something the earlier message did not. Repeats of the same state
+    inside the interval mean the user is already at the pane (they answered, or sent a prompt)
+    or the screen flapped, and neither is worth another ping.
+
+    ``states`` is what every kind notifies about unless ``states_by_kind`` gives that kind its
+    own set (say, desktop pop-ups only for questions while tmux shows every READY too).
+    """
+
+    kinds: frozenset[str] = frozenset(KINDS)
+    states: frozenset[State] = DEFAULT_STATES
+    min_interval: float = DEFAULT_MIN_INTERVAL  # seconds, per pane and state
+    notify_command: tuple[str, ...] = ()  # argv; empty = no command receiver
+    skip_focused: bool = False
+    timeout: float = DEFAULT_TIMEOUT  # seconds a receiver may take before it is killed
+    queue_size: int = 100  # events waiting per receiver before new ones are dropped
+    # hash=False keeps the settings hashable although a mapping is not.
+    states_by_kind: Mapping[str, frozenset[State]] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        unknown = (set(self.kinds) | set(self.states_by_kind)) - set(KINDS)
+        if unknown:
+            raise ConfigError(
+                f"unknown notification kind(s): {', '.join(sorted(unknown))} "
+                f"(known: {', '.join(KINDS)})"
+            )
+        if self.min_interval < 0 or self.timeout <= 0 or self.queue_size < 1:
+            raise ConfigError(
+                "notification min_interval must be >= 0, timeout > 0 and queue_size >= 1"
+            )
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object]) -> NotifySettings:
+        """Build settings from config values, e.g. ``{"kinds": ["tmux"], "min_interval": 30}``.
+
+        Keys absent from ``values`` keep their defaults; an unknown key, kind or state raises
+        :class:`ConfigError` naming it.
+        """
+        known = set(cls.__dataclass_fields__)
+        extra = set(values) - known
+        if extra:
+            raise ConfigError(f"unknown notification setting(s): {', '.join(sorted(extra))}")
+        kwargs: dict[str, object] = dict(values)
+        if "kinds" in values:
+            kwargs["kinds"] = frozenset(_str_list(values["kinds"], "kinds"))
+        if "states" in values:
+            kwargs["states"] = frozenset(parse_states(_str_list(values["states"], "states")))
+        if "notify_command" in values:
+            kwargs["notify_command"] = parse_command(values["notify_command"])
+        if "states_by_kind" in values:
+            by_kind = values["states_by_kind"]
+            if not isinstance(by_kind, Mapping):
+                raise ConfigError("notification setting states_by_kind must map kinds to states")
+            kwargs["states_by_kind"] = {
+                str(kind): frozenset(parse_states(_str_list(names, f"states_by_kind.{kind}")))
+                for kind, names in by_kind.items()
+            }
+        for key in ("min_interval", "timeout"):
+            if key in values:
+                kwargs[key] = _number(values[key], key)
+        if "queue_size" in values:
+            kwargs["queue_size"] = int(_number(values["queue_size"], "queue_size"))
+        if "skip_focused" in values and not isinstance(values["skip_focused"], bool):
+            raise ConfigError("notification setting skip_focused must be true or false")
+        return cls(**kwargs)  # type: ignore[arg-type]  # each value was checked above
+
+    def states_for(self, kind: str) -> frozenset[State]:
+        """The states that ``kind`` notifies about."""
+        return self.states_by_kind.get(kind, self.states)
+
+
+def _str_list(value: object, key: str) -> list[str]:
+    if isinstance(value, str):
+        return [v for v in value.replace(",", " ").split() if v]
+    if isinstance(value, Iterable) and all(isinstance(v, str) for v in value):
+        return [str(v) for v in value]
+    raise ConfigError(f"notification setting {key} must be a list of names")
+
+
+def _number(value: object, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ConfigError(f"notification setting {key} must be a number, not {value!r}")
+    try:
+        return float(value)
+    except ValueError as e:
+        raise ConfigError(f"notification setting {key} must be a number, not {value!r}") from e
+
+
+def parse_states(names: Iterable[str]) -> list[State]:
+    """``["ready", "NEEDS_CONFIRMATION"]`` -> states; case-insensitive, ``NEEDS_CONF`` accepted."""
+    out = []
+    for name in names:
+        key = name.strip().upper()
+        if key == "NEEDS_CONF":
+            key = State.NEEDS_CONFIRMATION.value
+        try:
+            out.append(State(key))
+        except ValueError as e:
+            known = ", ".join(s.value for s in State)
+            raise ConfigError(f"unknown state {name!r} (known: {known})") from e
+    return out
+
+
+def parse_command(value: object) -> tuple[str, ...]:
+    """A user's ``notify_command`` as argv: a list is taken as is, a string is split like a shell
+    would split words (quotes respected), but no shell ever runs it."""
+    if value is None or value == "":
+        return ()
+    if isinstance(value, str):
+        try:
+            return tuple(shlex.split(value))
+        except ValueError as e:
+            raise ConfigError(f"notify_command {value!r}: {e}") from e
+    if isinstance(value, Sequence) and all(isinstance(v, str) for v in value):
+        return tuple(str(v) for v in value)
+    raise ConfigError("notify_command must be a string or a list of strings")
+
+
+@dataclass(frozen=True)
+class NotificationEvent:
+    """What a receiver needs to know about one transition of one pane, or one note about it.
+
+    A note (``note`` set) is no transition: ``state`` is the pane's state when it was written and
+    ``previous`` is None; ``summary`` and ``actions_needed`` still say what the classifier sees.
+    """
+
+    worker_id: str
+    name: str
+    session: str
+    window: str
+    pane_id: str  # tmux "%N"
+    cli: str
+    previous: State | None  # None: the daemon has never seen this pane before, or a note
+    state: State
+    summary: str = ""
+    actions_needed: str = ""
+    ts: float = field(default_factory=time.time)  # wall clock, seconds since the epoch
+    focused: bool = False  # the pane the user is looking at
+    note: Note | None = None
+
+    @property
+    def source(self) -> str:
+        """``transition``, or who wrote the note (``herd``, ``cycle``)."""
+        return self.note.source if self.note is not None else TRANSITION
+
+    @property
+    def urgent(self) -> bool:
+        """A person must act now: a question on screen, or a note saying so."""
+        if self.note is not None:
+            return self.note.urgent
+        return self.state is State.NEEDS_CONFIRMATION
+
+    @property
+    def label(self) -> str:
+        """Short, for our log lines: ``READY`` or ``herd max_nudges``."""
+        if self.note is not None:
+            return f"{self.note.source} {self.note.what}"
+        return self.state.value
+
+
+@dataclass(frozen=True)
+class Message:
+    title: str
+    body: str
+
+    @property
+    def line(self) -> str:
+        """One line for places without a title (tmux status line, ``CONDUCTOR_MESSAGE``)."""
+        return f"{self.title} — {self.body}" if self.body else self.title
+
+
+def format_message(event: NotificationEvent) -> Message:
+    """The words every receiver shows: ``api: NEEDS_CONFIRMATION — Approve: rm -rf build``, or
+    for a note ``api: needs you — herd: max nudges reached (3), still stuck``.
+
+    A transition's body is what the human must do if the classifier knows, else its summary.
+    """
+    who = event.name or event.worker_id
+    # One line everywhere: a newline would end a tmux message and split a desktop title.
+    if event.note is not None:
+        return Message(title=" ".join(f"{who}: {event.note.title}".split()),
+                       body=" ".join(event.note.body.split()))
+    body = event.actions_needed or event.summary
+    body = " ".join(body.split())
+    if event.state is State.EXITED:
+        # The summary says it all: "api: Claude Code exited".
+        return Message(title=f"{who}: {body or 'exited'}", body="")
+    title = f"{who}: {event.state.value}"
+    return Message(title=title, body=body)
+
+
+def event_env(event: NotificationEvent) -> dict[str, str]:
+    """The ``CONDUCTOR_*`` variables a ``notify_command`` receives.
+
+    The same set for every event, so a script reads one shape: ``CONDUCTOR_EVENT`` tells a
+    transition from a herd or cycle note, ``CONDUCTOR_NOTE`` is the note's code ("" for a
+    transition), and the title and body are what the desktop shows.
+    """
+    msg = format_message(event)
+    return {
+        "CONDUCTOR_EVENT": event.source,
+        "CONDUCTOR_NOTE": event.note.what if event.note is not None else "",
+        "CONDUCTOR_ID": event.worker_id,
+        "CONDUCTOR_NAME": event.name,
+        "CONDUCTOR_STATE": event.state.value,
+        "CONDUCTOR_PREVIOUS_STATE": event.previous.value if event.previous else "",
+        "CONDUCTOR_SUMMARY": event.summary,
+        "CONDUCTOR_ACTIONS": event.actions_needed,
+        "CONDUCTOR_SESSION": event.session,
+        "CONDUCTOR_WINDOW": event.window,
+        "CONDUCTOR_PANE": event.pane_id,
+        "CONDUCTOR_CLI": event.cli,
+        "CONDUCTOR_TS": f"{event.ts:.3f}",
+        "CONDUCTOR_TITLE": msg.title,
+        "CONDUCTOR_BODY": msg.body,
+        "CONDUCTOR_URGENCY": _urgency(event),
+        "CONDUCTOR_MESSAGE": msg.line,
+    }
+
+
+def _urgency(event: NotificationEvent) -> str:
+    return "critical" if event.urgent else "normal"
+
+
+def run_program(
+    argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None
+) -> None:
+    """Run ``argv`` without a shell; log (never raise) a missing program, a non-zero exit or a hang.
+
+    The child gets its own process group so that on timeout we kill whatever it started too
+    (``sh -c 'sleep 60'`` would otherwise leave the sleep behind).
+    """
+    what = shlex.join(argv)
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=dict(env) if env is not None else None,
+            start_new_session=True,
+        )
+    except OSError as e:
+        logger.warning("notification command %s could not start: %s", what, e)
+        return
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        logger.warning("notification command %s killed after %.1f s timeout", what, timeout)
+        return
+    if proc.returncode != 0:
+        tail = err.decode(errors="replace").strip().splitlines()[-3:]
+        logger.warning(
+            "notification command %s exited %d%s",
+            what,
+            proc.returncode,
+            f": {' | '.join(tail)}" if tail else "",
+        )
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    except OSError:
+        proc.kill()
+    # Bounded: after SIGKILL only a process stuck in the kernel could make these wait.
+    try:
+        proc.communicate(timeout=1.0)
+    except subprocess.TimeoutExpired:
+        logger.warning("notification command pid %d did not die after SIGKILL", proc.pid)
+
+
+@dataclass(frozen=True)
+class Receiver:
+    """One way of telling: ``send`` does the work (on a worker thread) and may block until the
+    settings' timeout; ``unavailable`` says why it is off, or is empty when it can run."""
+
+    kind: str
+    send: Callable[[NotificationEvent], None]
+    unavailable: str = ""
+
+
+def tmux_receiver(tmux_message: Callable[[str], None] | None) -> Receiver:
+    if tmux_message is None:
+        return Receiver(TMUX, _no_send, "tmux messages off: no tmux server to display them on")
+
+    def send(event: NotificationEvent) -> None:
+        tmux_message(format_message(event).line)
+
+    return Receiver(TMUX, send)
+
+
+def desktop_argv(event: NotificationEvent, platform: str) -> list[str]:
+    """The argv showing ``event`` as a desktop notification on ``platform`` (``sys.platform``)."""
+    msg = format_message(event)
+    if platform == "darwin":
+        # Title and body travel as arguments of the script's run handler, so no text of ours is
+        # ever parsed as AppleScript: nothing to escape, nothing to inject.
+        return [
+            "osascript",
+            "-e",
+            "on run argv",
+            "-e",
+            "display notification (item 2 of argv) with title (item 1 of argv)",
+            "-e",
+            "end run",
+            msg.title,
+            msg.body,
+        ]
+    # "--" so a summary starting with "-" is never read as an option.
+    return [
+        "notify-send",
+        f"--app-name={APP_NAME}",
+        f"--urgency={_urgency(event)}",
+        "--",
+        msg.title,
+        msg.body,
+    ]
+
+
+def session_bus_missing(env: Mapping[str, str]) -> bool:
+    """True when notify-send could not reach any D-Bus session bus (a daemon on an SSH box).
+
+    libnotify finds the bus from DBUS_SESSION_BUS_ADDRESS, else the systemd user bus socket
+    $XDG_RUNTIME_DIR/bus, else it autolaunches one for an X display.
+    """
+    if env.get("DBUS_SESSION_BUS_ADDRESS") or env.get("DISPLAY"):
+        return False
+    runtime = env.get("XDG_RUNTIME_DIR")
+    return not (runtime and Path(runtime, "bus").exists())
+
+
+def desktop_receiver(
+    timeout: float,
+    platform: str = sys.platform,
+    which: Callable[[str], str | None] = shutil.which,
+    env: Mapping[str, str] | None = None,
+) -> Receiver:
+    """notify-send on Linux and the BSDs, osascript on macOS; off, with the reason, when neither
+    can work here, so a headless daemon does not log one failure per transition."""
+    program = "osascript" if platform == "darwin" else "notify-send"
+    path = which(program)
+    if path is None:
+        return Receiver(
+            DESKTOP, _no_send, "desktop notifications off: neither notify-send nor osascript found"
+        )
+    if program == "notify-send" and session_bus_missing(os.environ if env is None else env):
+        return Receiver(
+            DESKTOP,
+            _no_send,
+            "desktop notifications off: no D-Bus session bus "
+            "(DBUS_SESSION_BUS_ADDRESS, $XDG_RUNTIME_DIR/bus and DISPLAY all missing)",
+        )
+
+    def send(event: NotificationEvent) -> None:
+        argv = desktop_argv(event, platform)
+        run_program([path, *argv[1:]], timeout=timeout)
+
+    return Receiver(DESKTOP, send)
+
+
+def command_receiver(
+    argv: Sequence[str], timeout: float, which: Callable[[str], str | None] = shutil.which
+) -> Receiver | None:
+    """None when no ``notify_command`` is set: nothing to run, and nothing worth reporting."""
+    if not argv:
+        return None
+    if which(argv[0]) is None:
+        return Receiver(
+            COMMAND, _no_send, f"notify_command off: {argv[0]!r} not found or not executable"
+        )
+    program = tuple(argv)
+
+    def send(event: NotificationEvent) -> None:
+        run_program(program, timeout=timeout, env={**os.environ, **event_env(event)})
+
+    return Receiver(COMMAND, send)
+
+
+def _no_send(event: NotificationEvent) -> None:
+    return None
+
+
+_STOP = object()
+
+
+class _Channel:
+    """A receiver with its own bounded queue and worker thread."""
+
+    def __init__(self, receiver: Receiver, queue_size: int) -> None:
+        self.receiver = receiver
+        self.queue: queue.Queue[object] = queue.Queue(maxsize=queue_size)
+        self.thread = threading.Thread(
+            target=self._run, name=f"notify-{receiver.kind}", daemon=True
+        )
+        self.thread.start()
+
+    def offer(self, event: NotificationEvent) -> None:
+        try:
+            self.queue.put_nowait(event)
+        except queue.Full:
+            logger.warning(
+                "%s notifications backed up (%d waiting): dropped %s -> %s",
+                self.receiver.kind,
+                self.queue.maxsize,
+                event.worker_id,
+                event.label,
+            )
+
+    def _run(self) -> None:
+        while True:
+            item = self.queue.get()
+            if item is _STOP:
+                return
+            assert isinstance(item, NotificationEvent)
+            try:
+                self.receiver.send(item)
+            except ConductorError as e:
+                # Our own errors carry a readable line (e.g. tmux did not answer); no traceback.
+                logger.warning(
+                    "%s notification for %s failed: %s", self.receiver.kind, item.worker_id, e
+                )
+            except Exception:
+                # A receiver bug must cost one notification, never the thread.
+                logger.exception(
+                    "%s notification for %s failed", self.receiver.kind, item.worker_id
+                )
+            else:
+                logger.debug(
+                    "%s notification sent for %s -> %s",
+                    self.receiver.kind,
+                    item.worker_id,
+                    item.label,
+                )
+
+
+class Notifier:
+    """Decides which transitions deserve a notification and sends them without blocking; notes
+    from herding and the cycle go out the same way (:meth:`announce`).
+
+    ``tmux_message(text)`` shows ``text`` literally on the watched tmux server (the caller owns
+    tmux and its escaping); ``None`` turns tmux messages off. ``clock`` is monotonic seconds, for
+    the rate limit. ``receivers`` replaces the built-in ones (tests, other platforms).
+    """
+
+    def __init__(
+        self,
+        settings: NotifySettings,
+        tmux_message: Callable[[str], None] | None,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        receivers: Collection[Receiver] | None = None,
+    ) -> None:
+        self.settings = settings
+        self._clock = clock
+        if receivers is None:
+            built = [
+                tmux_receiver(tmux_message),
+                desktop_receiver(settings.timeout),
+                command_receiver(settings.notify_command, settings.timeout),
+            ]
+            receivers = [r for r in built if r is not None]
+        self._receivers = [r for r in receivers if r.kind in settings.kinds]
+        self._channels = [
+            _Channel(r, settings.queue_size) for r in self._receivers if not r.unavailable
+        ]
+        # Decided once per event, not per kind, so the rate limit stays per pane and state.
+        self._wanted: frozenset[State] = frozenset().union(
+            *(settings.states_for(r.kind) for r in self._receivers)
+        )
+        self._lock = threading.Lock()
+        self._last_transition: dict[str, tuple[State | None, State, float]] = {}
+        self._last_sent: dict[tuple[str, State], float] = {}
+        self._last_note: dict[tuple[str, str, str], float] = {}  # (pane, title, body) -> sent
+        self._closed = False
+
+    def startup_report(self) -> list[str]:
+        """One line per enabled receiver that cannot run here, for the daemon to log once."""
+        return [r.unavailable for r in self._receivers if r.unavailable]
+
+    @property
+    def active_kinds(self) -> list[str]:
+        return [c.receiver.kind for c in self._channels]
+
+    def should_notify(self, event: NotificationEvent) -> tuple[bool, str]:
+        """Decide, and record the decision; returns (send?, reason) for the log.
+
+        Not idempotent: a positive answer starts the pane's rate-limit window.
+        """
+        with self._lock:
+            if event.previous == event.state:
+                return False, "no_transition"
+            # The same transition handed over twice (a retried tick) still notifies once.
+            seen = (event.previous, event.state, event.ts)
+            if self._last_transition.get(event.worker_id) == seen:
+                return False, "duplicate"
+            self._last_transition[event.worker_id] = seen
+            if event.state not in self._wanted:
+                return False, "state_not_notified"
+            if event.previous is None and event.state is State.READY:
+                # First sight of a pane (daemon start): every idle pane would ping at once.
+                # A question or an error is news even then.
+                return False, "first_sight"
+            if self.settings.skip_focused and event.focused:
+                return False, "focused"
+            now = self._clock()
+            key = (event.worker_id, event.state)
+            sent = self._last_sent.get(key)
+            if sent is not None and now - sent < self.settings.min_interval:
+                return False, "rate_limited"
+            self._last_sent[key] = now
+            return True, "notify"
+
+    def forget(self, worker_id: str) -> None:
+        """Drop what is remembered about a pane that is gone, so memory follows live panes."""
+        with self._lock:
+            self._last_transition.pop(worker_id, None)
+            for key in [k for k in self._last_sent if k[0] == worker_id]:
+                del self._last_sent[key]
+            for note_key in [k for k in self._last_note if k[0] == worker_id]:
+                del self._last_note[note_key]
+
+    def on_transition(self, event: NotificationEvent) -> None:
+        """Called by the daemon for each transition; returns at once, never raises."""
+        self._send(event, self.should_notify,
+                   lambda kind: event.state in self.settings.states_for(kind))
+
+    def should_announce(self, event: NotificationEvent) -> tuple[bool, str]:
+        """Decide about a note, and record the decision; returns (send?, reason) for the log.
+
+        Notes are not transitions: they go to every enabled kind whatever its ``states``, and
+        the per-pane-and-state rate limit does not apply (a "needs you" right after a READY
+        must go out; herding's cooldown and max_nudges already bound the nudges). Only the very
+        same words for the same pane inside ``min_interval`` are dropped, so a decision that
+        flaps back and forth cannot ping on every tick.
+        """
+        with self._lock:
+            if event.note is None:
+                return False, "not_a_note"
+            if self.settings.skip_focused and event.focused:
+                return False, "focused"
+            msg = format_message(event)
+            now = self._clock()
+            key = (event.worker_id, msg.title, msg.body)
+            sent = self._last_note.get(key)
+            if sent is not None and now - sent < self.settings.min_interval:
+                return False, "repeated"
+            self._last_note[key] = now
+            return True, "notify"
+
+    def announce(self, event: NotificationEvent) -> None:
+        """Send a herd or cycle note (``event.note``); returns at once, never raises."""
+        self._send(event, self.should_announce, lambda kind: True)
+
+    def _send(
+        self,
+        event: NotificationEvent,
+        decide: Callable[[NotificationEvent], tuple[bool, str]],
+        wanted_by: Callable[[str], bool],
+    ) -> None:
+        try:
+            if self._closed:
+                logger.debug("notifier closed: ignored %s %s", event.worker_id, event.label)
+                return
+            ok, reason = decide(event)
+            if not ok:
+                logger.debug(
+                    "no notification for %s %s: %s", event.worker_id, event.label, reason
+                )
+                return
+            for channel in self._channels:
+                if wanted_by(channel.receiver.kind):
+                    channel.offer(event)
+        except Exception:
+            # The caller is the poll loop: a notification is never worth a tick.
+            logger.exception("notification for %s failed", event.worker_id)
+
+    def close(self, timeout: float = 10.0) -> bool:
+        """Deliver what is queued, then stop the workers; True if all stopped within ``timeout``.
+
+        Workers are daemon threads, so one still stuck past the timeout cannot keep the process
+        alive.
+        """
+        self._closed = True
+        deadline = time.monotonic() + timeout
+        for channel in self._channels:
+            with contextlib.suppress(queue.Full):
+                channel.queue.put(_STOP, timeout=max(0.0, deadline - time.monotonic()))
+        for channel in self._channels:
+            channel.thread.join(max(0.0, deadline - time.monotonic()))
+        stuck = [c.receiver.kind for c in self._channels if c.thread.is_alive()]
+        if stuck:
+            logger.warning("notifier closed with %s still sending", ", ".join(stuck))
+        return not stuck

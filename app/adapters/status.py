@@ -1,0 +1,152 @@
+"""The read side of the store for every command: workers, the watcher's liveness, lookup by id or
+name. Stdlib only, because the status line runs through here every few seconds."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from app.adapters.store import StoreReader
+from app.base.errors import PaneNotFound
+
+TYPE_CHECKING = False  # typing costs ~5 ms; this is on the status-line path
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+
+# The status is stale when the watcher's last finished cycle is older than this many intervals
+# (and at least STALE_MIN_S): hung, unable to write, or without a tmux server to poll.
+STALE_INTERVALS = 4
+STALE_MIN_S = 10.0
+
+
+class Snapshot:
+    __slots__ = ("interval", "last_cycle_ts", "watcher_pid", "watcher_problem", "workers")
+
+    def __init__(self, workers: list[dict[str, Any]], watcher_pid: int | None,
+                 watcher_problem: str | None, last_cycle_ts: float | None = None,
+                 interval: float | None = None) -> None:
+        self.workers = workers
+        self.watcher_pid = watcher_pid  # None: no live watcher
+        self.watcher_problem = watcher_problem
+        self.last_cycle_ts = last_cycle_ts
+        self.interval = interval
+
+    def stale_for(self, now: float) -> float | None:
+        """Seconds since the last cycle when that is too long ago for a live watcher; None while
+        fresh. A stopped watcher's states are always stale (since its last cycle)."""
+        if self.last_cycle_ts is None:
+            return None if self.watcher_pid is not None else 0.0
+        age = max(0.0, now - self.last_cycle_ts)
+        if self.watcher_pid is None:
+            return age
+        limit = max(STALE_MIN_S, STALE_INTERVALS * (self.interval or 0.0))
+        return age if age > limit else None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def watcher_pid(daemon: Mapping[str, Any] | None) -> int | None:
+    if not daemon or daemon.get("stopped_ts") or not daemon.get("pid"):
+        return None
+    pid = int(daemon["pid"])
+    return pid if _pid_alive(pid) else None
+
+
+def snapshot(workers_dir: str | Path) -> Snapshot:
+    reader = StoreReader(workers_dir)
+    try:
+        daemon = reader.daemon() or {}
+        return Snapshot(reader.workers(), watcher_pid(daemon), daemon.get("problem") or None,
+                        daemon.get("last_cycle_ts"), daemon.get("interval"))
+    finally:
+        reader.close()
+
+
+def find_worker(workers: list[dict[str, Any]], ident: str) -> dict[str, Any]:
+    """A worker by id, id prefix, tmux pane id (``%3``) or name; ambiguity is an error."""
+    for key in ("id", "pane_id", "name"):
+        exact = [w for w in workers if w.get(key) == ident]
+        if len(exact) > 1:
+            # A name reused after its first pane exited means the live one.
+            exact = [w for w in exact if w.get("state") != "EXITED"] or exact
+        if len(exact) == 1:
+            return exact[0]
+        if len(exact) > 1:
+            ids = ", ".join(w["id"] for w in exact)
+            raise PaneNotFound(f"{ident!r} names several panes ({ids}); use an id")
+    prefixed = [w for w in workers if str(w.get("id", "")).startswith(ident)] if ident else []
+    if len(prefixed) == 1:
+        return prefixed[0]
+    raise PaneNotFound(f"no pane with id or name {ident!r}; see `conductor pty status`")
+
+
+def short_line(workers_dir: str | Path, colour: bool = False) -> str:
+    """The tmux status-right line; never raises, so the status line stays clean."""
+    from app.adapters.store import StoreMissing
+    from app.base import render
+    from app.base.errors import ConductorError
+
+    try:
+        snap = snapshot(workers_dir)
+    except StoreMissing:
+        return "[conductor: no store]"
+    except ConductorError:
+        return "[conductor: store unreadable]"
+    if snap.watcher_pid is None:
+        return "[conductor: watcher stopped]"
+    import time
+
+    stale = snap.stale_for(time.time())
+    if stale is not None:
+        # Old states are worse than none on a status line: a READY there may be long over.
+        return f"[conductor: stale {render.coarse(stale)}]"
+    return render.short_line(snap.workers, colour=colour,
+                             style_spec=os.environ.get(render.ENV_STYLE)) or \
+        "[conductor: no panes]"
+
+
+def watcher_warnings(snap: Snapshot, now: float) -> list[str]:
+    """What ``status`` says on stderr about the watcher behind ``snap``, which the table itself
+    cannot show: not running, its own last problem, or states left stale."""
+    from app.base import render
+
+    if snap.watcher_pid is None:
+        return ["conductor pty: the watcher is not running; states may be stale "
+                "(start `conductor pty watch`)"]
+    lines = [f"conductor pty: {snap.watcher_problem}"] if snap.watcher_problem else []
+    stale = snap.stale_for(now)
+    if stale is not None:
+        lines.append(f"conductor pty: stale: the watcher's last cycle was "
+                     f"{render.duration(stale)} ago (hung, unable to write, or no tmux server)")
+    return lines
+
+
+def shown(workers: list[dict[str, Any]], now: float, exited_shown_s: float
+          ) -> list[dict[str, Any]]:
+    """What ``status`` lists: every pane but those EXITED longer than ``exited_shown_s`` ago."""
+    return [w for w in workers if w.get("state") != "EXITED"
+            or now - (w.get("state_entered_ts") or 0.0) < exited_shown_s]
+
+
+def next_needing_human(workers: list[dict[str, Any]], current_pane: str | None = None
+                       ) -> dict[str, Any] | None:
+    """The pane to go to next: NEEDS_CONFIRMATION first, then ERROR, then the READY pane that
+    has waited longest (the order of ``status``); None when nobody waits. The pane you are on
+    (``current_pane``, a tmux ``%N``) comes last, so pressing the key again moves on."""
+    from app.base import render
+
+    waiting = [w for w in render.by_attention(workers)
+               if w.get("state") in ("NEEDS_CONFIRMATION", "ERROR", "READY")]
+    others = [w for w in waiting if w.get("pane_id") != current_pane]
+    chosen = (others or waiting)[:1]
+    return dict(chosen[0]) if chosen else None

@@ -1,0 +1,675 @@
+"""The only SQLite user: ``status.db`` schema, migrations, the daemon's writer and the readers.
+
+One writer (the watcher, plus ``create`` registering a window) and any number of readers. Every
+connection uses WAL and a busy timeout, so readers never see "database is locked" while the
+watcher writes. The reader uses only the stdlib ``sqlite3`` (the status line starts it every few
+seconds; ``sqlite_utils`` costs ~150 ms to import), the writer uses sqlite-utils migrations.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import random
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+
+from app.base.errors import StoreError
+
+# typing costs ~5 ms to import; the status line imports this module on every refresh.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+    from sqlite_utils import Database
+    from sqlite_utils.db import Table
+    from sqlite_utils.migrations import Migrations
+
+DB_NAME = "status.db"
+BUSY_TIMEOUT_MS = 5000
+
+# Columns of status.json and of `status --json`, in display order.
+PUBLIC_FIELDS = (
+    "id", "name", "tmux_session", "tmux_window", "window_index", "pane_id", "cwd", "cli_type",
+    "state", "summary", "actions_needed", "confidence", "reasons", "rule_id", "classifier",
+    "state_entered_ts", "last_change_ts", "signals",
+    # Herding (app/herd): whether the watcher would nudge the pane now, else the gate that says
+    # no; and the pane's goal.
+    "eligible_for_herd", "herd_reason", "goal",
+    # The post-report cycle (app/cycle): the state of the pane's latest cycle, "" when none.
+    "cycle",
+)
+
+# Rows of the events table: what happened to a pane besides its screen. ``kind`` is "send" (our
+# own `send`) or "hook" (an agent CLI's hook); ``event`` is what the fusion rules read
+# (turn_start, working, turn_end, permission, idle, session_end, other, or "send").
+EVENT_KINDS = ("send", "hook")
+_MAX_SQL_INT = 2**63 - 1
+# app.base.model.State's values, spelled out: importing the model costs the status line several ms.
+KNOWN_STATES = ("READY", "BUSY", "NEEDS_CONFIRMATION", "ERROR", "UNKNOWN", "EXITED")
+
+
+def _migrations() -> Migrations:
+    from sqlite_utils.migrations import Migrations
+
+    migrations = Migrations("conductor_pty")
+
+    def table(db: Database, name: str) -> Table:
+        return db.table(name)
+
+    @migrations()
+    def m001_initial(db: Database) -> None:
+        table(db, "ptys").create({
+            "id": str, "name": str, "socket": str, "server_pid": int, "pane_id": str,
+            "tmux_session": str, "tmux_window": str, "window_index": int, "pane_index": int,
+            "cwd": str, "cli_type": str, "cli_forced": str, "command": str, "created_by": str,
+            "first_seen_ts": float, "last_seen_ts": float,
+        }, pk="id")
+        table(db, "status").create({
+            "id": str, "state": str, "summary": str, "actions_needed": str, "confidence": int,
+            "reasons": str, "rule_id": str, "classifier": str, "last_snapshot_hash": str,
+            "state_entered_ts": float, "last_change_ts": float,
+            "stable_count": int,
+        }, pk="id")
+        table(db, "status_history").create({
+            "seq": int, "id": str, "ts": float, "state": str, "previous_state": str,
+            "summary": str, "actions_needed": str, "reasons": str, "rule_id": str,
+            "classifier": str, "confidence": int,
+        }, pk="seq")
+        table(db, "status_history").create_index(["id", "ts"])
+        table(db, "daemon").create({
+            "name": str, "pid": int, "socket": str, "interval": float, "started_ts": float,
+            "last_cycle_ts": float, "stopped_ts": float, "problem": str,
+        }, pk="name")
+
+    @migrations()
+    def m002_events_and_signals(db: Database) -> None:
+        # Hooks know their pane only as tmux does (TMUX_PANE plus the server pid from $TMUX), not
+        # by our id: the watcher maps (server_pid, pane_id) to its panes.
+        table(db, "events").create({
+            "seq": int, "ts": float, "kind": str, "event": str, "name": str, "cli": str,
+            "pane_id": str, "server_pid": int, "socket": str, "session_id": str, "detail": str,
+        }, pk="seq")
+        table(db, "events").create_index(["server_pid", "pane_id", "seq"])
+        table(db, "status").add_column("signals", str)
+
+    @migrations()
+    def m003_herding(db: Database) -> None:
+        # One row per pane someone opted in or gave a goal: the CLI writes the opt-in columns,
+        # the watcher the counters, each only its own (upserts name their columns).
+        table(db, "herd").create({
+            "id": str, "enabled": int, "rules": str, "dry_run": int, "goal": str,
+            "nudges": int, "last_nudge_ts": float, "turn": int, "updated_ts": float,
+        }, pk="id")
+        # Every herding decision that differed from the pane's previous one, and every nudge.
+        table(db, "nudges").create({
+            "seq": int, "id": str, "ts": float, "name": str, "eligible": int, "outcome": str,
+            "reason": str, "rule_id": str, "text": str, "state": str, "detail": str,
+        }, pk="seq")
+        table(db, "nudges").create_index(["id", "seq"])
+        table(db, "status").add_column("herd_eligible", int)
+        table(db, "status").add_column("herd_reason", str)
+
+    @migrations()
+    def m004_jobs(db: Database) -> None:
+        # Work for the daemon that outlives the command asking for it: queued messages
+        # (kind "message") and post-report cycles (kind "cycle"). Written by `send --queue`,
+        # `report`, `pause`/`resume` and the MCP server; advanced by the watcher.
+        table(db, "jobs").create({
+            "seq": int, "id": str, "kind": str, "state": str, "text": str, "wait_cmd": str,
+            "origin": str, "created_ts": float, "state_ts": float, "expires_ts": float,
+            "done_ts": float, "detail": str, "exit_code": int, "output": str,
+            "decision": str, "directive": str, "timeline": str,
+        }, pk="seq")
+        table(db, "jobs").create_index(["id", "seq"])
+        table(db, "jobs").create_index(["state"])
+        # What the assessor reads: the agent's reports and our directives, bounded per pane.
+        table(db, "transcript").create({
+            "seq": int, "id": str, "ts": float, "kind": str, "text": str,
+        }, pk="seq")
+        table(db, "transcript").create_index(["id", "seq"])
+        table(db, "status").add_column("cycle", str)
+
+    return migrations
+
+
+def db_path(workers_dir: str | Path) -> str:
+    return os.path.join(workers_dir, DB_NAME)
+
+
+CREATE_LOCK_NAME = "store.lock"
+# O_NOFOLLOW: a link planted in a shared store folder must not make us write through it.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def make_private_dir(path: str | Path) -> None:
+    """Create the store folder (and its parents) as 0700; refuse one that is a symlink."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    if os.path.islink(path):
+        raise OSError(f"{path} is a symbolic link; the store folder must be a real folder")
+
+
+def open_private(path: str, flags: int) -> int:
+    """``os.open`` for our own files: created 0600, never through a symbolic link."""
+    try:
+        return os.open(path, flags | os.O_CREAT | _NOFOLLOW, 0o600)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise OSError(f"{path} is a symbolic link; refusing to open it") from exc
+        raise
+
+
+def _refuse_link(path: str) -> None:
+    if os.path.islink(path):
+        raise StoreError(f"status store {path} is a symbolic link; refusing to open it")
+
+
+class StoreMissing(StoreError):
+    """There is no status.db yet."""
+
+
+def _configure(conn: sqlite3.Connection) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+
+class StoreLocked(StoreError):
+    """Another process held the database past the busy timeout (or SQLite would not wait)."""
+
+
+def _locked(exc: sqlite3.Error, path: str) -> StoreError:
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return StoreLocked(f"status store {path} is locked by another process; try again")
+    return StoreError(f"status store {path}: {text}")
+
+
+def _check_not_newer(conn: sqlite3.Connection, path: str) -> None:
+    """Refuse a database a newer release migrated: this one would misread its tables (and
+    every cycle would fail) rather than say so once."""
+    try:
+        applied = {row[0] for row in conn.execute(
+            "SELECT name FROM _sqlite_migrations WHERE migration_set = 'conductor_pty'")}
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return  # a new or pre-migrations store
+        raise
+    unknown = applied - {m.name for m in _migrations()._migrations}
+    if unknown:
+        raise StoreError(f"status store {path} was written by a newer conductor pty (migration "
+                         f"{', '.join(sorted(unknown))}); upgrade conductor pty, or point "
+                         "--workers-dir at another folder")
+    states = {row[0] for row in conn.execute("SELECT DISTINCT state FROM status")}
+    strange = sorted(str(s) for s in states - set(KNOWN_STATES) - {None})
+    if strange:
+        raise StoreError(f"status store {path} holds states this release does not know "
+                         f"({', '.join(strange)[:80]}): it was written by a newer conductor pty; "
+                         "upgrade, or point --workers-dir at another folder")
+
+
+class HistoryRow:
+    __slots__ = ("id", "previous_state", "reasons", "seq", "state", "summary", "ts")
+
+    def __init__(self, seq: int, id: str, ts: float, state: str, previous_state: str | None,
+                 summary: str, reasons: list[str]) -> None:
+        self.seq, self.id, self.ts, self.state = seq, id, ts, state
+        self.previous_state, self.summary, self.reasons = previous_state, summary, reasons
+
+
+class StoreWriter:
+    """The watcher's (and ``create``'s) handle on the store."""
+
+    def __init__(self, workers_dir: Path) -> None:
+        from sqlite_utils import Database
+
+        self.workers_dir = workers_dir
+        self.path = db_path(workers_dir)
+        lock_fd = -1
+        try:
+            make_private_dir(workers_dir)
+            # Creating and migrating the schema is serialised between processes: ten hooks
+            # firing at once on a new store would otherwise race inside the migrations.
+            lock_fd = open_private(os.path.join(workers_dir, CREATE_LOCK_NAME), os.O_RDWR)
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            # Created here, 0600 and not through a link, before SQLite opens it: its -wal and
+            # -shm files take the database file's permissions.
+            os.close(open_private(self.path, os.O_RDWR))
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
+                                   isolation_level=None, check_same_thread=False)
+            try:
+                _configure(conn)
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                # Plugins installed in the user's environment must not touch our database.
+                self.db = Database(conn, execute_plugins=False)
+                _check_not_newer(conn, self.path)
+                _migrations().apply(self.db)
+            except BaseException:
+                conn.close()
+                raise
+        except sqlite3.Error as exc:
+            raise _locked(exc, self.path) from exc
+        except OSError as exc:
+            raise StoreError(f"cannot create the status store in {workers_dir}: "
+                             f"{exc.strerror or exc}") from exc
+        finally:
+            if lock_fd >= 0:
+                os.close(lock_fd)  # drops the flock
+        self.conn = conn
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+                self.conn.execute("COMMIT")
+            except BaseException:
+                # A failed COMMIT (disk full) may or may not have ended the transaction.
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise _locked(exc, self.path) from exc
+        except OverflowError as exc:  # an integer SQLite cannot hold (a setting out of range)
+            raise StoreError(f"status store {self.path}: {exc}") from exc
+
+    def upsert_pty(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
+        _insert(conn, "ptys", row, conflict_key="id")
+
+    def upsert_status(self, conn: sqlite3.Connection, rows: Iterable[Mapping[str, Any]]) -> None:
+        for row in rows:
+            _insert(conn, "status", row, conflict_key="id")
+
+    def add_history(self, conn: sqlite3.Connection, rows: Iterable[Mapping[str, Any]]) -> None:
+        for row in rows:
+            _insert(conn, "status_history", row)
+
+    def remove(self, conn: sqlite3.Connection, ids: Iterable[str]) -> None:
+        for worker_id in ids:
+            for table in ("ptys", "status", "status_history"):
+                conn.execute(f"DELETE FROM {table} WHERE id = ?", (worker_id,))
+
+    def heartbeat(self, conn: sqlite3.Connection, **fields: Any) -> None:
+        _insert(conn, "daemon", {"name": "watch", **fields}, conflict_key="name")
+
+    def prune_history(self, conn: sqlite3.Connection, keep_per_pane: int,
+                      older_than_ts: float) -> None:
+        """Bound the history: at most ``keep_per_pane`` rows per pane, none older than the cut-off
+        (the newest row of each pane is kept whatever its age)."""
+        keep_per_pane = min(keep_per_pane, _MAX_SQL_INT)
+        older_than_ts = max(older_than_ts, -1e300)
+        conn.execute(
+            "DELETE FROM status_history WHERE ts < ? AND seq NOT IN "
+            "(SELECT MAX(seq) FROM status_history GROUP BY id)",
+            (older_than_ts,),
+        )
+        conn.execute(
+            "DELETE FROM status_history WHERE seq IN (SELECT seq FROM (SELECT seq, ROW_NUMBER() "
+            "OVER (PARTITION BY id ORDER BY seq DESC) AS n FROM status_history) WHERE n > ?)",
+            (keep_per_pane,),
+        )
+        conn.execute("DELETE FROM events WHERE ts < ?", (older_than_ts,))
+
+    def events_after(self, seq: int) -> list[dict[str, Any]]:
+        return _events(self.conn, "SELECT * FROM events WHERE seq > ? ORDER BY seq", (seq,))
+
+    def add_event(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
+        _insert(conn, "events", row)
+
+    # --- herding (app/herd) ---------------------------------------------------------------------
+
+    def herd_rows(self) -> dict[str, dict[str, Any]]:
+        return {row["id"]: row for row in _events(self.conn, "SELECT * FROM herd", ())}
+
+    def upsert_herd(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
+        _insert(conn, "herd", row, conflict_key="id")
+
+    def add_nudge(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
+        _insert(conn, "nudges", row)
+
+    def forget_herd(self, conn: sqlite3.Connection, ids: Iterable[str]) -> None:
+        """A pane that is gone takes its opt-in and counters with it; its log ages out."""
+        for worker_id in ids:
+            conn.execute("DELETE FROM herd WHERE id = ?", (worker_id,))
+
+    def prune_nudges(self, conn: sqlite3.Connection, older_than_ts: float) -> None:
+        conn.execute("DELETE FROM nudges WHERE ts < ?", (older_than_ts,))
+
+    def person_sends(self, since_ts: float) -> dict[tuple[str, int | None], float]:
+        """The newest send from anyone but the herd, per (pane_id, server_pid), after a time."""
+        rows = self.conn.execute(
+            "SELECT pane_id, server_pid, MAX(ts) FROM events WHERE kind = 'send' AND "
+            "COALESCE(name, '') != 'herd' AND ts > ? GROUP BY pane_id, server_pid", (since_ts,))
+        return {(row[0], row[1]): row[2] for row in rows}
+
+    # --- jobs and the transcript (app/cycle) -------------------------------------------------
+
+    def add_job(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> int:
+        _insert(conn, "jobs", row)
+        return int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
+
+    def update_job(self, conn: sqlite3.Connection, seq: int, fields: Mapping[str, Any]) -> None:
+        _insert(conn, "jobs", {"seq": seq, **fields}, conflict_key="seq")
+
+    def open_jobs(self, states: Iterable[str] = ()) -> list[dict[str, Any]]:
+        """Jobs in one of ``states`` (default: every job not finished), oldest first."""
+        wanted = list(states)
+        if not wanted:
+            return _events(self.conn, "SELECT * FROM jobs WHERE done_ts IS NULL ORDER BY seq", ())
+        marks = ", ".join("?" for _ in wanted)
+        return _events(self.conn, f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY seq",
+                       tuple(wanted))
+
+    def latest_cycles(self) -> dict[str, dict[str, Any]]:
+        """The newest cycle job of every pane that has one."""
+        rows = _events(self.conn, "SELECT * FROM jobs WHERE seq IN (SELECT MAX(seq) FROM jobs "
+                       "WHERE kind = 'cycle' GROUP BY id)", ())
+        return {row["id"]: row for row in rows}
+
+    def add_transcript(self, conn: sqlite3.Connection, row: Mapping[str, Any],
+                       keep: int) -> None:
+        """One report or directive; the pane keeps only its newest ``keep`` entries."""
+        _insert(conn, "transcript", row)
+        conn.execute("DELETE FROM transcript WHERE id = ? AND seq NOT IN (SELECT seq FROM "
+                     "transcript WHERE id = ? ORDER BY seq DESC LIMIT ?)",
+                     (row["id"], row["id"], keep))
+
+    def transcript(self, worker_id: str) -> list[dict[str, Any]]:
+        return _events(self.conn, "SELECT * FROM transcript WHERE id = ? ORDER BY seq",
+                       (worker_id,))
+
+    def prune_jobs(self, conn: sqlite3.Connection, older_than_ts: float) -> None:
+        conn.execute("DELETE FROM jobs WHERE done_ts IS NOT NULL AND done_ts < ? AND seq NOT IN "
+                     "(SELECT MAX(seq) FROM jobs WHERE kind = 'cycle' GROUP BY id)",
+                     (older_than_ts,))
+
+    def known_ids(self) -> set[str]:
+        return {row[0] for row in self.conn.execute("SELECT id FROM ptys")}
+
+    def live_ids(self) -> set[str]:
+        """Panes not yet given their final EXITED row."""
+        return {row[0] for row in self.conn.execute(
+            "SELECT p.id FROM ptys p LEFT JOIN status s ON s.id = p.id "
+            "WHERE s.state IS NULL OR s.state != 'EXITED'")}
+
+    def prune_exited(self, conn: sqlite3.Connection, older_than_ts: float) -> list[str]:
+        """Remove the panes that exited before the cut-off, with their history; their ids."""
+        ids = [row[0] for row in conn.execute(
+            "SELECT id FROM status WHERE state = 'EXITED' AND state_entered_ts < ?",
+            (older_than_ts,))]
+        self.remove(conn, ids)
+        return ids
+
+    def pty(self, worker_id: str) -> dict[str, Any] | None:
+        cursor = self.conn.execute("SELECT * FROM ptys WHERE id = ?", (worker_id,))
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        return dict(zip([d[0] for d in cursor.description], row, strict=True))
+
+    def statuses(self) -> dict[str, dict[str, Any]]:
+        cursor = self.conn.execute("SELECT * FROM status")
+        names = [d[0] for d in cursor.description]
+        return {row[0]: dict(zip(names, row, strict=True)) for row in cursor}
+
+
+def _events(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]
+            ) -> list[dict[str, Any]]:
+    cursor = conn.execute(sql, params)
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor]
+
+
+# How long a hook keeps trying to record its event while others hold or create the store.
+RECORD_RETRY_S = 10.0
+
+
+def record_event(workers_dir: str, row: Mapping[str, Any]) -> None:
+    """Append one row to the events table, creating the store if there is none yet.
+
+    Stdlib only on the usual path, and one short transaction: ``conductor pty hook`` runs this
+    inside the agent's own hook, which waits for it. A locked store is tried again for
+    RECORD_RETRY_S: a dozen hooks firing at once on a new store can see SQLite give up at once
+    while the creator switches the journal to WAL, and a lost event would be a lost turn end.
+    """
+    deadline = time.monotonic() + RECORD_RETRY_S
+    while True:
+        try:
+            _record_event_once(workers_dir, row)
+            return
+        except StoreLocked:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(random.uniform(0.02, 0.15))  # apart, so they do not collide again
+
+
+def _record_event_once(workers_dir: str, row: Mapping[str, Any]) -> None:
+    path = db_path(workers_dir)
+    if os.path.exists(path):
+        _refuse_link(path)
+        try:
+            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            try:
+                _configure(conn)
+                conn.execute("BEGIN IMMEDIATE")
+                _insert(conn, "events", row)
+                conn.execute("COMMIT")
+                return
+            finally:
+                conn.close()
+        except sqlite3.OperationalError as exc:
+            # A store another process is still creating has no tables yet, and while it turns
+            # its journal to WAL SQLite can answer "locked" without waiting: the way below
+            # queues behind the creator's lock instead.
+            text = str(exc)
+            if not any(word in text for word in ("no such table", "locked", "busy")):
+                raise _locked(exc, path) from exc
+        except sqlite3.Error as exc:
+            raise _locked(exc, path) from exc
+    from pathlib import Path
+
+    writer = StoreWriter(Path(workers_dir))  # creates the store and brings its schema up to date
+    try:
+        with writer.transaction() as conn:
+            writer.add_event(conn, row)
+    finally:
+        writer.close()
+
+
+def _insert(conn: sqlite3.Connection, table: str, row: Mapping[str, Any],
+            conflict_key: str | None = None) -> None:
+    """One row; with ``conflict_key``, an upsert that updates only the columns given (so a caller
+    never blanks a column it did not mention). Table and column names are ours, never input."""
+    columns = list(row)
+    sql = (f"INSERT INTO {table} ({', '.join(columns)}) "
+           f"VALUES ({', '.join('?' for _ in columns)})")
+    if conflict_key is not None:
+        updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != conflict_key)
+        sql += f" ON CONFLICT({conflict_key}) DO UPDATE SET {updates}"
+    conn.execute(sql, [_cell(row[c]) for c in columns])
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        # Reason codes are identifiers, stored space-separated: readers on the status-line path
+        # then need no json module (~10 ms with its imports).
+        return " ".join(str(v) for v in value)
+    return value
+
+
+class StoreReader:
+    """Read-only access for every CLI command and the status line (stdlib sqlite3 only)."""
+
+    def __init__(self, workers_dir: str | Path) -> None:
+        self.path = db_path(workers_dir)
+        try:
+            os.stat(self.path)
+        except PermissionError:
+            # Another user's private store: it may well exist, but we may not look inside.
+            raise StoreError(f"cannot read the status store {self.path}: permission denied"
+                             ) from None
+        except OSError:
+            raise StoreMissing(f"no status store at {self.path}: start `conductor pty watch` "
+                               "first") from None
+        _refuse_link(self.path)
+        try:
+            self.conn = self._open("mode=ro")
+        except sqlite3.OperationalError as exc:
+            # A read-only mount, or another user's store: SQLite cannot create the WAL's shared
+            # memory file beside it. Opened as immutable it reads the main file without it.
+            if os.access(os.path.dirname(self.path), os.W_OK):
+                raise _locked(exc, self.path) from exc
+            try:
+                self.conn = self._open("mode=ro&immutable=1")
+            except sqlite3.Error as again:
+                raise _locked(again, self.path) from again
+        except sqlite3.Error as exc:
+            raise _locked(exc, self.path) from exc
+
+    def _open(self, options: str) -> sqlite3.Connection:
+        # urllib.parse would cost the status line ~8 ms: these are the characters a URI path
+        # cannot carry as they are.
+        quoted = self.path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+        conn = sqlite3.connect(f"file:{quoted}?{options}", uri=True,
+                               timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            _configure(conn)
+            conn.row_factory = sqlite3.Row
+            conn.execute("SELECT 1 FROM ptys LIMIT 1")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        try:
+            return self.conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise _locked(exc, self.path) from exc
+
+    def workers(self) -> list[dict[str, Any]]:
+        """Every known pane with its status, as plain dicts with :data:`PUBLIC_FIELDS`."""
+        rows = self._query(
+            "SELECT p.id, p.name, p.tmux_session, p.tmux_window, p.window_index, p.pane_id, "
+            "p.cwd, p.cli_type, s.state, s.summary, s.actions_needed, s.confidence, s.reasons, "
+            "s.rule_id, s.classifier, s.state_entered_ts, s.last_change_ts, s.signals, "
+            "s.herd_eligible, s.herd_reason, h.goal, s.cycle "
+            "FROM ptys p LEFT JOIN status s ON s.id = p.id LEFT JOIN herd h ON h.id = p.id "
+            "ORDER BY p.tmux_session, "
+            "p.window_index, p.pane_index"
+        )
+        return [public_row(dict(row)) for row in rows]
+
+    def history(self, worker_id: str, after_seq: int = 0, limit: int | None = None
+                ) -> list[HistoryRow]:
+        sql = "SELECT * FROM status_history WHERE id = ? AND seq > ? ORDER BY seq DESC"
+        params: tuple[Any, ...] = (worker_id, after_seq)
+        if limit is not None:
+            sql += " LIMIT ?"
+            params += (limit,)
+        rows = self._query(sql, params)
+        return [
+            HistoryRow(seq=r["seq"], id=r["id"], ts=r["ts"], state=r["state"],
+                       previous_state=r["previous_state"], summary=r["summary"] or "",
+                       reasons=_codes(r["reasons"]))
+            for r in reversed(rows)
+        ]
+
+    def pty(self, worker_id: str) -> dict[str, Any] | None:
+        rows = self._query("SELECT * FROM ptys WHERE id = ?", (worker_id,))
+        return dict(rows[0]) if rows else None
+
+    def status(self, worker_id: str) -> dict[str, Any] | None:
+        """The raw status row (with the screen hash the watcher judged), not the public view."""
+        rows = self._query("SELECT * FROM status WHERE id = ?", (worker_id,))
+        return dict(rows[0]) if rows else None
+
+    def events(self, pane_id: str, server_pid: int | None, after_seq: int = 0
+               ) -> list[dict[str, Any]]:
+        """The events of one pane, oldest first (none when the store predates events)."""
+        try:
+            return _events(self.conn, "SELECT * FROM events WHERE pane_id = ? AND "
+                           "(server_pid = ? OR ? IS NULL) AND seq > ? ORDER BY seq",
+                           (pane_id, server_pid, server_pid, after_seq))
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return []
+            raise _locked(exc, self.path) from exc
+        except sqlite3.Error as exc:
+            raise _locked(exc, self.path) from exc
+
+    def daemon(self) -> dict[str, Any] | None:
+        rows = self._query("SELECT * FROM daemon WHERE name = 'watch'")
+        return dict(rows[0]) if rows else None
+
+    def herd(self) -> dict[str, dict[str, Any]]:
+        """Every herd row (opt-in, rules, goal, counters) by pane id."""
+        return {row["id"]: dict(row) for row in self._query("SELECT * FROM herd")}
+
+    def jobs(self, worker_id: str | None = None, open_only: bool = False,
+             limit: int | None = None) -> list[dict[str, Any]]:
+        """Queued messages and cycles, oldest first (the newest ``limit`` when given)."""
+        sql = "SELECT * FROM jobs WHERE 1"
+        params: tuple[Any, ...] = ()
+        if worker_id is not None:
+            sql += " AND id = ?"
+            params += (worker_id,)
+        if open_only:
+            sql += " AND done_ts IS NULL"
+        sql += " ORDER BY seq DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params += (limit,)
+        return [dict(row) for row in reversed(self._query(sql, params))]
+
+    def transcript(self, worker_id: str) -> list[dict[str, Any]]:
+        return [dict(row) for row in self._query(
+            "SELECT * FROM transcript WHERE id = ? ORDER BY seq", (worker_id,))]
+
+    def nudges(self, worker_id: str | None = None, after_seq: int = 0,
+               limit: int | None = None) -> list[dict[str, Any]]:
+        """The herding decisions log, oldest first (the newest ``limit`` when given)."""
+        sql = "SELECT * FROM nudges WHERE seq > ?"
+        params: tuple[Any, ...] = (after_seq,)
+        if worker_id is not None:
+            sql += " AND id = ?"
+            params += (worker_id,)
+        sql += " ORDER BY seq DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params += (limit,)
+        return [dict(row) for row in reversed(self._query(sql, params))]
+
+
+def _codes(text: str | None) -> list[str]:
+    return text.split() if text else []
+
+
+def public_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    out = {field: row.get(field) for field in PUBLIC_FIELDS}
+    reasons = row.get("reasons")
+    out["reasons"] = _codes(reasons) if isinstance(reasons, str) or reasons is None \
+        else list(reasons)
+    signals = row.get("signals")
+    out["signals"] = _codes(signals) if isinstance(signals, str) or signals is None \
+        else list(signals)
+    out["state"] = out["state"] or "UNKNOWN"
+    eligible = row.get("herd_eligible", row.get("eligible_for_herd"))
+    out["eligible_for_herd"] = bool(eligible) if eligible is not None else False
+    out["herd_reason"] = row.get("herd_reason") or ""
+    if out["state"] == "EXITED":
+        # The final row of a gone pane is written without the herd's step: no stale "eligible".
+        out["eligible_for_herd"], out["herd_reason"] = False, "pane_exited"
+    out["cycle"] = out["cycle"] or ""
+    out["summary"] = out["summary"] or ""
+    out["actions_needed"] = out["actions_needed"] or ""
+    return out

@@ -1,0 +1,638 @@
+"""The only module that talks to tmux.
+
+The poll loop uses raw, batched tmux invocations (one ``list-panes -a`` and one chained
+``capture-pane`` per ~100 panes), which a benchmark showed cost a few ms per cycle where one
+subprocess or libtmux call per pane costs several ms *per pane*. Creating windows and switching use
+libtmux, imported lazily because the status-line path must not pay for it. Control-mode clients
+(``ControlMode``, one ``tmux -C`` per session) tell the watcher which panes printed; libtmux has
+no parser for that protocol, and the few lines we need are parsed here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from app.base.errors import PaneNotFound, TmuxError, TmuxServerNotRunning
+from app.base.model import Pane
+
+if TYPE_CHECKING:
+    import libtmux
+
+log = logging.getLogger(__name__)
+
+_SEP = "\x1f"
+_PANE_FIELDS = (
+    "pane_id", "session_name", "window_id", "window_index", "window_name", "pane_index",
+    "window_panes", "pane_current_path", "pane_current_command", "pane_pid", "pane_dead",
+    "pane_dead_status", "pane_width", "pane_height", "window_activity", "cursor_x", "cursor_y",
+    "history_size", "pane_in_mode", "pane_active", "window_active", "pid",
+    "session_id", "destroy-unattached",
+    "pane_title",  # title last: it may hold anything
+)
+_LIST_FORMAT = _SEP.join(f"#{{{name}}}" for name in _PANE_FIELDS)
+# Listed in the same tmux call as the panes: a row starting with this is a client, not a pane
+# (pane rows start with the pane id, "%N").
+_CLIENT_ROW = "client"
+_CLIENT_FORMAT = _SEP.join((_CLIENT_ROW, "#{client_control_mode}", "#{session_name}"))
+_CAPTURE_BATCH = 100
+_TIMEOUT_S = 10.0
+_NO_SERVER_MARKERS = ("no server running", "error connecting to", "failed to connect to server",
+                      "server exited", "lost server")
+
+
+@dataclass(frozen=True)
+class PaneListing:
+    server_pid: int
+    panes: list[Pane]
+
+
+def _to_int(text: str, default: int = 0) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return default
+
+
+class Tmux:
+    """One tmux server, named by socket name (``-L``) or socket path (``-S``); neither means the
+    user's default server."""
+
+    def __init__(self, socket_name: str | None = None, socket_path: str | None = None) -> None:
+        self.socket_name = socket_name or None
+        self.socket_path = socket_path or None
+        self._binary = shutil.which("tmux") or "tmux"
+
+    @property
+    def label(self) -> str:
+        return self.socket_path or self.socket_name or "default"
+
+    def _argv(self, args: Sequence[str]) -> list[str]:
+        argv = [self._binary]
+        if self.socket_path:
+            argv += ["-S", self.socket_path]
+        elif self.socket_name:
+            argv += ["-L", self.socket_name]
+        return argv + list(args)
+
+    def run(self, *args: str, check: bool = True, stdin: str | None = None
+            ) -> subprocess.CompletedProcess[str]:
+        """Run one tmux command line; raise a one-line :class:`TmuxError` when it fails."""
+        env = dict(os.environ)
+        # Inside a tmux pane, TMUX would make some commands target the caller's server/client.
+        env.pop("TMUX", None)
+        try:
+            done = subprocess.run(
+                self._argv(args), capture_output=True, text=True, errors="replace",
+                timeout=_TIMEOUT_S, env=env, check=False, input=stdin,
+                stdin=subprocess.DEVNULL if stdin is None else None,
+            )
+        except FileNotFoundError:
+            raise TmuxError("tmux is not installed (no 'tmux' on PATH)") from None
+        except subprocess.TimeoutExpired:
+            raise TmuxError(f"tmux {args[0]} did not answer within {_TIMEOUT_S:.0f} s") from None
+        if check and done.returncode != 0:
+            raise self._error(args[0], done.stderr)
+        return done
+
+    def _error(self, command: str, stderr: str) -> TmuxError:
+        message = " ".join(stderr.split()) or "failed"
+        if any(marker in message for marker in _NO_SERVER_MARKERS):
+            return TmuxServerNotRunning(f"no tmux server running on socket {self.label}")
+        return TmuxError(f"tmux {command}: {message}")
+
+    def is_running(self) -> bool:
+        return self.run("list-sessions", check=False).returncode == 0
+
+    # --- polling -------------------------------------------------------------------------------
+
+    def list_panes(self) -> PaneListing:
+        """Every pane of every session and window, in one tmux call."""
+        out = self.run("list-clients", "-F", _CLIENT_FORMAT, ";",
+                       "list-panes", "-a", "-F", _LIST_FORMAT).stdout
+        panes: list[Pane] = []
+        server_pid = 0
+        # Sessions a person looks at. Control-mode clients (ours among them) count in
+        # #{session_attached} but show nothing to anybody.
+        viewed: set[str] = set()
+        pending = ""
+        for line in out.split("\n"):
+            if not pending and line.startswith(_CLIENT_ROW):
+                client = line.split(_SEP, 2)
+                if len(client) == 3 and client[1] != "1":
+                    viewed.add(client[2])
+                continue
+            # A window or pane title may hold a newline (rename-window, a program's title
+            # escape; tmux before 3.3 prints it raw): such a row arrives over several lines
+            # and is joined back together.
+            row = f"{pending}\n{line}" if pending else line
+            parts = row.split(_SEP)
+            if len(parts) > len(_PANE_FIELDS) and pending:
+                row, parts = line, line.split(_SEP)  # the pending piece was debris, not a row
+            if len(parts) < len(_PANE_FIELDS):
+                pending = row
+                continue
+            pending = ""
+            if len(parts) != len(_PANE_FIELDS):
+                log.debug("skipping unparsable list-panes row %r", row)
+                continue
+            f = dict(zip(_PANE_FIELDS, parts, strict=True))
+            server_pid = _to_int(f["pid"])
+            dead = f["pane_dead"] == "1"
+            panes.append(Pane(
+                pane_id=f["pane_id"],
+                session_name=f["session_name"],
+                window_id=f["window_id"],
+                window_index=_to_int(f["window_index"]),
+                window_name=f["window_name"],
+                pane_index=_to_int(f["pane_index"]),
+                window_panes=_to_int(f["window_panes"], 1),
+                cwd=f["pane_current_path"],
+                current_command=f["pane_current_command"],
+                pid=_to_int(f["pane_pid"]),
+                title=f["pane_title"],
+                dead=dead,
+                dead_status=_to_int(f["pane_dead_status"]) if dead and f["pane_dead_status"]
+                else None,
+                width=_to_int(f["pane_width"]),
+                height=_to_int(f["pane_height"]),
+                activity=_to_int(f["window_activity"]),
+                cursor_x=_to_int(f["cursor_x"]),
+                cursor_y=_to_int(f["cursor_y"]),
+                history_size=_to_int(f["history_size"]),
+                in_mode=f["pane_in_mode"] == "1",
+                # The pane a person sees: the active pane of the active window of a session
+                # with a client attached.
+                focused=f["pane_active"] == "1" and f["window_active"] == "1"
+                and f["session_name"] in viewed,
+                session_id=f["session_id"],
+                # "1" in tmux 3.3; "on", "keep-last", "keep-group" in later versions.
+                destroy_unattached=f["destroy-unattached"] not in ("", "0", "off"),
+            ))
+        return PaneListing(server_pid=server_pid, panes=panes)
+
+    def capture(self, pane_ids: Sequence[str]) -> dict[str, str]:
+        """The visible screen of each pane, captured in as few tmux calls as possible.
+
+        A pane that vanished between listing and capture is left out of the result (tmux stops a
+        command sequence at the first failing command, so the rest is retried without it).
+        """
+        screens: dict[str, str] = {}
+        pending = list(pane_ids)
+        while pending:
+            batch, pending = pending[:_CAPTURE_BATCH], pending[_CAPTURE_BATCH:]
+            leftover = self._capture_batch(batch, screens)
+            pending = leftover + pending
+        return screens
+
+    def _capture_batch(self, batch: list[str], screens: dict[str, str]) -> list[str]:
+        # Plain ASCII: tmux may escape control characters depending on the client locale.
+        marker = f"<<conductor-{secrets.token_hex(8)}>>"
+        args: list[str] = []
+        for index, pane_id in enumerate(batch):
+            if args:
+                args.append(";")
+            # The marker carries the batch index, not the pane id: display-message runs its text
+            # through strftime, which mangles "%3".
+            args += ["display-message", "-p", f"{marker} {index}", ";",
+                     "capture-pane", "-p", "-t", pane_id]
+        done = self.run(*args, check=False)
+        current: str | None = None
+        lines: list[str] = []
+        captured: list[str] = []
+
+        def flush() -> None:
+            if current is not None:
+                screens[current] = "\n".join(lines)
+                captured.append(current)
+
+        for line in done.stdout.split("\n"):
+            if line.startswith(marker):
+                flush()
+                current, lines = batch[int(line[len(marker) + 1:])], []
+            else:
+                lines.append(line)
+        if done.returncode == 0:
+            flush()
+            return []
+        error = self._error("capture-pane", done.stderr)
+        if isinstance(error, TmuxServerNotRunning):
+            raise error
+        # The last marker printed belongs to the pane whose capture failed.
+        failed = current
+        if failed is None:
+            raise error
+        log.info("pane %s vanished during capture (%s)", failed, error)
+        index = batch.index(failed)
+        return batch[index + 1:]
+
+    # --- acting on panes -----------------------------------------------------------------------
+
+    def display_message(self, text: str) -> None:
+        """Show a message on every client attached to the server (no client: nothing to do)."""
+        for client in self._clients():
+            # tmux expands formats in the text; doubled '#' prints literally. -d: tmux's default
+            # display-time (750 ms) is too short to notice.
+            self.run("display-message", "-c", client, "-d", "5000", text.replace("#", "##"),
+                     check=False)
+
+    def _libtmux_server(self) -> libtmux.Server:
+        import libtmux
+
+        return libtmux.Server(socket_name=self.socket_name, socket_path=self.socket_path)
+
+    def new_window(self, directory: str, name: str, command: str | None,
+                   session_name: str | None = None, remain_on_exit: bool = False) -> Pane:
+        """A new window rooted in ``directory``, in the session the caller sits in, else the most
+        recently used session, else a new ``conductor`` session. ``remain_on_exit`` keeps the
+        window (dead, with its last screen) when its program ends."""
+        import libtmux.exc
+
+        if not self.is_running():
+            raise TmuxServerNotRunning(f"no tmux server running on socket {self.label}; "
+                                       "start tmux first")
+        server = self._libtmux_server()
+        try:
+            target = session_name or self._preferred_session()
+            if target is None:
+                session = server.new_session(
+                    session_name="conductor", start_directory=directory, window_name=name,
+                    window_command=command, attach=False,
+                )
+                window = session.active_window
+            else:
+                found = server.sessions.get(session_id=target, default=None) or \
+                    server.sessions.get(session_name=target, default=None)
+                if found is None:
+                    raise TmuxError(f"no tmux session {target!r}")
+                window = found.new_window(
+                    window_name=name, start_directory=directory, window_shell=command,
+                    attach=False,
+                )
+        except (libtmux.exc.LibTmuxException, ValueError) as exc:
+            raise TmuxError(f"tmux new-window: {' '.join(str(exc).split())}") from None
+        pane_id = window.active_pane.pane_id if window.active_pane else None
+        if remain_on_exit and pane_id:
+            # Window scope: the user's other windows keep their own setting.
+            self.run("set-option", "-w", "-t", pane_id, "remain-on-exit", "on", check=False)
+        for pane in self.list_panes().panes:
+            if pane.pane_id == pane_id:
+                return pane
+        raise TmuxError("the new window vanished at once (did its command exit?)")
+
+    def _preferred_session(self) -> str | None:
+        caller = os.environ.get("TMUX_PANE")
+        if caller and os.environ.get("TMUX"):
+            done = self.run("display-message", "-p", "-t", caller, "#{session_id}", check=False)
+            if done.returncode == 0 and done.stdout.strip():
+                return done.stdout.strip()
+        clients = self._clients(with_session=True)
+        if clients:
+            return clients[0]
+        done = self.run("list-sessions", "-F", "#{session_last_attached} #{session_id}",
+                        check=False)
+        if done.returncode != 0 or not done.stdout.strip():
+            return None
+        rows = sorted((line.split(" ", 1) for line in done.stdout.splitlines()),
+                      key=lambda r: _to_int(r[0]), reverse=True)
+        return rows[0][1]
+
+    def capture_styled(self, pane_id: str) -> str:
+        """One pane's screen with its escape sequences (colours, dim, reverse video)."""
+        done = self.run("capture-pane", "-p", "-e", "-t", pane_id, check=False)
+        if done.returncode != 0:
+            raise PaneNotFound(f"pane {pane_id} no longer exists on tmux server {self.label}")
+        return done.stdout
+
+    def pane_exists(self, pane_id: str) -> bool:
+        return self.run("display-message", "-p", "-t", pane_id, "#{pane_id}",
+                        check=False).returncode == 0
+
+    def send_text(self, pane_id: str, text: str, enter: bool = True,
+                  enter_delay: float = 0.3) -> None:
+        """Type ``text`` into a pane literally and optionally press Enter.
+
+        The text goes through a named tmux buffer loaded from stdin and pasted with bracketed
+        paste (``-p``): nothing in it is parsed by tmux or a shell, newlines stay inside the
+        agent's input box instead of submitting it early, and its length is not bounded by the
+        command line. Enter is a separate key after a pause, so the CLI sees the paste end first.
+        """
+        if not self.pane_exists(pane_id):
+            raise PaneNotFound(f"pane {pane_id} no longer exists on tmux server {self.label}")
+        if text:
+            buffer = f"conductor-send-{secrets.token_hex(6)}"
+            self.run("load-buffer", "-b", buffer, "-", stdin=text)
+            self.run("paste-buffer", "-d", "-p", "-b", buffer, "-t", pane_id)
+            if enter and enter_delay > 0:
+                time.sleep(enter_delay)
+        if enter:
+            self.run("send-keys", "-t", pane_id, "Enter")
+
+    def switch_to(self, pane_id: str) -> str:
+        """Bring a pane to the front: switch the most recently active client to it, else just
+        select it so the next attach lands there. Returns what was done."""
+        if not self.pane_exists(pane_id):
+            raise PaneNotFound(f"pane {pane_id} no longer exists on tmux server {self.label}")
+        self.run("select-window", "-t", pane_id)
+        self.run("select-pane", "-t", pane_id)
+        clients = self._clients()
+        if not clients:
+            return "selected (no client attached)"
+        self.run("switch-client", "-c", clients[0], "-t", pane_id)
+        return f"switched client {clients[0]}"
+
+    def refresh_status(self) -> None:
+        """Redraw the status line of every attached client now, so a ``#(conductor pty status
+        --short)`` segment shows a transition at once instead of at the next status-interval."""
+        args: list[str] = []
+        for client in self._clients():
+            args += [*([";"] if args else []), "refresh-client", "-S", "-t", client]
+        if args:
+            self.run(*args, check=False)
+
+    def _clients(self, with_session: bool = False) -> list[str]:
+        """Attached clients (or their session ids), most recently active first. Control-mode
+        clients are left out: nobody looks at them, and a message or a switch sent to ours would
+        be lost."""
+        what = "#{session_id}" if with_session else "#{client_name}"
+        out = self.run("list-clients", "-F",
+                       f"#{{client_control_mode}} #{{client_activity}} {what}",
+                       check=False).stdout
+        rows = [line.split(" ", 2) for line in out.splitlines() if line.count(" ") >= 2]
+        rows = [r for r in rows if r[0] != "1"]
+        return [name for _, _, name in sorted(rows, key=lambda r: _to_int(r[1]), reverse=True)]
+
+
+# --- control mode ------------------------------------------------------------------------------
+#
+# A control-mode client (``tmux -C attach``) is told of every byte a pane of its session prints
+# (``%output``) and of sessions and windows coming and going. We only need to know *that* a pane
+# printed, so each client pauses a pane's output for itself at the first ``%output`` and the
+# watcher continues it just before capturing the pane: a pane streaming nonstop costs one line per
+# capture, however much it prints, and other clients are not affected (pausing is per client).
+
+# tmux 3.2 brought client flags (-f) and pausing panes (refresh-client -A).
+CONTROL_MIN_VERSION = (3, 2)
+# ignore-size: our clients must never shrink the user's windows; read-only: they type nothing.
+CONTROL_FLAGS = "ignore-size,read-only"
+_PANE_ID = re.compile(r"^%[0-9]+$")
+_OCTAL = re.compile(rb"\\([0-3][0-7]{2})")
+# Notifications after which the set of panes (or which sessions we follow) may differ.
+_STRUCTURE = frozenset({
+    "sessions-changed", "session-changed", "window-add", "window-close", "unlinked-window-add",
+    "unlinked-window-close", "layout-change", "client-session-changed", "exit",
+})
+# A client that failed before it was attached is not tried again for this long (seconds).
+_RETRY_S = 30.0
+
+
+@dataclass(frozen=True)
+class Notification:
+    """One ``%name arg...`` line of control-mode output; ``value`` is the still escaped data of
+    ``%output`` and ``%extended-output``."""
+
+    name: str
+    args: tuple[str, ...] = ()
+    value: bytes = b""
+
+    @property
+    def pane_id(self) -> str | None:
+        """The pane a pane notification is about, when it names a valid one."""
+        if self.name in ("output", "extended-output", "pause", "continue", "pane-mode-changed") \
+                and self.args and _PANE_ID.match(self.args[0]):
+            return self.args[0]
+        return None
+
+
+def parse_notification(line: bytes) -> Notification | None:
+    """One line of control-mode output; None for anything that is not a notification (command
+    output inside ``%begin``/``%end`` blocks, blank lines). Never raises on odd bytes."""
+    line = line.rstrip(b"\r\n")
+    if not line.startswith(b"%") or len(line) < 2:
+        return None
+    head, _, rest = line.partition(b" ")
+    name = head[1:].decode("ascii", "replace")
+    if name == "output":
+        pane, _, value = rest.partition(b" ")
+        return Notification(name, (pane.decode("ascii", "replace"),), value)
+    if name == "extended-output":
+        # %extended-output pane-id age ... : value (arguments up to " : " are for the future)
+        before, _, value = rest.partition(b" : ")
+        return Notification(name, tuple(before.decode("ascii", "replace").split()), value)
+    return Notification(name, tuple(rest.decode("utf-8", "replace").split()))
+
+
+def decode_output(value: bytes) -> bytes:
+    """The bytes a pane printed: tmux writes control characters and backslash as octal
+    ``\\ooo``; anything else (including a stray backslash) is taken as it is."""
+    return _OCTAL.sub(lambda m: bytes((int(m.group(1), 8),)), value)
+
+
+def tmux_version(text: str) -> tuple[int, int] | None:
+    """(major, minor) from ``tmux -V`` output such as ``tmux 3.3a``; None for ``tmux master``,
+    ``tmux next-3.5`` and anything else without a plain version."""
+    found = re.match(r"^tmux (\d+)\.(\d+)", text.strip())
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+class ControlClient:
+    """One ``tmux -C attach`` on one session, read by its own thread."""
+
+    def __init__(self, tmux: Tmux, session_id: str, owner: ControlMode) -> None:
+        self.session_id = session_id
+        self.owner = owner
+        self.started = time.monotonic()
+        self.attached = False  # tmux said which session we are in: output flows from now on
+        self.alive = True
+        self._paused: set[str] = set()
+        self._write_lock = threading.Lock()
+        env = dict(os.environ)
+        env.pop("TMUX", None)
+        self.proc = subprocess.Popen(
+            tmux._argv(["-C", "attach-session", "-f", CONTROL_FLAGS, "-t", session_id]),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+            # Its own process group: a Ctrl-C meant for the watcher must not kill it first.
+            start_new_session=True,
+        )
+        self._thread = threading.Thread(target=self._read, name=f"tmux-control-{session_id}",
+                                        daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        stdout = self.proc.stdout
+        assert stdout is not None
+        try:
+            for line in stdout:
+                try:
+                    self._handle(line)
+                except Exception:  # one odd line must never end the client
+                    log.exception("control client %s: cannot handle %r", self.session_id,
+                                  line[:200])
+        except (OSError, ValueError) as exc:
+            log.debug("control client %s: read failed: %s", self.session_id, exc)
+        finally:
+            self.alive = False
+            self.owner._on_lost(self)
+
+    def _handle(self, line: bytes) -> None:
+        note = parse_notification(line)
+        if note is None:
+            return
+        pane = note.pane_id
+        if note.name in ("output", "extended-output", "pause", "pane-mode-changed"):
+            if pane is None:
+                return
+            with self._write_lock:
+                fresh = pane not in self._paused
+                self._paused.add(pane)
+            if fresh and note.name != "pause":
+                self._write(f"refresh-client -A '{pane}:pause'")
+            self.owner._on_output(pane)
+        elif note.name in _STRUCTURE:
+            if note.name == "session-changed":
+                self.attached = True
+            self.owner._on_change()
+
+    def resume(self, pane_ids: Collection[str]) -> None:
+        """Continue output of those panes we paused, so their next output is reported again."""
+        with self._write_lock:
+            paused = [p for p in pane_ids if p in self._paused]
+            self._paused.difference_update(paused)
+        if paused:
+            self._write("refresh-client " + " ".join(f"-A '{p}:continue'" for p in paused))
+
+    def _write(self, command: str) -> None:
+        stdin = self.proc.stdin
+        if stdin is None:
+            return
+        try:
+            with self._write_lock:
+                stdin.write(command.encode() + b"\n")
+                stdin.flush()
+        except (OSError, ValueError):
+            pass  # the client is gone; the reader thread reports it
+
+    def close(self) -> None:
+        self.alive = False
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()  # a control client exits at the end of its input
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class ControlMode:
+    """Control-mode clients for every session of one tmux server, and what they reported.
+
+    The watcher calls :meth:`follow` with the sessions of each full poll (new sessions get a
+    client, a client whose session or server went away is reaped), :meth:`take` for the panes
+    that printed since, and :meth:`resume` just before capturing them. ``wake`` is called from
+    the client threads whenever there is something to take.
+    """
+
+    def __init__(self, tmux: Tmux, wake: Callable[[], None] = lambda: None) -> None:
+        self.tmux = tmux
+        self.wake = wake
+        self._lock = threading.Lock()
+        self._clients: dict[str, ControlClient] = {}
+        self._dirty: dict[str, float] = {}
+        self._changed_flag = False
+        self._retry_at: dict[str, float] = {}
+        self.available: bool | None = None  # None: not checked yet
+        self.problem = ""
+
+    def _check_version(self) -> bool:
+        if self.available is None:
+            try:
+                text = subprocess.run([self.tmux._binary, "-V"], capture_output=True, text=True,
+                                      timeout=_TIMEOUT_S, check=False).stdout
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                text = str(exc)
+            version = tmux_version(text)
+            self.available = version is None or version >= CONTROL_MIN_VERSION
+            if not self.available:
+                self.problem = f"{text.strip()} is older than 3.2: polling only"
+                log.warning("control mode off: %s", self.problem)
+        return self.available
+
+    def follow(self, session_ids: Collection[str]) -> None:
+        """Have one live client per session in ``session_ids`` and none for any other."""
+        if not self._check_version():
+            return
+        now = time.monotonic()
+        wanted = {s for s in session_ids if s.startswith("$")}
+        with self._lock:
+            stale = [c for s, c in self._clients.items() if s not in wanted or not c.alive]
+            for client in stale:
+                del self._clients[client.session_id]
+                if not client.attached:
+                    self._retry_at[client.session_id] = now + _RETRY_S
+            missing = [s for s in wanted - self._clients.keys()
+                       if self._retry_at.get(s, 0.0) <= now]
+        for client in stale:
+            client.close()
+        for session in missing:
+            try:
+                client = ControlClient(self.tmux, session, self)
+            except OSError as exc:
+                log.warning("control client for session %s: %s", session, exc)
+                continue
+            with self._lock:
+                self._clients[session] = client
+            log.debug("control client for session %s started", session)
+
+    def watching(self) -> set[str]:
+        """Session ids whose panes' output reaches us now."""
+        with self._lock:
+            return {s for s, c in self._clients.items() if c.alive and c.attached}
+
+    def take(self) -> tuple[dict[str, float], bool]:
+        """The panes that printed since the last call (pane id -> monotonic time of the first
+        report), and whether sessions, windows or panes may have come or gone."""
+        with self._lock:
+            dirty, self._dirty = self._dirty, {}
+            changed, self._changed_flag = self._changed_flag, False
+        return dirty, changed
+
+    def resume(self, pane_ids: Collection[str]) -> None:
+        with self._lock:
+            clients = list(self._clients.values())
+        for client in clients:
+            client.resume(pane_ids)
+
+    def close(self) -> None:
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.close()
+
+    # --- called from the client threads ---
+
+    def _on_output(self, pane_id: str) -> None:
+        with self._lock:
+            self._dirty.setdefault(pane_id, time.monotonic())
+        self.wake()
+
+    def _on_change(self) -> None:
+        with self._lock:
+            self._changed_flag = True
+        self.wake()
+
+    def _on_lost(self, client: ControlClient) -> None:
+        log.debug("control client for session %s ended (exit %s)", client.session_id,
+                  client.proc.poll())
+        self._on_change()

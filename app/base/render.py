@@ -1,0 +1,251 @@
+"""Pure formatting of workers for people, status lines and programs. Stdlib only: the status line
+imports this on every refresh."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+
+TYPE_CHECKING = False  # typing costs ~5 ms; this is on the status-line path
+if TYPE_CHECKING:
+    from typing import Any
+
+    from app.base.model import RuleTrace
+
+# Plain strings rather than app.base.model.State: importing the model (enum, dataclasses) would cost
+# the status line several ms per refresh.
+_ATTENTION = {"NEEDS_CONFIRMATION": 0, "ERROR": 1, "READY": 2, "BUSY": 3, "UNKNOWN": 4,
+              "EXITED": 5}
+_SHORT = {"NEEDS_CONFIRMATION": "NEEDS_CONF"}
+# Every style that colours sets both fg and bg, so it reads the same on tmux's default green bar
+# and on a dark theme; BUSY and UNKNOWN ask nothing of you and keep the bar's own colours.
+TMUX_STYLE = {
+    "NEEDS_CONFIRMATION": "fg=black,bg=yellow,bold",
+    "ERROR": "fg=white,bg=red,bold",
+    "READY": "fg=white,bg=blue,bold",
+    "BUSY": "default",
+    "UNKNOWN": "default",
+}
+# `NAME=STYLE;NAME=STYLE`, e.g. `READY=fg=black,bg=white`: the tmux plugin's @conductor-colour-*.
+ENV_STYLE = "CONDUCTOR_STATUS_STYLE"
+_STYLE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789,=#-")
+
+
+# Bidirectional overrides and isolates reorder what a terminal shows (a summary could display
+# one command and hold another).
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
+
+
+def clean_text(text: str) -> str:
+    """``text`` without terminal escape sequences (CSI, OSC, DCS...), control characters or
+    bidi overrides: summaries come from screens and from an LLM, and are printed to terminals.
+    Tabs and newlines become spaces; nothing else is changed."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        char = text[i]
+        code = ord(char)
+        if char == "\x1b" or code == 0x9B or code == 0x9D:
+            kind = "[" if code == 0x9B else "]" if code == 0x9D else text[i + 1:i + 2]
+            i += 1 if code != 0x1B else 2
+            if kind == "[":  # CSI: parameters, then one final byte in @-~
+                while i < n and not ("@" <= text[i] <= "~"):
+                    i += 1
+                i += 1
+            elif kind in ("]", "P", "X", "^", "_"):  # OSC, DCS, SOS, PM, APC: up to ST or BEL
+                while i < n and text[i] not in ("\x07", "\x9c") and text[i:i + 2] != "\x1b\\":
+                    i += 1
+                i += 2 if text[i:i + 2] == "\x1b\\" else 1
+            continue
+        if char in "\t\n\r":
+            out.append(" ")
+        elif code >= 0x20 and not (0x7F <= code <= 0x9F) and char not in _BIDI:
+            out.append(char)
+        i += 1
+    return "".join(out)
+
+
+def by_attention(workers: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Panes needing a human first; longest-waiting first within a state."""
+    return sorted(workers, key=lambda w: (_ATTENTION.get(w.get("state") or "UNKNOWN", 9),
+                                          w.get("state_entered_ts") or 0.0))
+
+
+def duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    if seconds < 86400:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+
+
+def coarse(seconds: float) -> str:
+    """One unit, for the status line: ``45s``, ``2m``, ``3h``, ``2d``."""
+    seconds = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def styles(spec: str | None) -> dict[str, str]:
+    """The status-line styles, with ``spec`` (:data:`ENV_STYLE`'s format) overriding the
+    defaults; a part that is not a state name and a plain tmux style is ignored, so a typo cannot
+    break the status line nor smuggle in a tmux format."""
+    out = dict(TMUX_STYLE)
+    for part in (spec or "").split(";"):
+        state, _, style = part.strip().partition("=")
+        state = state.strip().upper()
+        style = style.strip().lower()
+        if state == "NEEDS_CONF":
+            state = "NEEDS_CONFIRMATION"
+        if state in out and style and set(style) <= _STYLE_CHARS:
+            out[state] = style
+    return out
+
+
+def short_line(workers: Sequence[Mapping[str, Any]], colour: bool = False,
+               style_spec: str | None = None) -> str:
+    """``[worker-a: READY] [api: NEEDS_CONF]`` for tmux's status-right; exited panes are left
+    out (their exit was notified, and the line is for the panes you can act on)."""
+    style = styles(style_spec) if colour else {}
+    parts = []
+    for w in by_attention(workers):
+        state = w.get("state") or "UNKNOWN"
+        if state == "EXITED":
+            continue
+        # '#' would start a tmux format in status-right; double it to print it literally.
+        name = clean_text(str(w.get("name") or w.get("id"))).replace("#", "##")
+        text = f"[{name}: {_SHORT.get(state, state)}]"
+        parts.append(f"#[{style[state]}]{text}#[default]" if state in style else text)
+    return " ".join(parts)
+
+
+WAITING_STATES = ("READY", "NEEDS_CONFIRMATION")
+
+
+def waiting(worker: Mapping[str, Any], now: float, grace_s: float) -> tuple[float | None, bool]:
+    """How long a pane has waited for a person (READY or NEEDS_CONFIRMATION), and whether that
+    is past the grace ("waiting long"); (None, False) for a pane that is not waiting."""
+    entered = worker.get("state_entered_ts")
+    if worker.get("state") not in WAITING_STATES or not entered:
+        return None, False
+    seconds = max(0.0, now - entered)
+    return seconds, seconds >= grace_s
+
+
+GOAL_WIDTH = 30  # the whole goal is in `explain`, `herd list` and --json
+
+
+def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120.0,
+          width: int | None = None) -> str:
+    """The status table; with ``width``, every line is cut to it (the summary goes first)."""
+    # The CYCLE and GOAL columns only once some pane has a post-report cycle or a goal: most
+    # never do.
+    cycles = any(w.get("cycle") for w in workers)
+    goals = any(w.get("goal") for w in workers)
+    rows = [("ID", "NAME", "CLI", "STATE", *(("CYCLE",) if cycles else ()), "SINCE", "WAITING",
+             *(("GOAL",) if goals else ()), "SUMMARY")]
+    for w in by_attention(workers):
+        entered = w.get("state_entered_ts")
+        waited, long_wait = waiting(w, now, grace_s)
+        rows.append((
+            str(w.get("id") or ""),
+            # Window names are set by programs (through escapes of their own): printable only.
+            clean_text(str(w.get("name") or "")),
+            clean_text(str(w.get("cli_type") or "-")),
+            str(w.get("state") or "UNKNOWN"),
+            *((str(w.get("cycle") or "-"),) if cycles else ()),
+            _clock(entered, now) if entered else "-",
+            "-" if waited is None else duration(waited) + (" long" if long_wait else ""),
+            *((_one_line(str(w.get("goal") or "-"), GOAL_WIDTH),) if goals else ()),
+            _one_line(str(w.get("summary") or "")),
+        ))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    lines = []
+    for row in rows:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])] + [row[-1]]
+        line = "  ".join(cells).rstrip()
+        if width is not None and len(line) > width:
+            line = line[:max(1, width - 1)] + "…"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _clock(ts: float, now: float) -> str:
+    """Time of day for today, with the date for anything older."""
+    fmt = "%H:%M:%S" if now - ts < 20 * 3600 else "%Y-%m-%d %H:%M"
+    return time.strftime(fmt, time.localtime(ts))
+
+
+def _one_line(text: str, limit: int = 80) -> str:
+    text = " ".join(clean_text(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def as_json(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120.0,
+            stale_s: float | None = None) -> str:
+    """``stale_s``: how old the states are when the watcher stopped or fell behind (None:
+    fresh); each row then says ``"stale": true`` and ``"stale_s"``."""
+    import json
+
+    out = []
+    for w in by_attention(workers):
+        waited, long_wait = waiting(w, now, grace_s)
+        changed = w.get("last_change_ts")
+        out.append({**w, "waiting_s": None if waited is None else round(waited, 1),
+                    "waiting_long": long_wait,
+                    "inactive_s": round(max(0.0, now - changed), 1) if changed else None,
+                    "stale": stale_s is not None,
+                    "stale_s": None if stale_s is None else round(stale_s, 1)})
+    return json.dumps(out, indent=2, ensure_ascii=False)
+
+
+def history_line(ts_text: str, state: str, previous: str | None, summary: str,
+                 reasons: Sequence[str]) -> str:
+    arrow = f"{previous or '-'} -> {state}"
+    tail = f"  {_one_line(summary)}" if summary else ""
+    why = f"  [{', '.join(reasons)}]" if reasons else ""
+    return f"{ts_text}  {arrow}{tail}{why}"
+
+
+def watch_mode(signals: Sequence[str]) -> str:
+    """How the watcher watches a pane, from the ``watch=`` entry of its signals."""
+    if "watch=events" in signals:
+        return "on output (tmux control mode), with the poll as a safety net"
+    if "watch=poll" in signals:
+        return "by polling only (control mode off or unavailable for this pane)"
+    return "unknown (written by an older watcher)"
+
+
+def stored_assessment(worker: Mapping[str, Any], now: float) -> list[str]:
+    """``explain``'s account of what the watcher last stored for a pane: its state and since
+    when, what decided it, how the pane is watched, and whether herding may act on it."""
+    entered = worker.get("state_entered_ts")
+    since = f" for {duration(now - entered)}" if entered else ""
+    lines = [
+        clean_text(f"{worker['name']} ({worker['id']}, pane {worker['pane_id']}): "
+                   f"{worker['state']}{since}"),
+        f"  reasons: {', '.join(worker['reasons']) or '-'}; confidence "
+        f"{worker.get('confidence') or 0}; decided by {worker.get('classifier') or '-'} "
+        f"rule {worker.get('rule_id') or '-'}",
+        f"  signals: {', '.join(worker.get('signals') or []) or 'screen only'}",
+        f"  watched: {watch_mode(worker.get('signals') or [])}",
+    ]
+    if worker.get("summary"):
+        lines.append(f"  summary: {clean_text(worker['summary'])}")
+    if worker.get("actions_needed"):
+        lines.append(f"  actions: {clean_text(worker['actions_needed'])}")
+    lines.append(f"  herding: {'eligible' if worker.get('eligible_for_herd') else 'not eligible'}"
+                 f"{' (' + worker['herd_reason'] + ')' if worker.get('herd_reason') else ''}; "
+                 f"goal: {clean_text(worker.get('goal') or '-')}")
+    return lines
+
+
+def rule_trace(trace: RuleTrace) -> str:
+    """One rule of a pack and how it fared on a screen (``explain``, ``classify --explain``)."""
+    mark = "✓" if trace.matched else "·"
+    return f"  {mark} {trace.state.value:<18} {trace.rule_id:<28} {trace.detail}"

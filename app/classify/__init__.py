@@ -1,1 +1,0 @@
-"""Screen classifiers: YAML regex packs (default) and an optional LLM."""

@@ -1,0 +1,91 @@
+"""What every ``conductor pty`` command module shares: the click context object, the one-line
+error wrapper, the seconds parameter type, the config file as it is and this installation's own
+command line."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import wraps
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from app.base.errors import ConductorError
+
+if TYPE_CHECKING:
+    from app.adapters.tmux import Tmux
+    from app.run.configfile import Config
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Seconds(click.ParamType):  # type: ignore[type-arg]  # generic only from click 8.3
+    """A finite number of seconds within bounds: nan would poll with no pause, inf overflows
+    timestamps, 1e309 is inf."""
+
+    name = "seconds"
+
+    def __init__(self, low: float, high: float, low_open: bool = False) -> None:
+        self.low, self.high, self.low_open = low, high, low_open
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+                ) -> float:
+        if isinstance(value, float):
+            number = value
+        else:
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        import math
+
+        too_low = number <= self.low if self.low_open else number < self.low
+        if not math.isfinite(number) or too_low or number > self.high:
+            low = f"more than {self.low:g}" if self.low_open else f"at least {self.low:g}"
+            self.fail(f"{value!r} is not a number of seconds {low} and at most {self.high:g}",
+                      param, ctx)
+        return number
+
+
+MAX_ROWS = 1_000_000
+
+
+@dataclass
+class Context:
+    socket_name: str | None
+    workers_dir: Path
+
+    def tmux(self) -> Tmux:
+        from app.adapters.tmux import Tmux
+
+        return Tmux(socket_name=self.socket_name)
+
+
+def friendly_errors(func: F) -> F:
+    """Turn our exceptions into click's one-line ``Error: …`` and exit status 1."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ConductorError as exc:
+            raise click.ClickException(str(exc)) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def read_config() -> Config:
+    """The config file as it is: commands other than `watch` never create or rewrite it."""
+    from app.run.configfile import load_config
+
+    return load_config(upgrade=False)
+
+
+def conductor_program() -> list[str]:
+    """This installation's conductor as an absolute command (services start with a bare PATH)."""
+    script = shutil.which("conductor", path=str(Path(sys.executable).parent))
+    return [script] if script else [sys.executable, "-m", "app"]

@@ -1,0 +1,188 @@
+"""``conductor pty report|queue|dispatch|pause|resume``: parse, call app.act.cycle, print.
+
+Registered on the ``pty`` group by ``app.front.cli.main``. Every command here but ``dispatch`` only
+writes
+a job and returns: the watcher does the work on its next tick.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import click
+
+from app.base import render
+from app.base.errors import ConductorError
+from app.front.cli.context import Context, friendly_errors, read_config
+
+
+def target_id(obj: Context, ident: str | None) -> tuple[str, str]:
+    """(worker id, label) of a pane named on the command line, or of the caller's own pane."""
+    from app.act import handoff
+
+    if ident is None:
+        ident = os.environ.get("TMUX_PANE", "").strip()
+        if not ident:
+            raise ConductorError("no pane given and not inside tmux ($TMUX_PANE is not set)")
+    target = handoff.resolve(obj.tmux(), obj.workers_dir, ident)
+    return target.worker_id, target.label
+
+
+@click.command()
+@click.argument("args", nargs=-1, required=True, metavar="[ID|NAME] STATUS_TEXT")
+@click.option("--wait-cmd", default=None, metavar="CMD",
+              help="A check to run on the host (sh -c, in the pane's folder) before assessing; "
+                   "its exit status decides when no LLM is set up.")
+@click.pass_obj
+@friendly_errors
+def report(obj: Context, args: tuple[str, ...], wait_cmd: str | None) -> None:
+    """Record an agent's status report and queue the post-report cycle; returns at once.
+
+    The watcher then waits (the check command, or [cycle] wait seconds), waits for the pane to
+    settle, assesses, and types one directive (STANDBY) or pauses and tells you (PAUSED).
+    ID defaults to the pane this runs in ($TMUX_PANE).
+    """
+    from app.act.cycle import jobs
+
+    if len(args) > 2:
+        raise ConductorError("give the status text as one argument (quote it), after an "
+                             "optional ID")
+    ident, text = (None, args[0]) if len(args) == 1 else (args[0], args[1])
+    worker, label = target_id(obj, ident)
+    seq = jobs.report(obj.workers_dir, worker, text, wait_cmd, read_config().cycle)
+    click.echo(f"report recorded for {label}; cycle job {seq} queued"
+               f"{' with check: ' + wait_cmd if wait_cmd else ''}")
+
+
+@click.command()
+@click.argument("args", nargs=-1, metavar="[ID|NAME] | drop JOB")
+@click.option("--all", "show_all", is_flag=True, help="Finished jobs too (the newest 50).")
+@click.option("--json", "as_json", is_flag=True, help="A JSON list.")
+@click.pass_obj
+@friendly_errors
+def queue(obj: Context, args: tuple[str, ...], show_all: bool, as_json: bool) -> None:
+    """Jobs waiting for the watcher (queued messages, cycles in progress); `queue drop JOB`
+    cancels one."""
+    from app.act.cycle import jobs
+    from app.adapters.status import find_worker
+    from app.adapters.store import StoreReader
+
+    if args[:1] == ("drop",):
+        if len(args) != 2 or not args[1].isdigit():
+            raise ConductorError("usage: conductor pty queue drop JOB (a job number)")
+        dropped = jobs.drop(obj.workers_dir, int(args[1]))
+        click.echo(f"dropped job {dropped['seq']} ({dropped['kind']}, {dropped['state']})")
+        return
+    if len(args) > 1:
+        raise ConductorError("usage: conductor pty queue [ID] | conductor pty queue drop JOB")
+    reader = StoreReader(obj.workers_dir)
+    try:
+        workers = reader.workers()
+        worker_id = find_worker(workers, args[0])["id"] if args else None
+        rows = reader.jobs(worker_id, open_only=not show_all, limit=50 if show_all else None)
+    finally:
+        reader.close()
+    names = {w["id"]: w["name"] for w in workers}
+    if as_json:
+        click.echo(json.dumps([{**r, "name": names.get(r["id"], ""),
+                                "timeline": jobs.timeline(r)} for r in rows],
+                              indent=2, ensure_ascii=False))
+        return
+    if not rows:
+        click.echo("no jobs waiting" + ("" if show_all else " (--all shows finished ones)"))
+        return
+    now = time.time()
+    table = [("JOB", "PANE", "KIND", "STATE", "AGE", "TEXT")]
+    for r in rows:
+        text = r.get("text") or ""
+        if r.get("wait_cmd"):
+            text += f"  [check: {r['wait_cmd']}]"
+        if r.get("detail"):
+            text += f"  ({r['detail']})"
+        table.append((str(r["seq"]), names.get(r["id"], r["id"]), r["kind"], r["state"] or "-",
+                      render.duration(now - (r.get("created_ts") or now)),
+                      " ".join(text.split())[:100]))
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
+    for row in table:
+        click.echo("  ".join([c.ljust(widths[i]) for i, c in enumerate(row[:-1])]
+                             + [row[-1]]).rstrip())
+
+
+@click.command()
+@click.argument("ident", metavar="ID|NAME|%PANE")
+@click.argument("words", nargs=-1, required=True, metavar="TEXT...")
+@click.option("--clear", is_flag=True,
+              help="First send the CLI's clear command (its pack's clear_command, e.g. /clear) "
+                   "and wait for READY again.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=None,
+              help="Give up (exit 1, nothing more sent) after this many seconds in all.")
+@click.pass_obj
+@friendly_errors
+def dispatch(obj: Context, ident: str, words: tuple[str, ...], clear: bool,
+             timeout: float | None) -> None:
+    """Wait for READY, optionally clear the agent's conversation, then send TEXT.
+
+    A `wait` after `dispatch` waits for TEXT's turn, never for the clear's.
+    """
+    from app.act import handoff
+    from app.act.cycle import jobs
+    from app.observe.packs import load_packs
+
+    tmux = obj.tmux()
+    target = handoff.resolve(tmux, obj.workers_dir, ident)
+    cfg = read_config()
+    done = jobs.dispatch(tmux, target, " ".join(words), load_packs(), cfg.watch, obj.workers_dir,
+                         clear=clear, timeout_s=timeout, poll_s=cfg.wait_poll_s)
+    click.echo(f"{target.label}: {done}")
+
+
+@click.command()
+@click.argument("ident", metavar="ID|NAME|%PANE")
+@click.pass_obj
+@friendly_errors
+def pause(obj: Context, ident: str) -> None:
+    """Pause a pane's cycle: nothing is typed into it (directive or queued message) until
+    `resume` or its next report."""
+    from app.act.cycle import jobs
+
+    worker, label = target_id(obj, ident)
+    click.echo(f"{label}: {jobs.pause(obj.workers_dir, worker)}")
+
+
+@click.command()
+@click.argument("ident", metavar="ID|NAME|%PANE")
+@click.pass_obj
+@friendly_errors
+def resume(obj: Context, ident: str) -> None:
+    """End a pause: queued messages flow again; the next report starts a new cycle."""
+    from app.act.cycle import jobs
+
+    worker, label = target_id(obj, ident)
+    click.echo(f"{label}: {jobs.resume(obj.workers_dir, worker)}")
+
+
+def queue_send(obj: Context, ident: str, text: str) -> None:
+    """`send --queue`: store the message for the watcher and return."""
+    from app.act.cycle import jobs
+
+    worker, label = target_id(obj, ident)
+    seq = jobs.queue_message(obj.workers_dir, worker, text, read_config().cycle.queue_ttl_s)
+    click.echo(f"queued job {seq} for {label}; the watcher types it when the pane is READY")
+
+
+def cycle_line(jobs_rows: list[dict[str, Any]]) -> str:
+    """explain's line about the newest cycle: its state, why, and its timeline."""
+    from app.act.cycle import jobs
+
+    cycles = [r for r in jobs_rows if r["kind"] == "cycle"]
+    if not cycles:
+        return "  cycle: -"
+    last = cycles[-1]
+    steps = jobs.timeline(last)
+    start = steps[0][1] if steps else 0.0
+    times = " → ".join(f"{s} +{t - start:.1f}s" for s, t in steps)
+    why = f": {last['detail']}" if last["detail"] else ""
+    return f"  cycle: {last['state']} (job {last['seq']}){why}\n    {times}"

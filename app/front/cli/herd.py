@@ -1,0 +1,197 @@
+"""``conductor pty herd …`` and ``conductor pty goal``: parse, call the store, print.
+
+Registered on the ``pty`` group by ``app.front.cli.main``. Opting in validates the rule set at
+once, so a
+broken file is one line here and never a surprise in the watcher.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from app.base import render
+from app.front.cli.context import MAX_ROWS, Context, friendly_errors, read_config
+
+if TYPE_CHECKING:
+    from app.adapters.store import StoreWriter
+
+
+def _worker(obj: Context, ident: str) -> dict[str, Any]:
+    from app.adapters.status import find_worker
+    from app.adapters.store import StoreReader
+
+    reader = StoreReader(obj.workers_dir)
+    try:
+        return find_worker(reader.workers(), ident)
+    finally:
+        reader.close()
+
+
+@contextmanager
+def _writer(obj: Context) -> Iterator[StoreWriter]:
+    from app.adapters.store import StoreWriter
+
+    store = StoreWriter(obj.workers_dir)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@click.group()
+def herd() -> None:
+    """Keep opted-in agents moving: nudge a stalled pane when every safety gate agrees."""
+
+
+@herd.command("on")
+@click.argument("ident", metavar="ID|NAME")
+@click.option("--rules", "rules_spec", default=None, metavar="NAME|FILE",
+              help="Rule set: conservative, persistent, one in herd_rules/ next to the config, "
+                   "or a .yml file (default: the config's herd.rules).")
+@click.option("--dry-run", is_flag=True, help="Decide and log, never type.")
+@click.pass_obj
+@friendly_errors
+def herd_on(obj: Context, ident: str, rules_spec: str | None, dry_run: bool) -> None:
+    """Opt a pane in to herding (again: new rules, counters back to zero)."""
+    from app.act.herd import rules
+
+    settings = read_config().herd
+    spec = rules_spec or settings.rules
+    loaded = rules.load(spec)  # a broken set is refused here, with file:line
+    stored = str(rules.locate(spec)) if "/" in spec or spec.endswith((".yml", ".yaml")) \
+        else spec
+    worker = _worker(obj, ident)
+    with _writer(obj) as store, store.transaction() as conn:
+        store.upsert_herd(conn, {"id": worker["id"], "enabled": 1, "rules": stored,
+                                 "dry_run": int(dry_run), "nudges": 0, "turn": 0,
+                                 "updated_ts": time.time()})
+    mode = "dry run: decisions logged, nothing typed" if dry_run else "nudges typed"
+    click.echo(f"herding {worker['name']} ({worker['id']}) with rules {loaded.name} "
+               f"({len(loaded.rules)} rules; {mode}); stalled after "
+               f"{settings.stall_after_s:g}s, at most {settings.max_nudges} nudges "
+               f"{settings.cooldown_s:g}s apart until you act on it")
+
+
+@herd.command("off")
+@click.argument("ident", metavar="ID|NAME")
+@click.pass_obj
+@friendly_errors
+def herd_off(obj: Context, ident: str) -> None:
+    """Stop herding a pane (its goal and log stay)."""
+    worker = _worker(obj, ident)
+    with _writer(obj) as store, store.transaction() as conn:
+        store.upsert_herd(conn, {"id": worker["id"], "enabled": 0, "updated_ts": time.time()})
+    click.echo(f"no longer herding {worker['name']} ({worker['id']})")
+
+
+@herd.command("list")
+@click.option("--json", "as_json", is_flag=True, help="A JSON list.")
+@click.pass_obj
+@friendly_errors
+def herd_list(obj: Context, as_json: bool) -> None:
+    """Panes opted in to herding, with their rules, counters and what blocks a nudge now."""
+    from app.adapters.store import StoreReader
+
+    reader = StoreReader(obj.workers_dir)
+    try:
+        workers = {w["id"]: w for w in reader.workers()}
+        rows = [r for r in reader.herd().values() if r.get("enabled") and r["id"] in workers]
+    finally:
+        reader.close()
+    items = [{
+        "id": r["id"], "name": workers[r["id"]]["name"], "state": workers[r["id"]]["state"],
+        "rules": r.get("rules") or "", "dry_run": bool(r.get("dry_run")),
+        "nudges": r.get("nudges") or 0, "last_nudge_ts": r.get("last_nudge_ts") or None,
+        "eligible_for_herd": workers[r["id"]]["eligible_for_herd"],
+        "herd_reason": workers[r["id"]]["herd_reason"], "goal": r.get("goal") or "",
+    } for r in rows]
+    if as_json:
+        click.echo(json.dumps(items, indent=2, ensure_ascii=False))
+        return
+    if not items:
+        click.echo("no pane is herded; opt one in with `conductor pty herd on ID`")
+        return
+    now = time.time()
+    table: list[tuple[str, ...]] = [
+        ("ID", "NAME", "STATE", "RULES", "NUDGES", "LAST", "NOW", "GOAL")]
+    for i in items:
+        last = i["last_nudge_ts"]
+        table.append((
+            i["id"], i["name"], i["state"], i["rules"] + (" (dry run)" if i["dry_run"] else ""),
+            str(i["nudges"]), f"{render.duration(now - last)} ago" if last else "-",
+            "eligible" if i["eligible_for_herd"] else i["herd_reason"] or "-", i["goal"] or "-",
+        ))
+    click.echo(_columns(table))
+
+
+def _columns(rows: Sequence[tuple[str, ...]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return "\n".join("  ".join([c.ljust(widths[n]) for n, c in enumerate(r[:-1])] + [r[-1]])
+                     .rstrip() for r in rows)
+
+
+@herd.command("log")
+@click.argument("ident", metavar="[ID|NAME]", required=False)
+@click.option("-n", "lines", type=click.IntRange(min=1, max=MAX_ROWS), default=20,
+              show_default=True,
+              help="How many decisions to show.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new decisions.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.pass_obj
+@friendly_errors
+def herd_log(obj: Context, ident: str | None, lines: int, follow: bool, as_json: bool) -> None:
+    """Every herding decision: what was typed, or the gate or rule step that said no."""
+    from app.adapters.store import StoreReader
+
+    worker_id = _worker(obj, ident)["id"] if ident else None
+    reader = StoreReader(obj.workers_dir)
+    try:
+        last = 0
+        for row in reader.nudges(worker_id, limit=lines):
+            click.echo(_log_line(row, as_json))
+            last = row["seq"]
+        while follow:
+            time.sleep(1.0)
+            for row in reader.nudges(worker_id, after_seq=last):
+                click.echo(_log_line(row, as_json))
+                last = row["seq"]
+    except KeyboardInterrupt:
+        pass
+    finally:
+        reader.close()
+
+
+def _log_line(row: dict[str, Any], as_json: bool) -> str:
+    if as_json:
+        return json.dumps({**row, "eligible": bool(row.get("eligible"))}, ensure_ascii=False)
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["ts"]))
+    what = row["outcome"] + (f" [{row['reason']}]" if row.get("reason") else "")
+    rule = f" rule {row['rule_id']}" if row.get("rule_id") else ""
+    text = f" {row['text']!r}" if row.get("text") else ""
+    detail = f"  ({row['detail']})" if row.get("detail") else ""
+    return f"{stamp}  {row.get('name') or row['id']}  {row.get('state') or '-'}  {what}{rule}" \
+           f"{text}{detail}"
+
+
+@click.command()
+@click.argument("ident", metavar="ID|NAME")
+@click.argument("text")
+@click.pass_obj
+@friendly_errors
+def goal(obj: Context, ident: str, text: str) -> None:
+    """Set what a pane is working towards ("" clears it); herd rules and the LLM use it."""
+    worker = _worker(obj, ident)
+    text = " ".join(text.split())
+    with _writer(obj) as store, store.transaction() as conn:
+        store.upsert_herd(conn, {"id": worker["id"], "goal": text or None,
+                                 "updated_ts": time.time()})
+    click.echo(f"goal of {worker['name']} ({worker['id']}): {text or '(none)'}")
+
+
+

@@ -1,0 +1,511 @@
+"""``conductor pty …``: parse, call the core, print. Our errors become one line and exit 1.
+
+Here: the root groups and the day-to-day commands. What every command module shares
+(``Context``, ``friendly_errors``, ``Seconds``, ``read_config``, ``conductor_program``) is in
+``context``; the other groups live by topic in ``agents`` (hooks, MCP), ``service`` (stop, logs,
+service), ``cycle`` and ``herd``, registered at the bottom.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from app.base import render, settings
+from app.base.errors import ConductorError
+from app.front.cli.completion import complete_panes
+from app.front.cli.context import MAX_ROWS, Context, Seconds, friendly_errors, read_config
+
+if TYPE_CHECKING:
+    from app.observe.llm import LLMClassifier
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+_socket_option = click.option(
+    "-L", "--socket-name", default=None, metavar="NAME",
+    help="tmux socket name (as tmux -L); default $CONDUCTOR_TMUX_SOCKET or the default server.",
+)
+
+
+@click.group()
+@_socket_option
+@click.option("--workers-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help=f"Store folder; default ${settings.ENV_WORKERS_DIR} or "
+                   "~/.local/state/conductor-pty/workers.")
+@click.version_option(package_name="conductor-pty")
+@click.pass_context
+def conductor(ctx: click.Context, socket_name: str | None, workers_dir: Path | None) -> None:
+    """conductor: orchestration helpers for AI coding agents in tmux."""
+    ctx.obj = Context(socket_name or settings.tmux_socket(),
+                      workers_dir.absolute() if workers_dir else settings.workers_dir())
+
+
+@conductor.group()
+@_socket_option
+@click.version_option(package_name="conductor-pty")
+@click.pass_obj
+def pty(obj: Context, socket_name: str | None) -> None:
+    """Watch tmux panes and tell which agents are READY, BUSY, NEEDS_CONFIRMATION or ERROR."""
+    if socket_name:
+        obj.socket_name = socket_name
+
+
+@pty.command()
+@click.option("--interval", type=Seconds(0.05, 86400), default=None,
+              help=f"Seconds between polls (default {settings.DEFAULT_INTERVAL_S:g}, or the "
+                   "config file's).")
+@click.option("--stable-polls", type=click.IntRange(min=1, max=1000), default=None,
+              help="Polls a screen must stay unchanged before READY (default: per CLI pack).")
+@click.option("--once", is_flag=True, help="Run one poll cycle and exit.")
+@click.option("--no-notify", is_flag=True, help="No tmux or desktop notifications.")
+@click.option("-v", "--verbose", count=True, help="More logging (-vv for debug).")
+@click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
+@click.option("--stop", is_flag=True, help="Stop the running watcher of this store instead.")
+@click.pass_obj
+@friendly_errors
+def watch(obj: Context, interval: float | None, stable_polls: int | None, once: bool,
+          no_notify: bool, verbose: int, quiet: bool, stop: bool) -> None:
+    """Poll every pane and keep the status store up to date (runs until stopped).
+
+    Settings come from the config file (created with every default on first start, and given
+    any keys a newer version added), then the environment, then these options. The log also
+    goes to watch.log in the store (`conductor pty logs`).
+    """
+    from dataclasses import replace
+
+    from app.run.configfile import load_config
+    from app.run.daemon import LOCK_NAME, Daemon, InstanceLock, setup_logging
+
+    if stop:
+        from app.front.cli.service import stop_watcher_and_say
+
+        stop_watcher_and_say(obj)
+        return
+    # A store folder that cannot be used is one line, before logging would add its own.
+    os.close(InstanceLock(obj.workers_dir / LOCK_NAME).open())
+    setup_logging(-1 if quiet else verbose, obj.workers_dir)
+    cfg = load_config()
+    notes = [f"wrote the default config to {cfg.path}"] if cfg.created else \
+        [f"config {cfg.path}: added new settings {', '.join(cfg.added)}"] if cfg.added else []
+    settings = replace(cfg.watch, interval_s=interval or cfg.watch.interval_s,
+                       stable_polls=stable_polls or cfg.watch.stable_polls)
+    notify = replace(cfg.notify, kinds=frozenset()) if no_notify else cfg.notify
+    code = Daemon(obj.tmux(), obj.workers_dir, settings, once=once, notify=notify,
+                  llm_defaults=cfg.llm_defaults, notes=tuple(notes), herd=cfg.herd,
+                  cycle=cfg.cycle).run()
+    sys.exit(code)
+
+
+@pty.command()
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--name", default=None, help="Window name (default worker-<short id>).")
+@click.option("--cli", "cli_name", default=None, help="Force the classifier pack, e.g. claude.")
+@click.option("--cmd", "command", default=None, help="Command to run in the new window.")
+@click.pass_obj
+@friendly_errors
+def create(obj: Context, directory: Path, name: str | None, cli_name: str | None,
+           command: str | None) -> None:
+    """Open a new tmux window rooted in DIRECTORY and register it; prints its id."""
+    from app.act.create import create_worker
+
+    created = create_worker(obj.tmux(), obj.workers_dir, directory, name, cli_name, command,
+                            remain_on_exit=read_config().remain_on_exit)
+    click.echo(created.id)
+
+
+@pty.command()
+@click.option("--short", is_flag=True, help="One line for tmux status-right.")
+@click.option("--json", "as_json", is_flag=True, help="A JSON list of status objects.")
+@click.option("--colour", "--color", "--tmux-colours", "colour", is_flag=True,
+              help="With --short: tmux colour markup.")
+@click.option("--watch", "keep_watching", is_flag=True,
+              help="Redraw in place every --interval seconds until Ctrl-C.")
+@click.option("--interval", type=Seconds(0.2, 86400), default=2.0, show_default=True,
+              help="With --watch: seconds between redraws.")
+@click.option("--all", "show_all", is_flag=True,
+              help="Also panes that exited longer ago than states.exited_shown.")
+@click.pass_obj
+@friendly_errors
+def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching: bool,
+           interval: float, show_all: bool) -> None:
+    """Every watched pane, the ones needing a human first, with how long each has waited."""
+    from app.adapters import status as status_module
+
+    if short and (as_json or keep_watching):
+        raise click.UsageError("--short is one line for tmux; it cannot be combined with "
+                               "--json or --watch")
+    if as_json and keep_watching:
+        raise click.UsageError("--json and --watch cannot be combined")
+    if short:
+        click.echo(status_module.short_line(obj.workers_dir, colour))
+        return
+    settings = read_config().watch
+    grace = settings.waiting_grace_s
+    keep_s = float("inf") if show_all else settings.exited_shown_s
+
+    def snapshot(workers_dir: Path) -> status_module.Snapshot:
+        snap = status_module.snapshot(workers_dir)
+        snap.workers = status_module.shown(snap.workers, time.time(), keep_s)
+        return snap
+
+    if not keep_watching:
+        snap = snapshot(obj.workers_dir)
+        for line in status_module.watcher_warnings(snap, time.time()):
+            click.echo(line, err=True)
+        if as_json:
+            now = time.time()
+            click.echo(render.as_json(snap.workers, now, grace, snap.stale_for(now)))
+        else:
+            click.echo(render.table(snap.workers, time.time(), grace, _terminal_width())
+                       if snap.workers else "no panes watched yet")
+        return
+    try:
+        while True:
+            now = time.time()
+            snap = snapshot(obj.workers_dir)
+            body = render.table(snap.workers, now, grace, _terminal_width()) if snap.workers \
+                else "no panes watched yet"
+            header = [time.strftime("%H:%M:%S", time.localtime(now)) + "  conductor pty status"
+                      f"  (every {interval:g}s, Ctrl-C to stop)",
+                      *status_module.watcher_warnings(snap, now), ""]
+            # Home, draw, clear the rest: redrawn in place without a blank flash. Cut to the
+            # terminal's height and no newline after the last row, so a small pane or popup
+            # never scrolls (which would push the header out of sight).
+            rows = max(1, shutil.get_terminal_size().lines)
+            lines = [*header, *body.splitlines()][:rows]
+            sys.stdout.write("\x1b[H" + "\x1b[K\n".join(lines) + "\x1b[K\x1b[J")
+            sys.stdout.flush()
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        click.echo("")
+
+
+def _terminal_width() -> int | None:
+    """The terminal's width when printing to one; None (no cut) into a pipe or a file."""
+    if not sys.stdout.isatty():
+        return None
+    return shutil.get_terminal_size().columns
+
+
+@pty.command()
+@click.argument("ident", metavar="ID", shell_complete=complete_panes)
+@click.option("-n", "lines", type=click.IntRange(min=1, max=MAX_ROWS), default=20,
+              show_default=True,
+              help="How many transitions to show.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new transitions.")
+@click.pass_obj
+@friendly_errors
+def tail(obj: Context, ident: str, lines: int, follow: bool) -> None:
+    """The state history of a pane, newest last."""
+    from app.adapters.status import find_worker
+    from app.adapters.store import StoreReader
+
+    reader = StoreReader(obj.workers_dir)
+    try:
+        worker = find_worker(reader.workers(), ident)
+        last_seq = 0
+        for row in reader.history(worker["id"], limit=lines):
+            click.echo(_history(row))
+            last_seq = row.seq
+        while follow:
+            time.sleep(1.0)
+            for row in reader.history(worker["id"], after_seq=last_seq):
+                click.echo(_history(row))
+                last_seq = row.seq
+    except KeyboardInterrupt:
+        pass
+    finally:
+        reader.close()
+
+
+def _history(row: Any) -> str:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row.ts))
+    return render.history_line(stamp, row.state, row.previous_state, row.summary, row.reasons)
+
+
+@pty.command()
+@click.argument("ident", metavar="ID|NAME", required=False, shell_complete=complete_panes)
+@click.option("--next", "go_next", is_flag=True,
+              help="The pane that needs you most: NEEDS_CONFIRMATION, then ERROR, then the "
+                   "longest-waiting READY.")
+@click.option("--from", "current_pane", default=None, metavar="%PANE",
+              help="With --next: the pane you are on, taken last (the tmux key binding).")
+@click.pass_obj
+@friendly_errors
+def switch(obj: Context, ident: str | None, go_next: bool, current_pane: str | None) -> None:
+    """Bring a pane to the front (switch-client, or select-window with no client attached)."""
+    from app.adapters.status import find_worker, next_needing_human, snapshot
+
+    if go_next == bool(ident):
+        raise ConductorError("give a pane ID|NAME or --next, not both")
+    workers = [w for w in snapshot(obj.workers_dir).workers if w.get("state") != "EXITED"]
+    if go_next:
+        found = next_needing_human(workers, current_pane)
+        if found is None:
+            message = "no pane needs you: none is NEEDS_CONFIRMATION, ERROR or READY"
+            if current_pane:
+                # From the tmux key binding, where stdout goes nowhere: say it on the status line.
+                obj.tmux().display_message(f"conductor: {message}")
+            click.echo(message)
+            return
+        worker = found
+    else:
+        worker = find_worker(workers, str(ident))
+    done = obj.tmux().switch_to(worker["pane_id"])
+    click.echo(f"{worker['name']} ({worker['id']}): {done}")
+
+
+@pty.command()
+@click.argument("ident", metavar="ID|NAME|%PANE", shell_complete=complete_panes)
+@click.argument("words", nargs=-1, metavar="TEXT...")
+@click.option("--no-enter", is_flag=True, help="Type the text but do not press Enter.")
+@click.option("--force", is_flag=True,
+              help="Send even if the pane asks for confirmation or holds unsent input.")
+@click.option("--queue", "queued", is_flag=True,
+              help="Return at once; the watcher types TEXT when the pane is next READY.")
+@click.pass_obj
+@friendly_errors
+def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force: bool,
+         queued: bool) -> None:
+    """Type TEXT into a pane literally, then Enter; TEXT from stdin when not given.
+
+    Refuses (exit 1) when the pane is waiting for confirmation or has half-typed input in its
+    prompt, unless --force. Put `--` before text that starts with a dash. With --queue the
+    watcher delivers it, oldest first and one per turn, through the same refusals.
+    """
+    from app.act import handoff
+    from app.observe.packs import load_packs
+
+    if not words and sys.stdin.isatty():
+        raise ConductorError("no text to send: give TEXT, or pipe it on stdin")
+    text = " ".join(words) if words else sys.stdin.read()
+    if not words and text.endswith("\n"):
+        text = text[:-1]  # `echo task | conductor pty send w` means one line, not two Enters
+    if queued:
+        if no_enter or force:
+            raise ConductorError("--queue cannot be combined with --no-enter or --force")
+        from app.front.cli.cycle import queue_send
+
+        queue_send(obj, ident, text)
+        return
+    tmux = obj.tmux()
+    target = handoff.resolve(tmux, obj.workers_dir, ident)
+    handoff.send(tmux, target, text, load_packs(), read_config().watch, obj.workers_dir,
+                 enter=not no_enter, force=force)
+
+
+@pty.command()
+@click.argument("ident", metavar="ID|NAME|%PANE", shell_complete=complete_panes)
+@click.option("--until", "until_text", default="READY", show_default=True,
+              help="State to wait for; several separated by commas, e.g. READY,NEEDS_CONF; "
+                   "EXITED waits for the pane to end.")
+@click.option("--timeout", type=Seconds(0, 10**9), default=None,
+              help="Give up after this many seconds (exit 124). Default: wait for ever.")
+@click.option("--poll", type=Seconds(0.05, 3600), default=None,
+              help="Seconds between looks at the pane (default 0.5, config [wait]).")
+@click.option("-v", "--verbose", is_flag=True, help="Say on stderr why it keeps waiting.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
+@click.pass_obj
+@friendly_errors
+def wait(obj: Context, ident: str, until_text: str, timeout: float | None, poll: float | None,
+         verbose: bool, quiet: bool) -> None:
+    """Block until a pane is READY (or --until STATE); exit 0, or 124 on timeout.
+
+    Looks at the pane itself every --poll seconds with the watcher's rules and the agent's hook
+    events, so it works with or without `conductor pty watch`. After a `send` it does not take
+    READY until the pane has visibly started the new turn (or a short grace passed).
+    """
+    from app.act import handoff
+    from app.adapters.notify import parse_states
+    from app.observe.packs import load_packs
+
+    until = frozenset(parse_states(until_text.replace(",", " ").split()))
+    if not until:
+        raise ConductorError("--until needs a state: READY, BUSY, NEEDS_CONFIRMATION or ERROR")
+    tmux = obj.tmux()
+    target = handoff.resolve(tmux, obj.workers_dir, ident)
+    cfg = read_config()
+    watch = handoff.PaneWatch(tmux, target, load_packs(), cfg.watch, obj.workers_dir)
+
+    def report(assessment: Any) -> None:
+        if verbose:
+            why = ", ".join(assessment.reasons) or "-"
+            note = f": {render.clean_text(assessment.summary)}" if assessment.summary else ""
+            click.echo(f"{target.label}: {assessment.state.value} [{why}]{note}"
+                       f"{'' if assessment.state in until else '; still waiting'}", err=True)
+
+    result = handoff.wait(watch, until, timeout, poll or cfg.wait_poll_s, on_change=report)
+    a = result.assessment
+    if not result.reached:
+        click.echo(f"timed out after {render.duration(result.waited_s)}: {target.label} is "
+                   f"{a.state.value} for {render.duration(watch.seconds_in_state(result))}"
+                   f"{': ' + render.clean_text(a.summary) if a.summary else ''}", err=True)
+        sys.exit(handoff.TIMEOUT_EXIT)
+    if not quiet:
+        click.echo(f"{target.label}: {a.state.value} after {result.waited_s:.1f}s")
+
+
+@pty.command()
+@click.argument("ident", metavar="ID|NAME", shell_complete=complete_panes)
+@click.option("-n", "lines", type=click.IntRange(min=0, max=MAX_ROWS), default=5,
+              show_default=True,
+              help="How many recent transitions to show.")
+@click.pass_obj
+@friendly_errors
+def explain(obj: Context, ident: str, lines: int) -> None:
+    """Why a pane has its state: the stored assessment, the live screen's verdict, the rule that
+    decided and the lines it matched, every rule tried, and the last transitions."""
+    from app.adapters.status import find_worker
+    from app.adapters.store import StoreReader
+    from app.observe.packs import detect_pack, load_packs
+
+    reader = StoreReader(obj.workers_dir)
+    try:
+        worker = find_worker(reader.workers(), ident)
+        history = reader.history(worker["id"], limit=lines) if lines else []
+        jobs = reader.jobs(worker["id"], limit=20)
+    finally:
+        reader.close()
+    for line in render.stored_assessment(worker, time.time()):
+        click.echo(line)
+    from app.front.cli.cycle import cycle_line
+
+    click.echo(cycle_line(jobs))
+    queued = sum(1 for j in jobs if j["kind"] == "message" and j["state"] == "queued")
+    if queued:
+        click.echo(f"  queued messages: {queued} (see `conductor pty queue`)")
+    packs = load_packs()
+    # An exited pane's %N may belong to another pane by now (a new tmux server reuses them).
+    screen = None if worker["state"] == "EXITED" else \
+        obj.tmux().capture([worker["pane_id"]]).get(worker["pane_id"])
+    if screen is None:
+        click.echo("live screen: the pane is gone")
+    else:
+        pack = packs.get(worker.get("cli_type") or "") or detect_pack(packs, screen)
+        verdict, traces = pack.explain(screen)
+        click.echo(f"live screen, pack {pack.name}: {verdict.state.value} "
+                   f"(rule {verdict.rule_id or 'none'})")
+        for line in verdict.matched_lines:
+            click.echo(f"  matched: {render.clean_text(line)}")
+        for trace in traces:
+            click.echo(render.rule_trace(trace))
+    if history:
+        click.echo("last transitions:")
+        for row in history:
+            click.echo(f"  {_history(row)}")
+
+
+@pty.command()
+@click.argument("files", nargs=-1, type=click.Path(allow_dash=True, dir_okay=False))
+@click.option("--cli", "cli_name", default=None, help="Pack to use (default: detect).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per file.")
+@click.option("--explain", is_flag=True, help="Show the deciding rule and every rule tried.")
+@click.option("--llm", "use_llm", is_flag=True,
+              help="Also ask the LLM (needs OPENROUTER_API_KEY) and show the merged verdict.")
+@friendly_errors
+def classify(files: Sequence[str], cli_name: str | None, as_json: bool, explain: bool,
+             use_llm: bool) -> None:
+    """Classify captured screen text (FILE or - for stdin) with the daemon's packs."""
+    from app.observe.packs import detect_pack, load_packs
+
+    packs = load_packs()
+    if cli_name is not None and cli_name not in packs:
+        raise ConductorError(f"unknown --cli {cli_name!r}; known: {', '.join(sorted(packs))}")
+    llm = _llm_for_cli() if use_llm else None
+    sources = list(files) or ["-"]
+    json_lines = as_json
+    for source in sources:
+        text = _read_screen(source)
+        pack = packs[cli_name] if cli_name else detect_pack(packs, text)
+        verdict, traces = pack.explain(text)
+        if llm is not None:
+            from app.observe.llm import merge
+
+            verdict = merge(verdict, llm.classify(text, pack.name, pack))
+        if json_lines:
+            click.echo(json.dumps({
+                "file": source, "state": verdict.state.value, "cli": pack.name,
+                "rule": verdict.rule_id, "reasons": list(verdict.reasons),
+                "summary": verdict.summary, "actions_needed": verdict.actions_needed,
+                "options": [o.__dict__ for o in verdict.options],
+                **({"tried": [t.__dict__ | {"state": t.state.value} for t in traces]}
+                   if explain else {}),
+            }, ensure_ascii=False))
+            continue
+        named = f"{source}: " if len(sources) > 1 else ""
+        click.echo(f"{named}{verdict.state.value}  cli={pack.name}  "
+                   f"rule={verdict.rule_id or '-'}  reasons={','.join(verdict.reasons)}")
+        if verdict.summary:
+            click.echo(f"summary: {render.clean_text(verdict.summary)}")
+        if verdict.actions_needed:
+            click.echo(f"actions: {render.clean_text(verdict.actions_needed)}")
+        if explain:
+            for line in verdict.matched_lines:
+                click.echo(f"matched: {line}")
+            for trace in traces:
+                click.echo(render.rule_trace(trace))
+
+
+def _llm_for_cli() -> LLMClassifier:
+    import os
+
+    from app.observe.llm import LLMClassifier, LLMSettings
+
+    settings = LLMSettings.from_env(os.environ)
+    if not settings.api_key:
+        raise ConductorError("--llm needs OPENROUTER_API_KEY (environment or .env)")
+    return LLMClassifier(settings)
+
+
+def _read_screen(source: str) -> str:
+    if source == "-":
+        return sys.stdin.read()
+    try:
+        return Path(source).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ConductorError(f"cannot read {source}: {exc.strerror or exc}") from None
+
+
+def _register_groups() -> None:
+    from app.front.cli.agents import hook, hooks, mcp
+    from app.front.cli.cycle import dispatch, pause, queue, report, resume
+    from app.front.cli.herd import goal, herd
+    from app.front.cli.service import logs, service, stop
+
+    for command in (hook, hooks, mcp, report, queue, dispatch, pause, resume, herd, goal,
+                    stop, logs, service):
+        pty.add_command(command)
+
+
+_register_groups()
+
+
+def run(argv: list[str]) -> int:
+    settings.load_dotenv_file()
+    try:
+        result = conductor.main(args=argv, prog_name="conductor", standalone_mode=False)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except click.ClickException as exc:
+        # Usage errors too: one line on stderr, exit 1 (click would print usage and exit 2).
+        message = " ".join(exc.format_message().split())
+        if len(message) > 300:  # a 100 KB path in a message helps nobody
+            message = message[:200] + " … " + message[-80:]
+        hint = ""
+        if isinstance(exc, click.UsageError) and exc.ctx is not None:
+            hint = f" (see `{exc.ctx.command_path} --help`)"
+        click.echo(f"Error: {message}{hint}", err=True)
+        return 1
+    except click.Abort:
+        click.echo("Aborted.", err=True)
+        return 1
+    return result if isinstance(result, int) else 0

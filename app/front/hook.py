@@ -1,0 +1,129 @@
+"""``conductor pty hook``: what agent CLIs run from their hook systems.
+
+It runs inside the agent's own hook, so it must be quick, print nothing (Claude Code and Gemini
+CLI read a hook's stdout) and always exit 0: a failure here is written to ``hook.log`` in the
+store folder, never shown to the agent. Stdlib only, for start-up time. The event is one row in
+the store's events table, written before we exit: nothing is sent over a network, nothing is left
+to a background task that could be lost.
+
+Claude Code and Gemini CLI pass the event JSON on stdin; Codex's ``notify`` program gets it as the
+last argument.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any, TextIO
+
+LOG_NAME = "hook.log"
+_MAX_PAYLOAD = 1 << 20  # a Claude payload carries no transcript, only its path
+_MAX_LOG = 256 * 1024
+USAGE = """Usage: conductor pty hook [--cli claude|codex|gemini] [PAYLOAD]
+
+Record an agent CLI's hook event for the pane it runs in ($TMUX_PANE). The event JSON is read
+from PAYLOAD or, without it, from stdin. Prints nothing and always exits 0; problems go to
+hook.log in the store folder. Set it up with `conductor pty hooks install --cli NAME`.
+"""
+
+
+def main(argv: list[str], stdin: TextIO | None = None, env: Mapping[str, str] | None = None
+         ) -> int:
+    env = os.environ if env is None else env
+    if "-h" in argv or "--help" in argv:
+        sys.stdout.write(USAGE)
+        return 0
+    from app.base import paths
+
+    workers_dir = paths.workers_dir(env)
+    try:
+        cli, payload_arg = _parse_args(argv)
+        payload = payload_arg if payload_arg is not None else _read_stdin(stdin or sys.stdin)
+        row = event_row(cli, payload, env, time.time())
+    except ValueError as exc:
+        _log(workers_dir, env, f"ignored: {exc}")
+        return 0
+    except Exception as exc:  # never disturb the agent, whatever happened
+        _log(workers_dir, env, f"ignored: {type(exc).__name__}: {exc}")
+        return 0
+    try:
+        from app.adapters.store import record_event
+
+        record_event(workers_dir, row)
+    except Exception as exc:
+        _log(workers_dir, env, f"could not record {row['name']}: {exc}")
+    return 0
+
+
+def _parse_args(argv: list[str]) -> tuple[str | None, str | None]:
+    cli: str | None = None
+    payload: str | None = None
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg == "--cli" and args:
+            cli = args.pop(0)
+        elif arg.startswith("--cli="):
+            cli = arg.split("=", 1)[1]
+        elif payload is None:
+            payload = arg
+        else:
+            raise ValueError(f"unexpected argument {arg[:40]!r}")
+    return cli, payload
+
+
+def _read_stdin(stream: TextIO) -> str:
+    if stream.closed or stream.isatty():
+        return ""
+    return stream.read(_MAX_PAYLOAD)
+
+
+def event_row(cli: str | None, payload: str, env: Mapping[str, str], now: float
+              ) -> dict[str, Any]:
+    """The events-table row for one hook call; ValueError when it cannot be attributed."""
+    from app.observe.hookevents import parse_event
+
+    event = parse_event(cli, payload)
+    pane_id = env.get("TMUX_PANE", "")
+    if not pane_id.startswith("%"):
+        raise ValueError(f"{event.name or 'event'}: not inside a tmux pane (TMUX_PANE unset)")
+    # $TMUX is "<socket path>,<server pid>,<session index>"; the pid tells servers apart, as
+    # tmux reuses pane ids after a restart.
+    socket_path, _, rest = env.get("TMUX", "").partition(",")
+    server_pid = rest.partition(",")[0]
+    return {
+        "ts": now,
+        "kind": "hook",
+        "event": event.kind,
+        "name": event.name,
+        "cli": event.cli,
+        "pane_id": pane_id,
+        "server_pid": int(server_pid) if server_pid.isdigit() else None,
+        "socket": socket_path,
+        "session_id": event.session_id,
+        "detail": event.detail,
+    }
+
+
+def _log(workers_dir: str, env: Mapping[str, str], message: str) -> None:
+    path = os.path.join(workers_dir, LOG_NAME)
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        from app.adapters.store import make_private_dir, open_private
+
+        make_private_dir(workers_dir)
+        if not os.path.islink(path) and os.path.exists(path) and \
+                os.path.getsize(path) > _MAX_LOG:
+            os.replace(path, path + ".1")
+        # 0600 and never through a link: a planted hook.log link must not append to its target.
+        fd = open_private(path, os.O_WRONLY | os.O_APPEND)
+        with open(fd, "a", encoding="utf-8") as log:
+            log.write(f"{stamp} pid {os.getpid()} pane {env.get('TMUX_PANE', '-')}: "
+                      f"{' '.join(message.split())[:500]}\n")
+    except OSError:
+        pass  # nowhere to tell; the agent must still not be disturbed

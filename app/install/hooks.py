@@ -1,0 +1,380 @@
+"""``conductor pty hooks install``: merge our hook into Claude Code, Codex or Gemini CLI config.
+
+The user's file is theirs: every other key, hook and (for TOML) comment stays; a second install
+changes nothing; an existing file is copied to ``<file>.bak-YYYYmmdd-HHMMSS`` before it changes and
+is replaced in one rename. Formats and their sources: ``design/hooks.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.base.errors import ConfigError
+from app.base.files import write_atomic
+
+CLIS = ("claude", "codex", "gemini")
+
+# The hook exits in well under a second; the CLIs' defaults (Claude 600 s, Gemini 60 s) would let
+# a stuck hook freeze the agent for minutes.
+HOOK_TIMEOUT_S = 10
+HOOK_NAME = "conductor-pty"
+
+# PermissionRequest fires as the permission dialog opens; Notification's permission_prompt only
+# about 6 s later (Claude Code 2.1.197, measured).
+CLAUDE_EVENTS = (
+    "UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse", "Notification", "Stop",
+    "SubagentStop", "SessionEnd",
+)
+GEMINI_EVENTS = (
+    "BeforeAgent", "BeforeTool", "AfterTool", "AfterAgent", "Notification", "SessionEnd",
+)
+# Only tool events get an explicit catch-all matcher; on the others a missing matcher already
+# matches everything, and UserPromptSubmit/Stop ignore matchers.
+_TOOL_EVENTS = frozenset({"PreToolUse", "PermissionRequest", "PostToolUse", "BeforeTool",
+                          "AfterTool"})
+
+
+@dataclass(frozen=True)
+class InstallResult:
+    """What ``install`` did (or, on a dry run, would do).
+
+    ``snippet`` is the configuration a user could paste by hand; ``backup`` is None when nothing
+    was written; ``warnings`` are one-line facts that stop the hook from running even when
+    installed.
+    """
+
+    cli: str
+    path: Path
+    backup: Path | None
+    changed: bool
+    snippet: str
+    warnings: tuple[str, ...] = field(default=())
+
+
+def default_path(cli: str, env: Mapping[str, str] | None = None) -> Path:
+    """The user-level config file each CLI reads, honouring the same variables it does."""
+    env = os.environ if env is None else env
+    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
+    _check_cli(cli)
+    if cli == "claude":
+        base = env.get("CLAUDE_CONFIG_DIR")
+        return (Path(base).expanduser() if base else home / ".claude") / "settings.json"
+    if cli == "codex":
+        base = env.get("CODEX_HOME")
+        return (Path(base).expanduser() if base else home / ".codex") / "config.toml"
+    # GEMINI_CLI_HOME stands in for the home folder, so .gemini/ still follows it.
+    base = env.get("GEMINI_CLI_HOME")
+    return (Path(base).expanduser() if base else home) / ".gemini" / "settings.json"
+
+
+def hook_argv(cli: str, command: Sequence[str]) -> list[str]:
+    """The argv each CLI runs: our command plus ``--cli <cli>``, so the hook need not guess."""
+    _check_cli(cli)
+    if not command:
+        raise ConfigError("the hook command is empty")
+    return [*command, "--cli", cli]
+
+
+def install(
+    cli: str,
+    command: list[str],
+    path: Path | None = None,
+    *,
+    dry_run: bool = False,
+    force: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> InstallResult:
+    """Merge the hook running ``command`` into ``cli``'s config at ``path`` (default_path if None).
+
+    ``force`` lets Codex's single ``notify`` program be replaced when it is someone else's.
+    Raises ConfigError, with nothing written, when the file cannot be parsed or has a shape this
+    merge cannot keep intact.
+    """
+    argv = hook_argv(cli, command)
+    target = path if path is not None else default_path(cli, env)
+    # A dotfiles symlink stays a symlink: the file it points to is what changes.
+    target = target.resolve() if target.is_symlink() else target
+    old_text = _read(target)
+    if cli == "codex":
+        new_text, snippet, warnings = _merge_codex(target, old_text, argv, force)
+    else:
+        new_text, snippet, warnings = _merge_json(cli, target, old_text, shlex.join(argv))
+    backup = None
+    if new_text is not None and not dry_run:
+        backup = _write(target, new_text, old_text is not None)
+    return InstallResult(cli, target, backup, new_text is not None, snippet, warnings)
+
+
+def _check_cli(cli: str) -> None:
+    if cli not in CLIS:
+        raise ConfigError(f"unknown CLI {cli!r}: expected one of {', '.join(CLIS)}")
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: cannot read: {error}") from None
+
+
+# --- Claude Code and Gemini CLI: settings.json -------------------------------------------------
+
+
+def _hook_entry(cli: str, command: str) -> dict[str, Any]:
+    if cli == "gemini":
+        # Gemini's timeout is in milliseconds; its ``name`` is what /hooks disable takes.
+        return {
+            "name": HOOK_NAME, "type": "command", "command": command,
+            "timeout": HOOK_TIMEOUT_S * 1000,
+        }
+    return {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}
+
+
+def _group(cli: str, event: str, command: str) -> dict[str, Any]:
+    group: dict[str, Any] = {"matcher": "*"} if event in _TOOL_EVENTS else {}
+    group["hooks"] = [_hook_entry(cli, command)]
+    return group
+
+
+def _merge_json(
+    cli: str, path: Path, old_text: str | None, command: str
+) -> tuple[str | None, str, tuple[str, ...]]:
+    events = CLAUDE_EVENTS if cli == "claude" else GEMINI_EVENTS
+    snippet = json.dumps(
+        {"hooks": {event: [_group(cli, event, command)] for event in events}}, indent=2
+    )
+    settings = _parse_json(cli, path, old_text) if old_text is not None else {}
+    hooks = settings.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise ConfigError(f'{path}: "hooks" is {_json_type(hooks)}, not an object')
+    changed = False
+    for event in events:
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise ConfigError(f'{path}: "hooks.{event}" is {_json_type(groups)}, not a list')
+        changed |= _merge_event(cli, groups, event, command)
+    warnings = _gemini_warnings(path, settings) if cli == "gemini" else ()
+    if not changed:
+        return None, snippet, warnings
+    return json.dumps(settings, indent=2, ensure_ascii=False) + "\n", snippet, warnings
+
+
+def _parse_json(cli: str, path: Path, text: str) -> dict[str, Any]:
+    if not text.strip():
+        return {}
+    try:
+        settings = json.loads(text)
+    except json.JSONDecodeError as error:
+        # Gemini reads settings.json with comments stripped; a rewrite would lose them.
+        hint = "; comments cannot be kept, merge the snippet by hand" if cli == "gemini" else ""
+        raise ConfigError(f"{path}:{error.lineno}: not valid JSON: {error.msg}{hint}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to read as settings; nothing changed"
+                          ) from None
+    if not isinstance(settings, dict):
+        raise ConfigError(f"{path}: the top level is {_json_type(settings)}, not an object")
+    return settings
+
+
+def _merge_event(cli: str, groups: list[Any], event: str, command: str) -> bool:
+    """Add our hook to one event's groups; True when ``groups`` changed."""
+    entries = [
+        hook
+        for group in groups
+        if isinstance(group, dict) and isinstance(group.get("hooks"), list)
+        for hook in group["hooks"]
+        if isinstance(hook, dict) and isinstance(hook.get("command"), str)
+    ]
+    if any(hook["command"] == command for hook in entries):
+        return False
+    for hook in entries:
+        if _same_program(_split(hook["command"]), _split(command)):
+            # Ours from another install path (a moved venv): update it rather than run twice.
+            hook.update(_hook_entry(cli, command))
+            return True
+    groups.append(_group(cli, event, command))
+    return True
+
+
+def _gemini_warnings(path: Path, settings: dict[str, Any]) -> tuple[str, ...]:
+    hooks_config = settings.get("hooksConfig")
+    if isinstance(hooks_config, dict) and hooks_config.get("enabled") is False:
+        return (f"{path}: hooksConfig.enabled is false, so Gemini CLI runs no hooks at all",)
+    return ()
+
+
+def _json_type(value: object) -> str:
+    names: dict[type, str] = {
+        dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null",
+    }
+    return names.get(type(value), "a number")
+
+
+# --- Codex: config.toml ------------------------------------------------------------------------
+
+
+def _merge_codex(
+    path: Path, old_text: str | None, argv: list[str], force: bool
+) -> tuple[str | None, str, tuple[str, ...]]:
+    # tomlkit costs ~30 ms to import; only this command needs it.
+    import tomlkit
+    from tomlkit.exceptions import ParseError
+
+    snippet = tomlkit.dumps({"notify": argv}).strip()
+    try:
+        document = tomlkit.parse(old_text or "")
+    except ParseError as error:
+        raise ConfigError(f"{path}:{error.line}: not valid TOML: {error}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to read as settings; nothing changed"
+                          ) from None
+    current = document.unwrap().get("notify")
+    if current == argv:
+        return None, snippet, ()
+    if current is not None and not force and not _same_program(current, argv):
+        shown = shlex.join(current) if _is_argv(current) else repr(current)
+        raise ConfigError(
+            f"{path}: notify already runs another program ({shown[:120]}); Codex runs only one,"
+            " so it was left as it is (use --force to replace it)"
+        )
+    value = tomlkit.array()
+    value.extend(argv)
+    # On a new key tomlkit inserts before the first table, where a top-level key must be.
+    document["notify"] = value
+    new_text = tomlkit.dumps(document)
+    if tomlkit.parse(new_text).unwrap().get("notify") != argv:
+        raise ConfigError(f"{path}: cannot place notify at the top level; add the line by hand")
+    return new_text, snippet, ()
+
+
+def _is_argv(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+# --- shared ------------------------------------------------------------------------------------
+
+
+def _split(command: str) -> list[str]:
+    """``shlex.split`` that answers [] for text a shell would reject (an open quote)."""
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return []
+
+
+def _same_program(found: object, ours: list[str]) -> bool:
+    """True when ``found`` is our hook argv with only the program's folder differing."""
+    if not isinstance(found, list) or not _is_argv(found) or len(found) != len(ours) or not ours:
+        return False
+    return found[1:] == ours[1:] and Path(found[0]).name == Path(ours[0]).name
+
+
+def _write(path: Path, text: str, exists: bool) -> Path | None:
+    """Back up the old file (if any), then replace it atomically; return the backup's path."""
+    backup = None
+    if exists:
+        mode = path.stat().st_mode & 0o7777
+        backup = _backup_path(path)
+        try:
+            shutil.copy2(path, backup)
+        except OSError as error:
+            raise ConfigError(f"{path}: cannot write the backup {backup}: {error}") from None
+    else:
+        # A config folder may hold API keys: private unless the user made it otherwise.
+        mode = 0o600
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as error:
+            raise ConfigError(f"{path.parent}: cannot create: {error}") from None
+    try:
+        write_atomic(path, text, mode)
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot write: {error}") from None
+    return backup
+
+
+def _backup_path(path: Path) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    candidate = path.with_name(f"{path.name}.bak-{stamp}")
+    number = 1
+    # Two installs within one second must not overwrite the first backup.
+    while candidate.exists():
+        candidate = path.with_name(f"{path.name}.bak-{stamp}-{number}")
+        number += 1
+    return candidate
+
+
+# --- uninstall -----------------------------------------------------------------------------------
+
+
+def _ours(argv: object, cli: str) -> bool:
+    """Our hook, wherever it was installed from: it ends with ``pty hook --cli <cli>``."""
+    return isinstance(argv, list) and _is_argv(argv) and argv[-4:] == ["pty", "hook", "--cli", cli]
+
+
+def uninstall(cli: str, path: Path | None = None, *, env: Mapping[str, str] | None = None
+              ) -> InstallResult:
+    """Remove our hook from ``cli``'s config, keeping everything else (with a backup). Groups
+    and events left empty by the removal go too; nothing else is touched."""
+    _check_cli(cli)
+    target = path if path is not None else default_path(cli, env)
+    target = target.resolve() if target.is_symlink() else target
+    old_text = _read(target)
+    new_text: str | None = None
+    if old_text is not None and cli == "codex":
+        import tomlkit
+        from tomlkit.exceptions import ParseError
+
+        try:
+            document = tomlkit.parse(old_text)
+        except ParseError as error:
+            raise ConfigError(f"{target}:{error.line}: not valid TOML: {error}") from None
+        if _ours(document.unwrap().get("notify"), cli):
+            del document["notify"]
+            new_text = tomlkit.dumps(document)
+    elif old_text is not None:
+        settings = _parse_json(cli, target, old_text)
+        if _strip_json_hooks(settings, cli):
+            new_text = json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
+    backup = _write(target, new_text, True) if new_text is not None else None
+    return InstallResult(cli, target, backup, new_text is not None, "")
+
+
+def _strip_json_hooks(settings: dict[str, Any], cli: str) -> bool:
+    hooks = settings.get("hooks")
+    if not isinstance(hooks, dict):
+        return False
+    changed = False
+    for event in list(hooks):
+        groups = hooks[event]
+        if not isinstance(groups, list):
+            continue
+        emptied = False
+        for group in list(groups):
+            if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
+                continue
+            kept = [h for h in group["hooks"] if not (
+                isinstance(h, dict) and isinstance(h.get("command"), str)
+                and _ours(_split(h["command"]), cli))]
+            if len(kept) == len(group["hooks"]):
+                continue
+            changed = emptied = True
+            if kept:
+                group["hooks"] = kept
+            else:
+                groups.remove(group)
+        if emptied and not groups:
+            del hooks[event]
+    if changed and not hooks:
+        del settings["hooks"]
+    return changed

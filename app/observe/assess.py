@@ -1,0 +1,305 @@
+"""Turn one verdict per poll, plus what hooks and ``send`` said, into a reported state.
+
+Pure: no I/O. The watcher and ``wait`` feed it one observation per pane per poll; the timeline
+replay in the tests feeds it one recorded frame per poll, so all of them run the same rules.
+
+The screen is the judge; other signals only move it earlier or hold it back:
+
+1. A screen showing NEEDS_CONFIRMATION, BUSY or ERROR wins over every hook.
+2. An agent's "permission" hook makes the pane NEEDS_CONFIRMATION at once, for as long as the
+   screen it arrived on stays up (the prompt the hook announced).
+3. A "turn started" hook or a ``send`` restarts the stability count, like a screen change: the
+   pane is BUSY until the screen has been still for the stability window after it. So a lost
+   Stop hook delays READY by one window at most and never keeps a pane BUSY for good.
+4. After a ``send``, READY is not believed until the pane visibly left READY (a busy screen or a
+   turn-start hook) or ``send_grace_s`` passed: right after Enter the old idle screen is still up.
+5. A "turn ended" hook newer than the turn's start lets the first screen after it that shows the
+   idle prompt be READY at once, without the stability window, for as long as that screen stays
+   up. A turn-end that is not newer than the moment the pane was seen leaving READY after the
+   last send belongs to the previous turn and is ignored.
+   Some releases draw no end mark at all (Codex before 0.160): their packs call a finished turn
+   BUSY with the reason ``no_end_mark``, since it looks like a pause in a streaming reply. That
+   guess, and only that one, gives way to a valid turn-end hook once the screen has been still
+   for the stability window; READY then lasts while that screen stays up. Without the hook such
+   a pane stays BUSY: no stillness alone may call it finished.
+6. Anti-flap: a new state must hold for its configured polls before it is reported (READY has
+   the stability window instead). Leaving READY is always immediate. UNKNOWN is a state like the
+   others here: a known state gives way to it only after ``unknown_polls`` polls, so a screen
+   that redraws on a timer cannot flip BUSY and UNKNOWN every few polls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from app.base import settings
+from app.base.model import State, Verdict
+
+# The hook ``event`` names (see app/observe/hookevents.py) grouped by what they say about the turn.
+TURN_START_EVENTS = frozenset({"turn_start", "working"})
+TURN_END_EVENTS = frozenset({"turn_end", "idle"})
+PERMISSION_EVENTS = frozenset({"permission"})
+
+
+@dataclass(frozen=True)
+class Signals:
+    """The newest time (epoch seconds; 0 = never) of each kind of evidence besides the screen."""
+
+    sent: float = 0.0
+    turn_start: float = 0.0
+    turn_end: float = 0.0
+    permission: float = 0.0
+    last_hook: str = ""  # the CLI's own name of the newest hook event, for people
+    last_hook_ts: float = 0.0
+
+    def with_event(self, kind: str, event: str, name: str, ts: float) -> Signals:
+        """Fold one row of the events table in (rows arrive in store order)."""
+        if kind == "send":
+            return replace(self, sent=max(self.sent, ts))
+        hooked = replace(self, last_hook=name or event, last_hook_ts=ts) \
+            if ts >= self.last_hook_ts else self
+        if event in TURN_START_EVENTS:
+            return replace(hooked, turn_start=max(self.turn_start, ts))
+        if event in TURN_END_EVENTS:
+            return replace(hooked, turn_end=max(self.turn_end, ts))
+        if event in PERMISSION_EVENTS:
+            return replace(hooked, permission=max(self.permission, ts))
+        return hooked
+
+
+NO_SIGNALS = Signals()
+# A turn-end hook can vouch for an idle screen only this soon after it fired; an older one (from
+# before a prompt the user typed in directly, say) says nothing about today's screen.
+TURN_END_ARM_S = 3.0
+# The reason a pack gives for BUSY when the screen shows a reply but cannot show its end.
+NO_END_MARK = "no_end_mark"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How much evidence each state needs (the ``[states]`` part of the config)."""
+
+    stable_polls: int = 3
+    ready_min_s: float = settings.DEFAULT_READY_MIN_S
+    busy_polls: int = settings.DEFAULT_BUSY_POLLS
+    confirmation_polls: int = settings.DEFAULT_CONFIRMATION_POLLS
+    error_polls: int = settings.DEFAULT_ERROR_POLLS
+    send_grace_s: float = settings.DEFAULT_SEND_GRACE_S
+    # A screen no rule reads, after one we could read, is more often a moment between two
+    # redraws than news; anything but READY stands until UNKNOWN held this many polls.
+    unknown_polls: int = 3
+
+    @classmethod
+    def from_settings(cls, settings: settings.WatchSettings, pack_stable_polls: int) -> Policy:
+        return cls(
+            stable_polls=settings.stable_polls or pack_stable_polls,
+            ready_min_s=settings.ready_min_s,
+            busy_polls=settings.busy_polls,
+            confirmation_polls=settings.confirmation_polls,
+            error_polls=settings.error_polls,
+            send_grace_s=settings.send_grace_s,
+        )
+
+    def hold(self, state: State) -> int:
+        return {State.BUSY: self.busy_polls, State.NEEDS_CONFIRMATION: self.confirmation_polls,
+                State.ERROR: self.error_polls, State.UNKNOWN: self.unknown_polls}.get(state, 1)
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """What we believe about one pane after the latest poll."""
+
+    state: State = State.UNKNOWN
+    state_entered: float = 0.0
+    last_change: float = 0.0  # when the screen last differed from the poll before
+    screen_hash: str | None = None
+    stable_count: int = 0  # consecutive polls without a change or new busy evidence
+    stable_since: float = 0.0  # when that run of polls began
+    verdict: Verdict | None = None
+    reasons: tuple[str, ...] = ()
+    summary: str = ""
+    actions_needed: str = ""
+    confidence: int = 0
+    # Which signals were looked at and what each said, e.g. ("screen=READY", "hook=Stop").
+    signals: tuple[str, ...] = ()
+    # Anti-flap: the state the evidence points to and for how many polls in a row.
+    candidate: State | None = None
+    candidate_count: int = 0
+    # Bookkeeping for the signals: what was already taken into account.
+    evidence_seen: float = 0.0  # newest send / turn-start folded into the stability count
+    send_seen: float = 0.0
+    departed_at: float = 0.0  # when the pane was first seen leaving READY after the last send
+    permission_seen: float = 0.0
+    permission_screen: str | None = None  # the screen a permission hook arrived on
+    turn_end_armed: float = 0.0  # the turn-end hook that vouched for ``turn_end_screen``
+    turn_end_screen: str | None = None
+
+    def seconds_in_state(self, now: float) -> float:
+        return max(0.0, now - self.state_entered)
+
+
+def absorb(assessment: Assessment, signals: Signals) -> Assessment:
+    """Take signals older than our first look as already accounted for.
+
+    A pane first seen (or restored after a watcher restart) must not treat a send or a
+    turn-start from before as news that restarts its stability, nor a permission hook from an
+    earlier prompt (one cancelled with Esc fires no hook) as a prompt on today's screen.
+    """
+    # Nor a turn-end: it vouched for the screen of its day, and a prompt typed into the pane
+    # since (no hook tells of that) may be streaming now, still between two lines of its reply.
+    return replace(
+        assessment,
+        evidence_seen=max(assessment.evidence_seen, signals.sent, signals.turn_start),
+        send_seen=max(assessment.send_seen, signals.sent),
+        permission_seen=max(assessment.permission_seen, signals.permission),
+        turn_end_armed=max(assessment.turn_end_armed, signals.turn_end),
+    )
+
+
+@dataclass
+class _Draft:
+    state: State
+    confidence: int
+    summary: str
+    actions: str
+    reasons: list[str] = field(default_factory=list)
+
+
+def assess(
+    previous: Assessment | None,
+    verdict: Verdict,
+    screen_hash: str,
+    now: float,
+    stable_polls: int,
+    *,
+    policy: Policy | None = None,
+    signals: Signals = NO_SIGNALS,
+) -> Assessment:
+    """Fold one poll's verdict and the pane's signals into its assessment (rules: module doc)."""
+    if policy is None or policy.stable_polls != stable_polls:
+        policy = replace(policy or Policy(), stable_polls=stable_polls)
+    first_sight = previous is None or previous.screen_hash is None
+    prior = previous or Assessment(state_entered=now, last_change=now, stable_since=now)
+    if first_sight:
+        prior = absorb(prior, signals)
+
+    changed = screen_hash != prior.screen_hash
+    busy_evidence = max(signals.sent, signals.turn_start)
+    fresh_evidence = busy_evidence > prior.evidence_seen
+    restarted = changed or fresh_evidence
+    stable_count = 1 if restarted else prior.stable_count + 1
+    stable_since = now if restarted else prior.stable_since
+    settled = stable_count >= policy.stable_polls and now - stable_since >= policy.ready_min_s
+
+    # The send bookkeeping: a new send forgets the previous departure.
+    departed_at = 0.0 if signals.sent > prior.send_seen else prior.departed_at
+    # A reply with no end mark reads BUSY before, during and after the turn: no sign of leaving.
+    lacks_end_mark = verdict.state is State.BUSY and NO_END_MARK in verdict.reasons
+    if signals.sent and not departed_at and (
+            (verdict.state in (State.BUSY, State.NEEDS_CONFIRMATION, State.ERROR)
+             and not lacks_end_mark)
+            or signals.turn_start > signals.sent):
+        departed_at = now
+    awaiting_departure = bool(signals.sent) and not departed_at \
+        and now - signals.sent < policy.send_grace_s
+
+    permission_screen = prior.permission_screen
+    if signals.permission > prior.permission_seen:
+        permission_screen = screen_hash
+    permission_active = (
+        signals.permission > max(signals.turn_start, signals.turn_end, signals.sent)
+        and screen_hash == permission_screen
+    )
+    turn_began = max(signals.turn_start, signals.sent, departed_at)
+    turn_end_valid = signals.turn_end > turn_began and signals.turn_end > 0
+    # A turn-end vouches for one screen only: the first idle-looking screen after it. If that
+    # screen changes, the hook says nothing about the new one (output may be streaming again).
+    armed_for, armed_screen = prior.turn_end_armed, prior.turn_end_screen
+    if (turn_end_valid and verdict.state is State.READY and signals.turn_end > armed_for
+            and now - signals.turn_end <= TURN_END_ARM_S):
+        armed_for, armed_screen = signals.turn_end, screen_hash
+    if lacks_end_mark and turn_end_valid and signals.turn_end > armed_for and settled \
+            and not awaiting_departure:
+        # The reply may have been drawn a moment after the hook fired: whatever screen settles
+        # first after it is the finished one.
+        armed_for, armed_screen = signals.turn_end, screen_hash
+    turn_end_confirmed = turn_end_valid and armed_for == signals.turn_end \
+        and screen_hash == armed_screen
+
+    shown = [f"screen={verdict.state.value}"]
+    if signals.last_hook:
+        shown.append(f"hook={signals.last_hook}")
+    if signals.sent and now - signals.sent < 3600:
+        shown.append("sent")
+
+    draft = _Draft(verdict.state, verdict.confidence, verdict.summary, verdict.actions_needed,
+                   list(verdict.reasons))
+    if lacks_end_mark and turn_end_confirmed:
+        draft = _Draft(State.READY, 80, "The turn ended (its hook said so; this release "
+                       "draws no end mark)", "", [*verdict.reasons, "hook_event"])
+    elif draft.state in (State.NEEDS_CONFIRMATION, State.BUSY, State.ERROR):
+        if draft.state is State.BUSY and turn_end_valid:
+            draft.reasons.append("screen_veto")  # the hook said done; the screen says not yet
+    elif permission_active:
+        draft = _Draft(State.NEEDS_CONFIRMATION, 90, "The agent is asking for permission",
+                       "Answer the prompt in the pane", [*verdict.reasons, "hook_event"])
+    elif first_sight:
+        draft.state, draft.confidence = State.UNKNOWN, min(draft.confidence, 30)
+        draft.reasons.append("settling")
+    elif draft.state is State.READY and turn_end_confirmed and not awaiting_departure:
+        draft.reasons.append("hook_event")
+    elif awaiting_departure:
+        draft = _Draft(State.BUSY, 70, "Instruction sent; waiting for the agent to start", "",
+                       [*verdict.reasons, "sent"])
+    elif settled:
+        draft.reasons.append("stable_for_n")
+        if fresh_evidence or signals.turn_start > signals.turn_end:
+            # A turn-start with no turn-end since, yet a still idle screen: the Stop was lost.
+            draft.reasons.append("screen_overrides_hook")
+    elif changed:
+        # A moving screen with no busy marker: something is still being written.
+        draft = _Draft(State.BUSY, 60, "Screen is changing", "", [*verdict.reasons,
+                                                                  "screen_changing"])
+    elif signals.turn_start > signals.turn_end or stable_count == 1:
+        # Same screen, but a send or a turn-start hook since it settled: work has begun.
+        why = "sent" if signals.sent >= signals.turn_start else "hook_event"
+        draft = _Draft(State.BUSY, 70, "The agent is working", "", [*verdict.reasons, why])
+    else:
+        # Same screen as last poll, not yet stable long enough: hold what we reported.
+        draft = _Draft(prior.state, prior.confidence, prior.summary, prior.actions_needed,
+                       [*verdict.reasons, "settling"])
+
+    candidate = draft.state
+    candidate_count = prior.candidate_count + 1 if candidate is prior.candidate else 1
+    state = candidate
+    if (not first_sight and candidate is not prior.state and prior.state is not State.READY
+            and candidate is not State.READY and candidate_count < policy.hold(candidate)):
+        # Anti-flap: not yet held long enough. Never applied when leaving READY.
+        draft = _Draft(prior.state, prior.confidence, prior.summary, prior.actions_needed,
+                       [*draft.reasons, "holding"])
+        state = prior.state
+
+    state_entered = prior.state_entered if state is prior.state and not first_sight else now
+    return Assessment(
+        state=state,
+        state_entered=state_entered,
+        last_change=now if changed else prior.last_change,
+        screen_hash=screen_hash,
+        stable_count=stable_count,
+        stable_since=stable_since,
+        verdict=verdict,
+        reasons=tuple(draft.reasons),
+        summary=draft.summary,
+        actions_needed=draft.actions,
+        confidence=draft.confidence,
+        signals=tuple(shown),
+        candidate=candidate,
+        candidate_count=candidate_count,
+        evidence_seen=max(prior.evidence_seen, busy_evidence),
+        send_seen=max(prior.send_seen, signals.sent),
+        departed_at=departed_at,
+        permission_seen=max(prior.permission_seen, signals.permission),
+        turn_end_armed=armed_for,
+        turn_end_screen=armed_screen,
+        permission_screen=permission_screen,
+    )

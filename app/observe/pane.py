@@ -1,0 +1,197 @@
+"""A pane as the watcher and ``wait`` know it: its identity (``worker_id``), what is remembered
+between looks (``Tracked``), and ``PaneObserver``, which classifies and assesses one pane at a time.
+
+The watcher runs one observer over every pane; ``wait`` and ``send`` run one over a single pane
+when they look for themselves, so both judge a screen by the same rules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from app.base.model import Pane, State, Transition, Verdict
+from app.base.screen import normalise, screen_hash
+from app.base.settings import WatchSettings
+from app.observe.assess import NO_SIGNALS, Assessment, Policy, Signals, assess
+from app.observe.llm import AsyncLLM, merge, worth_asking
+from app.observe.packs import (
+    GENERIC_PACK,
+    Pack,
+    PatternTimeout,
+    detect_pack,
+    judge_for,
+    plain_program,
+    time_limit,
+)
+
+log = logging.getLogger(__name__)
+
+# Wall-clock budget for choosing and running one pane's pack on one screen; a pattern that runs
+# past it makes that screen UNKNOWN (reason ``pattern_timeout``) instead of stalling every pane.
+CLASSIFY_BUDGET_S = 0.5
+# How a pane is watched, as shown in its signals ("watch=events"): control mode reports its
+# output, or only the poll looks at it.
+EVENTS, POLL = "events", "poll"
+
+def worker_id(socket_label: str, server_pid: int, pane_id: str) -> str:
+    """Stable for the life of a pane and safe as a folder name: tmux reuses ``%N`` after a server
+    restart, so the server's pid and socket are part of the identity."""
+    key = f"{socket_label}\0{server_pid}\0{pane_id}"
+    return hashlib.blake2b(key.encode(), digest_size=5).hexdigest()
+
+
+@dataclass
+class Tracked:
+    """What the watcher remembers about one pane between cycles."""
+
+    worker_id: str
+    pane: Pane
+    name: str
+    named_by_user: bool
+    cli_forced: str | None
+    pack: Pack | None = None
+    pack_command: str = ""
+    # A plain program in the foreground (``less``, ``sleep``; "" for none): its screen is judged
+    # by the generic pack while the pane keeps its shell pack.
+    program: str = ""
+    hint: tuple[Any, ...] | None = None
+    captured_at: float = 0.0
+    text: str = ""
+    text_hash: str | None = None
+    # What stability is judged on: the screen with the pack's volatile parts (fading hints,
+    # clocks) blanked, so they do not hold READY back.
+    stability_hash: str | None = None
+    verdict: Verdict | None = None
+    assessment: Assessment | None = None
+    signals: Signals = NO_SIGNALS  # hooks and sends, folded from the events table
+    status_json: str | None = None
+    # The rows last written to the store; a row is written again only when it differs.
+    status_row: dict[str, Any] | None = None
+    pty_row: dict[str, Any] | None = None
+    mode: str = POLL
+    recheck_at: float = 0.0  # when a light tick should look at the quiet pane again; 0: never
+
+
+class PaneObserver:
+    """Classify and assess one pane at a time: the watcher runs one over every pane, and ``wait``
+    runs one over a single pane when it looks for itself."""
+
+    def __init__(self, packs: Mapping[str, Pack], settings: WatchSettings,
+                 llm: AsyncLLM | None = None) -> None:
+        self.packs = packs
+        self.settings = settings
+        self.llm = llm
+        # By the pack's stable_polls and whether control mode watches the pane; built once.
+        self._policies: dict[tuple[int, bool], Policy] = {}
+
+    def classify(self, tracked: Tracked, raw: str) -> None:
+        """Normalise a captured screen and (re)classify it with the pane's pack."""
+        text = normalise(raw)
+        text_hash = screen_hash(text)
+        if text_hash == tracked.text_hash and tracked.verdict is not None and \
+                tracked.verdict.rule_id == "pattern-timeout":
+            return  # the same screen would only run out of time again
+        pane = tracked.pane
+        program = "" if tracked.cli_forced else plain_program(self.packs, pane.current_command)
+        rejudge = tracked.verdict is None or program != tracked.program
+        try:
+            with time_limit(CLASSIFY_BUDGET_S):
+                if tracked.pack is None or tracked.pack_command != pane.current_command or (
+                    tracked.pack.name in (GENERIC_PACK, "shell")
+                    and text_hash != tracked.text_hash
+                ):
+                    chosen = self._choose_pack(tracked, text)
+                    if program and chosen.name == GENERIC_PACK and tracked.pack is not None \
+                            and tracked.pack.detect.weak:
+                        # `sleep 30` typed at a shell prompt: still a shell pane, now running a
+                        # program.
+                        chosen = tracked.pack
+                    rejudge = rejudge or chosen is not tracked.pack
+                    tracked.pack = chosen
+                    tracked.pack_command = pane.current_command
+                tracked.program = program
+                judge, program = judge_for(self.packs, tracked.pack, pane.current_command)
+                if text_hash != tracked.text_hash or rejudge:
+                    tracked.verdict = judge.classify(text, program)
+                tracked.stability_hash = (tracked.pack.fingerprint(text)
+                                          if tracked.pack.volatile else text_hash)
+        except PatternTimeout as exc:
+            log.warning("pane %s (%s): %s on its screen; it is UNKNOWN until the screen changes",
+                        pane.pane_id, tracked.name, exc)
+            tracked.verdict = Verdict(
+                state=State.UNKNOWN, confidence=0, reasons=("pattern_timeout",),
+                rule_id="pattern-timeout", classifier=f"pack:{tracked.pack.name}"
+                if tracked.pack else "pack", summary=f"classification took over "
+                f"{CLASSIFY_BUDGET_S:g}s: {exc}"[:200])
+            tracked.stability_hash = text_hash
+        tracked.text, tracked.text_hash = text, text_hash
+
+    def _choose_pack(self, tracked: Tracked, text: str) -> Pack:
+        if tracked.cli_forced and tracked.cli_forced in self.packs:
+            return self.packs[tracked.cli_forced]
+        pane = tracked.pane
+        return detect_pack(self.packs, text, command=pane.current_command, title=pane.title)
+
+    def assess(self, tracked: Tracked, now: float) -> Transition | None:
+        """Fold the latest verdict and signals into the pane's assessment; the transition, if
+        the reported state changed."""
+        pane = tracked.pane
+        verdict = tracked.verdict
+        if pane.dead:
+            status = pane.dead_status
+            verdict = Verdict(
+                state=State.ERROR, confidence=100, reasons=("pane_dead",), rule_id="pane-dead",
+                summary=f"Process exited (status {status})" if status is not None
+                else "Process exited",
+                actions_needed="Restart or close the pane", classifier="tmux",
+            )
+        if verdict is None or tracked.text_hash is None or tracked.stability_hash is None:
+            return None
+        pack_verdict = verdict
+        if self.llm is not None and not pane.dead:
+            verdict = merge(pack_verdict, self.llm.result(tracked.worker_id, tracked.text_hash))
+        pack_polls = tracked.pack.stable_polls if tracked.pack else 3
+        events = tracked.mode == EVENTS
+        policy = self._policies.get((pack_polls, events))
+        if policy is None:
+            policy = Policy.from_settings(self.settings, pack_polls)
+            if events:
+                # Control mode reports every byte the pane prints, so a screen is known to be
+                # still without counting polls: one look after it went quiet plus
+                # ready_min_s of silence make it stable.
+                policy = replace(policy, stable_polls=min(policy.stable_polls, 2))
+            self._policies[(pack_polls, events)] = policy
+        stable_polls = policy.stable_polls
+        previous = tracked.assessment
+        tracked.assessment = assess(previous, verdict, tracked.stability_hash, now,
+                                    stable_polls, policy=policy, signals=tracked.signals)
+        if (self.llm is not None and tracked.pack is not None and not pane.dead
+                and tracked.assessment.stable_count >= stable_polls
+                and worth_asking(pack_verdict)):
+            # Only a settled screen the packs cannot call for sure, once per screen hash.
+            self.llm.request(tracked.worker_id, tracked.text_hash, tracked.text,
+                             tracked.pack.name, tracked.pack,
+                             names=(tracked.name, tracked.worker_id, pane.pane_id,
+                                    f"{pane.session_name}:{pane.window_name}"))
+        before = previous.state if previous is not None and previous.screen_hash else None
+        if previous is not None and previous.state is State.UNKNOWN and \
+                previous.reasons[-1:] == ("settling",):
+            # Only settling after first sight: nothing was known before, so a start-up is not
+            # reported (or notified) as a pane "finishing".
+            before = None
+        a = tracked.assessment
+        if a.state is before or (before is None and a.state is State.UNKNOWN):
+            return None
+        # What is reported, which may differ from the raw verdict (a READY screen still moving
+        # is reported BUSY).
+        reported = Verdict(
+            state=a.state, confidence=a.confidence, reasons=a.reasons, rule_id=verdict.rule_id,
+            summary=a.summary, actions_needed=a.actions_needed, classifier=verdict.classifier,
+            matched_lines=verdict.matched_lines,
+        )
+        lasted = previous.seconds_in_state(now) if previous is not None and before else 0.0
+        return Transition(tracked.worker_id, now, before, a.state, reported, lasted)

@@ -1,0 +1,683 @@
+"""The config file: one TOML document holding every setting, upgraded in place when keys are new.
+
+:data:`DEFAULT_DOCUMENT` is the whole file as first written, a comment above every key, its
+numbers taken from the ``DEFAULT_*`` constants of the modules that use them. It is also the
+schema: a key's type is the type of its default, and a key it lacks is unknown.
+
+Loading a file written by an older version adds each key it lacks, with its default and its
+comment, into the right table, and leaves every line the user wrote as it was (tomlkit keeps
+comments and layout). Nothing is written when nothing was added, and a file that does not
+validate is never written at all. There is no version field: the keys present are the version.
+
+The OpenRouter API key is never read from, nor written to, this file: it lives in the
+environment (or ``.env``), where it does not end up in a dotfiles repository.
+
+Environment variables that name a setting win over the file. For the LLM that happens in
+:meth:`app.observe.llm.LLMSettings.from_env`, which takes :attr:`Config.llm_defaults`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import stat
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import tomlkit
+from tomlkit.container import OutOfOrderTableProxy
+from tomlkit.exceptions import ParseError, TOMLKitError
+from tomlkit.items import Comment, InlineTable, Item, Table, Whitespace
+
+from app.act.cycle import jobs as cycle_jobs
+from app.act.herd import gate as herd_gate
+from app.adapters.notify import (
+    COMMAND,
+    DEFAULT_MIN_INTERVAL,
+    DEFAULT_STATES,
+    DEFAULT_TIMEOUT,
+    DESKTOP,
+    KINDS,
+    TMUX,
+    NotifySettings,
+    parse_states,
+)
+from app.base import settings
+from app.base.errors import ConfigError
+from app.base.files import write_atomic
+from app.base.model import State
+from app.base.settings import (  # where the file lives is a plain setting
+    DEFAULT_WAIT_POLL_S,
+    config_path,
+)
+from app.observe import llm
+
+logger = logging.getLogger(__name__)
+
+# Keys that must never be in the file, whatever table they are in.
+_SECRET_KEYS = frozenset({"api_key", "openrouter_api_key"})
+
+
+def _v(value: object) -> str:
+    """``value`` as TOML, so the defaults below are written by the same code that reads them."""
+    return tomlkit.item(value).as_string()
+
+
+def _state_names(states: frozenset[State]) -> list[str]:
+    # State's declaration order, so the file reads the same on every run.
+    return [s.value for s in State if s in states]
+
+
+DEFAULT_DOCUMENT = f"""\
+# conductor pty configuration.
+#
+# Every setting is here with its default. When a newer conductor pty knows a setting this file
+# lacks, it adds it (with its default and comment) and leaves the rest as you wrote it.
+# Environment variables named in the comments win over this file.
+#
+# The OpenRouter API key is never read from this file: put OPENROUTER_API_KEY in the
+# environment or in a .env file.
+
+[watch]
+# Seconds between two looks at every pane.
+interval = {_v(settings.DEFAULT_INTERVAL_S)}
+
+# Seconds after which a pane is captured again even though tmux reports no output, in case
+# tmux's one-second activity clock hid a change.
+force_capture = {_v(settings.DEFAULT_FORCE_CAPTURE_S)}
+
+# true: tmux control mode tells the watcher the moment a pane prints, and the poll above is
+# only the safety net; false: polling only.
+events = {_v(settings.DEFAULT_EVENTS)}
+
+# Seconds: a pane that prints nonstop is captured at most this often.
+min_capture = {_v(settings.DEFAULT_MIN_CAPTURE_S)}
+
+# State changes kept in the history, per pane.
+history_rows = {_v(settings.DEFAULT_HISTORY_ROWS_PER_PANE)}
+
+# Days of history kept.
+history_days = {_v(settings.DEFAULT_HISTORY_DAYS)}
+
+[states]
+# Polls with the same screen before a pane counts as READY; 0 = each CLI pack's own value.
+ready_polls = {_v(settings.DEFAULT_STABLE_POLLS or 0)}
+
+# Seconds the screen must also stay the same before READY, so fast polling cannot call a
+# pause READY.
+ready_min_seconds = {_v(settings.DEFAULT_READY_MIN_S)}
+
+# Polls a BUSY verdict must hold before it is reported (leaving READY is always immediate).
+busy_polls = {_v(settings.DEFAULT_BUSY_POLLS)}
+
+# Polls a NEEDS_CONFIRMATION verdict must hold before it is reported.
+confirmation_polls = {_v(settings.DEFAULT_CONFIRMATION_POLLS)}
+
+# Polls an ERROR verdict must hold before it is reported.
+error_polls = {_v(settings.DEFAULT_ERROR_POLLS)}
+
+# Seconds in READY or NEEDS_CONFIRMATION after which a pane counts as waiting long.
+waiting_grace = {_v(settings.DEFAULT_WAITING_GRACE_S)}
+
+# Seconds after `conductor pty send` during which READY is not believed unless the pane
+# visibly left READY: a CLI still looks idle for a moment after Enter.
+send_grace = {_v(settings.DEFAULT_SEND_GRACE_S)}
+
+# Seconds an EXITED pane (its program ended, or it was closed) stays in `conductor pty status`;
+# `status --all` shows it until the history retention removes it.
+exited_shown = {_v(settings.DEFAULT_EXITED_SHOWN_S)}
+
+[notify]
+# States that notify: any of READY, BUSY, NEEDS_CONFIRMATION, ERROR, UNKNOWN, EXITED.
+# A kind below may narrow or widen this with its own list.
+states = {_v(_state_names(DEFAULT_STATES))}
+
+# Seconds: at most one notification per pane and state in this time.
+min_interval = {_v(DEFAULT_MIN_INTERVAL)}
+
+# true: no notification for the pane you are looking at in tmux.
+skip_focused = {_v(False)}
+
+# Seconds a notification program may run before it is killed.
+timeout = {_v(DEFAULT_TIMEOUT)}
+
+[notify.{TMUX}]
+# A message on the tmux status line of every attached client.
+enabled = {_v(True)}
+
+# States for this kind; empty = the states of [notify].
+states = []
+
+[notify.{DESKTOP}]
+# A desktop notification: notify-send on Linux, osascript on macOS.
+enabled = {_v(True)}
+
+# States for this kind; empty = the states of [notify].
+states = []
+
+[notify.{COMMAND}]
+# Your own program, as a list: ["notify-me", "--urgent"]. It runs without a shell and gets
+# the event in CONDUCTOR_* environment variables. Empty = no program.
+argv = []
+
+# Run the program above (when there is one).
+enabled = {_v(True)}
+
+# States for this kind; empty = the states of [notify].
+states = []
+
+[llm]
+# The optional LLM classifier; it is on when OPENROUTER_API_KEY is set and CONDUCTOR_LLM is
+# not off. Model name on OpenRouter (env CONDUCTOR_LLM_MODEL).
+model = {_v(llm.DEFAULT_MODEL)}
+
+# API base URL (env OPENROUTER_BASE_URL).
+base_url = {_v(llm.DEFAULT_BASE_URL)}
+
+# Seconds for one classification, retries included (env CONDUCTOR_LLM_TIMEOUT).
+timeout = {_v(llm.DEFAULT_TIMEOUT)}
+
+# Most HTTP requests per minute, retries included (env CONDUCTOR_LLM_CALLS_PER_MINUTE).
+calls_per_minute = {_v(llm.DEFAULT_CALLS_PER_MINUTE)}
+
+# Characters from the bottom of the screen that are sent (env CONDUCTOR_LLM_MAX_SCREEN_CHARS).
+max_screen_chars = {_v(llm.DEFAULT_MAX_SCREEN_CHARS)}
+
+# Panes never sent to the LLM: pane ids, session:window or worker names, globs allowed,
+# e.g. ["%3", "secrets:*"] (env CONDUCTOR_LLM_EXCLUDE).
+exclude = []
+
+[wait]
+# Seconds between two looks at the pane by `conductor pty wait`.
+poll_interval = {_v(DEFAULT_WAIT_POLL_S)}
+
+[create]
+# true: windows made by `conductor pty create` keep their last screen when the program exits
+# (tmux remain-on-exit), so a crashed agent shows what happened and reads ERROR with its status.
+remain_on_exit = {_v(True)}
+
+[herd]
+# Herding nudges only panes opted in with `conductor pty herd on ID`. Seconds a READY pane
+# must sit with no screen change, no send and no nudge before it counts as stalled.
+stall_after = {_v(herd_gate.DEFAULT_STALL_AFTER_S)}
+
+# Seconds a state must have lasted before a pane can be nudged at all.
+stability = {_v(herd_gate.DEFAULT_STABILITY_S)}
+
+# Lowest confidence (0-100) of the pane's state for a nudge.
+confidence_min = {_v(herd_gate.DEFAULT_CONFIDENCE_MIN)}
+
+# Seconds between two nudges of the same pane.
+cooldown = {_v(herd_gate.DEFAULT_COOLDOWN_S)}
+
+# Nudges until a person acts on the pane (a send, typing, a turn they start); then it waits
+# for you.
+max_nudges = {_v(herd_gate.DEFAULT_MAX_NUDGES)}
+
+# Rule set `herd on` uses without --rules: a bundled name (conservative, persistent), a name
+# in herd_rules/ next to this file, or a path to a .yml file.
+rules = {_v(herd_gate.DEFAULT_RULES)}
+
+[cycle]
+# After `conductor pty report`: seconds to wait before assessing when the report names no
+# check command (--wait-cmd).
+wait = {_v(cycle_jobs.DEFAULT_WAIT_S)}
+
+# Then the pane must be READY, or its screen unchanged this many seconds...
+idle = {_v(cycle_jobs.DEFAULT_IDLE_S)}
+
+# ...but the assessment starts after this many seconds whatever the screen does.
+spin_max = {_v(cycle_jobs.DEFAULT_SPIN_MAX_S)}
+
+# Seconds a check command may run before it is killed (then the pane is paused).
+command_timeout = {_v(cycle_jobs.DEFAULT_CMD_TIMEOUT_S)}
+
+# Characters of the check command's output kept (its end) for the assessor.
+output_chars = {_v(cycle_jobs.DEFAULT_OUTPUT_CHARS)}
+
+# Reports and directives kept per pane for the assessor, newest last.
+transcript_entries = {_v(cycle_jobs.DEFAULT_TRANSCRIPT_ENTRIES)}
+
+[queue]
+# Seconds a message queued with `send --queue` waits for a READY pane before it expires.
+ttl = {_v(cycle_jobs.DEFAULT_QUEUE_TTL_S)}
+"""
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything the file decides. ``added`` lists the dotted keys this load wrote into the
+    file, for one log line; it is empty when nothing was missing or the file could not be
+    written (that is logged here)."""
+
+    watch: settings.WatchSettings
+    notify: NotifySettings
+    llm_defaults: llm.LLMSettings  # no key: give it to LLMSettings.from_env(env, defaults=...)
+    wait_poll_s: float
+    path: Path
+    remain_on_exit: bool = True  # [create]: tmux remain-on-exit on windows `create` makes
+    herd: herd_gate.HerdSettings = field(default_factory=herd_gate.HerdSettings)
+    cycle: cycle_jobs.CycleSettings = field(default_factory=cycle_jobs.CycleSettings)
+    added: tuple[str, ...] = ()
+    created: bool = False
+
+
+def load_config(
+    path: Path | None = None, *, env: Mapping[str, str] | None = None, upgrade: bool = True
+) -> Config:
+    """Read the config file, adding what it lacks when ``upgrade`` is true.
+
+    A missing file is created from :data:`DEFAULT_DOCUMENT` (with ``upgrade``) or stands for the
+    defaults (without). Every problem with the file's content or readability raises
+    :class:`ConfigError` with one line naming the file; failing to write the upgrade only logs a
+    warning, because a read-only config must not stop the watcher.
+    """
+    path = config_path(env) if path is None else path
+    defaults = _flatten(_parse(DEFAULT_DOCUMENT, path).unwrap())
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        created = upgrade and _create(path)
+        return _settings(defaults, path, (), created)
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise ConfigError(f"{path}: cannot read the config file: {reason}") from None
+
+    doc = _parse(text, path)
+    values = _check(_flatten(doc.unwrap()), defaults, path)
+    added: tuple[str, ...] = ()
+    if upgrade and any(name not in values for name in defaults):
+        added = _upgrade(path, text, doc, {**defaults, **values})
+    return _settings({**defaults, **values}, path, added, False)
+
+
+# --- upgrading -----------------------------------------------------------------------------------
+
+
+_POSITION = re.compile(r" at line \d+ col \d+$")
+
+
+def _parse(text: str, path: Path) -> tomlkit.TOMLDocument:
+    try:
+        return tomlkit.parse(text)
+    except ParseError as e:
+        # tomlkit counts columns from 0; editors and people count from 1.
+        message = _POSITION.sub("", str(e))
+        raise ConfigError(f"{path}:{e.line}:{e.col + 1}: invalid TOML: {message}") from None
+    except TOMLKitError as e:
+        # Some errors (a key given twice inside a table) come without a position.
+        raise ConfigError(f"{path}{_locate(text)}: invalid TOML: {e}") from None
+
+
+def _locate(text: str) -> str:
+    """``:line:column`` of the first TOML error in ``text`` as the stdlib parser sees it."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        try:
+            tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            found = re.search(r"\(at line (\d+), column (\d+)\)$", str(e))
+            if found:
+                return f":{found[1]}:{found[2]}"
+    return ""
+
+
+def _upgrade(path: Path, old: str, doc: tomlkit.TOMLDocument, merged: dict[str, Any]
+             ) -> tuple[str, ...]:
+    """Add the missing keys to ``doc`` and write it; returns the dotted keys written."""
+    added: list[str] = []
+    try:
+        _fill(doc, _parse(DEFAULT_DOCUMENT, path), added)
+        order = list(merged)
+        added.sort(key=order.index)
+        new = doc.as_string()
+        # The file must read back as exactly what was loaded, with every line the user wrote
+        # still there in order: a tomlkit quirk may cost a log line, never the user's config.
+        safe = _flatten(tomlkit.parse(new).unwrap()) == merged and _keeps_lines(old, new)
+    except TOMLKitError:
+        safe = False
+    keys = _few(added)
+    if not safe:
+        logger.warning(
+            "could not add %s to config file %s without changing lines you wrote (inline "
+            "tables or dotted keys?); defaults used for them", keys, path)
+        return ()
+    # Write where a symlink points, so a config kept in a dotfiles repository stays a link.
+    real = path.resolve()
+    try:
+        mode = stat.S_IMODE(real.stat().st_mode)
+        if not mode & 0o222 or not os.access(real, os.W_OK):
+            # A file made read-only on purpose is honoured even by root, who could write it.
+            raise PermissionError(13, "the file is read-only")
+        write_atomic(real, new, mode=mode)
+    except OSError as e:
+        logger.warning("could not add %s to config file %s (%s); defaults used for them",
+                       keys, path, e.strerror or e)
+        return ()
+    return tuple(added)
+
+
+def _few(names: list[str]) -> str:
+    if len(names) <= 4:
+        return ", ".join(names) or "new keys"
+    return f"{', '.join(names[:3])} and {len(names) - 3} more keys"
+
+
+def _body(container: Table | tomlkit.TOMLDocument) -> list[tuple[Any, Item]]:
+    return container.value.body if isinstance(container, Table) else container.body
+
+
+def _entries(container: Table | tomlkit.TOMLDocument) -> Iterator[tuple[str, Item, str]]:
+    """(key, item, the comment lines right above it) for each key of a default table."""
+    comment = ""
+    for key, item in _body(container):
+        if key is None:
+            if isinstance(item, Comment):
+                comment += item.as_string()
+            elif isinstance(item, Whitespace):
+                comment = ""  # a blank line ends the comment that belongs to the next key
+            continue
+        yield key.key, item, comment
+        comment = ""
+
+
+def _fill(user: Any, default: Table | tomlkit.TOMLDocument, added: list[str], prefix: str = ""
+          ) -> None:
+    """Add to ``user`` every key of ``default`` it lacks, naming each in ``added``.
+
+    ``user`` is a table as tomlkit parsed it: a document, ``[table]``, inline table, dotted-key
+    table or out-of-order table, already checked to hold tables where ``default`` does. The
+    items of ``default`` are moved, so it must be a fresh parse.
+    """
+    entries = list(_entries(default))
+    # Tables the user has first: a new top-level table goes after them, and its blank line
+    # depends on how the file ends by then.
+    for key, item, _ in entries:
+        if key in user and isinstance(item, Table):
+            _fill(user[key], item, added, f"{prefix}{key}.")
+    for key, item, comment in entries:
+        name = f"{prefix}{key}"
+        if key in user:
+            continue
+        if isinstance(item, Table):
+            added += [f"{name}.{leaf}" for leaf in _leaves(item)]
+        else:
+            added.append(name)
+        if isinstance(user, InlineTable):
+            # An inline table holds no comments and must stay on one line.
+            user[key] = item.unwrap()
+        elif isinstance(user, OutOfOrderTableProxy):
+            user[key] = item  # the proxy puts it into one of the table's fragments
+        elif isinstance(item, Table):
+            indent = item.trivia.indent
+            if isinstance(user, tomlkit.TOMLDocument):
+                # One blank line before a new top-level table, as between the others.
+                text = user.as_string()
+                indent = "" if not text.strip() or text.endswith("\n\n") else "\n"
+            user.append(key, item)
+            item.trivia.indent = indent  # append adds a newline of its own after a sub-table
+        else:
+            item.trivia.indent = ("\n" if _has_keys(user) else "") + comment
+            # append, not []=: it puts a plain key after the table's last key, before its
+            # trailing blank lines and sub-tables, and keeps the comment in the indent.
+            user.append(key, item)
+
+
+def _has_keys(user: Table | tomlkit.TOMLDocument) -> bool:
+    return any(k is not None and not isinstance(v, Table) for k, v in _body(user))
+
+
+def _leaves(table: Table, prefix: str = "") -> Iterator[str]:
+    for key, item, _ in _entries(table):
+        if isinstance(item, Table):
+            yield from _leaves(item, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}"
+
+
+def _keeps_lines(old: str, new: str) -> bool:
+    """True if every line of ``old`` is in ``new``, in the same order."""
+    lines = iter(new.splitlines())
+    return all(any(line == n for n in lines) for line in old.splitlines())
+
+
+def _create(path: Path) -> bool:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, DEFAULT_DOCUMENT, mode=0o644)
+    except OSError as e:
+        logger.warning("could not create config file %s (%s); using the defaults", path,
+                       e.strerror or e)
+        return False
+    return True
+
+
+# --- checking ------------------------------------------------------------------------------------
+
+
+class _Rule(NamedTuple):
+    low: float | None = None
+    high: float | None = None
+    above: bool = False  # low itself excluded
+
+    def describe(self, whole: bool) -> str:
+        kind = "a whole number" if whole else "a number"
+        if self.low is not None and self.high is not None:
+            return f"{kind} from {self.low:g} to {self.high:g}"
+        if self.low is not None:
+            return f"{kind} {'>' if self.above else '≥'} {self.low:g}"
+        return kind
+
+    def holds(self, value: float) -> bool:
+        if self.low is not None and (value <= self.low if self.above else value < self.low):
+            return False
+        return self.high is None or value <= self.high
+
+
+_POSITIVE = _Rule(0, above=True)
+_NOT_NEGATIVE = _Rule(0)
+_AT_LEAST_ONE = _Rule(1)
+
+_RULES: dict[str, _Rule] = {
+    "watch.interval": _POSITIVE,
+    "watch.force_capture": _POSITIVE,
+    "watch.history_rows": _AT_LEAST_ONE,
+    "watch.history_days": _NOT_NEGATIVE,
+    "watch.min_capture": _NOT_NEGATIVE,
+    "states.ready_polls": _NOT_NEGATIVE,
+    "states.ready_min_seconds": _NOT_NEGATIVE,
+    "states.busy_polls": _AT_LEAST_ONE,
+    "states.confirmation_polls": _AT_LEAST_ONE,
+    "states.error_polls": _AT_LEAST_ONE,
+    "states.waiting_grace": _NOT_NEGATIVE,
+    "states.send_grace": _NOT_NEGATIVE,
+    "states.exited_shown": _NOT_NEGATIVE,
+    "notify.min_interval": _NOT_NEGATIVE,
+    "notify.timeout": _POSITIVE,
+    "llm.timeout": _Rule(*llm.TIMEOUT_RANGE),
+    "llm.calls_per_minute": _Rule(*llm.CALLS_PER_MINUTE_RANGE),
+    "llm.max_screen_chars": _Rule(*llm.MAX_SCREEN_CHARS_RANGE),
+    "wait.poll_interval": _POSITIVE,
+    "herd.stall_after": _NOT_NEGATIVE,
+    "herd.stability": _NOT_NEGATIVE,
+    "herd.confidence_min": _Rule(0, 100),
+    "herd.cooldown": _NOT_NEGATIVE,
+    "herd.max_nudges": _NOT_NEGATIVE,
+    "cycle.wait": _NOT_NEGATIVE,
+    "cycle.idle": _NOT_NEGATIVE,
+    "cycle.spin_max": _NOT_NEGATIVE,
+    "cycle.command_timeout": _POSITIVE,
+    "cycle.output_chars": _Rule(100, 1_000_000),
+    "cycle.transcript_entries": _Rule(1, 1000),
+    "queue.ttl": _POSITIVE,
+}
+
+_STATE_LISTS = ("notify.states", *(f"notify.{kind}.states" for kind in KINDS))
+
+
+def _check(user: dict[str, Any], defaults: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The user's values (dotted key -> value), each checked against its default's type and its
+    rule, numbers made int or float as the default is."""
+    values: dict[str, Any] = {}
+    for name, value in user.items():
+        if name.rsplit(".", 1)[-1].lower() in _SECRET_KEYS:
+            raise ConfigError(
+                f"{path}: {name} is not read from the config file: API keys belong in the "
+                "environment (OPENROUTER_API_KEY, or a .env file)"
+            )
+        if name not in defaults:
+            raise ConfigError(f"{path}: {_unknown(name, value, defaults)}")
+        values[name] = _checked(name, value, defaults[name], path)
+    for name in _STATE_LISTS:
+        try:
+            parse_states(values.get(name, ()))
+        except ConfigError as e:
+            raise ConfigError(f"{path}: {name}: {e}") from None
+    url = values.get("llm.base_url", llm.DEFAULT_BASE_URL)
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"{path}: llm.base_url must start with http:// or https://, got {url!r}")
+    if not values.get("llm.model", llm.DEFAULT_MODEL).strip():
+        raise ConfigError(f"{path}: llm.model must not be empty")
+    if not values.get("herd.rules", herd_gate.DEFAULT_RULES).strip():
+        raise ConfigError(f"{path}: herd.rules must name a rule set")
+    return values
+
+
+def _unknown(name: str, value: Any, defaults: dict[str, Any]) -> str:
+    """Why ``name`` is not a setting: a table where a value belongs, a value where a table
+    belongs, or a name nobody knows."""
+    parts = name.split(".")
+    for i in range(1, len(parts)):
+        above = ".".join(parts[:i])
+        if above in defaults:
+            return f"{above} must be {_kind(defaults[above])}, not a table"
+    if any(d.startswith(f"{name}.") for d in defaults):
+        return f"{name} must be a table, got {value!r}"
+    return f"unknown key {name}"
+
+
+def _kind(default: Any) -> str:
+    if isinstance(default, bool):
+        return "true or false"
+    if isinstance(default, int):
+        return "a whole number"
+    if isinstance(default, float):
+        return "a number"
+    return "a string" if isinstance(default, str) else "a list of strings"
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _checked(name: str, value: Any, default: Any, path: Path) -> Any:
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}: {name} must be {_kind(default)}, got {value!r}")
+        return value
+    if isinstance(default, (int, float)):
+        whole = isinstance(default, int)
+        rule = _RULES.get(name, _Rule())
+        number_ok = isinstance(value, int) or (not whole and isinstance(value, float))
+        if (
+            isinstance(value, bool)
+            or not number_ok
+            or not math.isfinite(value)
+            or not rule.holds(value)
+        ):
+            raise ConfigError(f"{path}: {name} must be {rule.describe(whole)}, got {value!r}")
+        return int(value) if whole else float(value)
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise ConfigError(f"{path}: {name} must be {_kind(default)}, got {value!r}")
+        return value
+    if isinstance(default, list):
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{path}: {name} must be {_kind(default)}, got {value!r}")
+        return [str(v) for v in value]
+    raise AssertionError(f"default of {name} has no checked type")  # pragma: no cover
+
+
+def _settings(values: dict[str, Any], path: Path, added: tuple[str, ...], created: bool
+              ) -> Config:
+    kinds = [kind for kind in KINDS if values[f"notify.{kind}.enabled"]]
+    try:
+        watch = settings.WatchSettings(
+            interval_s=values["watch.interval"],
+            stable_polls=values["states.ready_polls"] or None,
+            history_rows_per_pane=values["watch.history_rows"],
+            history_days=values["watch.history_days"],
+            force_capture_s=values["watch.force_capture"],
+            events=values["watch.events"],
+            min_capture_s=values["watch.min_capture"],
+            busy_polls=values["states.busy_polls"],
+            confirmation_polls=values["states.confirmation_polls"],
+            error_polls=values["states.error_polls"],
+            ready_min_s=values["states.ready_min_seconds"],
+            waiting_grace_s=values["states.waiting_grace"],
+            send_grace_s=values["states.send_grace"],
+            exited_shown_s=values["states.exited_shown"],
+        )
+        notify = NotifySettings(
+            kinds=frozenset(kinds),
+            states=frozenset(parse_states(values["notify.states"])),
+            states_by_kind={
+                kind: frozenset(parse_states(values[f"notify.{kind}.states"]))
+                for kind in KINDS
+                if values[f"notify.{kind}.states"]
+            },
+            min_interval=values["notify.min_interval"],
+            notify_command=tuple(values[f"notify.{COMMAND}.argv"]),
+            skip_focused=values["notify.skip_focused"],
+            timeout=values["notify.timeout"],
+        )
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    llm_defaults = llm.LLMSettings(
+        model=values["llm.model"].strip(),
+        base_url=values["llm.base_url"].strip().rstrip("/"),
+        timeout=values["llm.timeout"],
+        calls_per_minute=values["llm.calls_per_minute"],
+        max_screen_chars=values["llm.max_screen_chars"],
+        exclude=tuple(p.strip() for p in values["llm.exclude"] if p.strip()),
+    )
+    return Config(
+        watch=watch,
+        notify=notify,
+        llm_defaults=llm_defaults,
+        wait_poll_s=values["wait.poll_interval"],
+        path=path,
+        remain_on_exit=values["create.remain_on_exit"],
+        herd=herd_gate.HerdSettings(
+            stall_after_s=values["herd.stall_after"],
+            stability_s=values["herd.stability"],
+            confidence_min=values["herd.confidence_min"],
+            cooldown_s=values["herd.cooldown"],
+            max_nudges=values["herd.max_nudges"],
+            waiting_grace_s=values["states.waiting_grace"],
+            rules=values["herd.rules"].strip(),
+        ),
+        cycle=cycle_jobs.CycleSettings(
+            wait_s=values["cycle.wait"],
+            idle_s=values["cycle.idle"],
+            spin_max_s=values["cycle.spin_max"],
+            cmd_timeout_s=values["cycle.command_timeout"],
+            output_chars=values["cycle.output_chars"],
+            transcript_entries=values["cycle.transcript_entries"],
+            queue_ttl_s=values["queue.ttl"],
+        ),
+        added=added,
+        created=created,
+    )

@@ -1,0 +1,303 @@
+"""Process concerns of ``conductor pty watch``: single-instance lock, signals, logging, the loop.
+
+Signal handlers only set a flag; the loop waits on an Event so a stop is immediate, finishes the
+cycle it is in and exits 0. One failing cycle is logged and survived.
+
+With control mode the same Event is set by the control clients' threads when a pane prints, so
+the loop runs a light tick at once (or when the pane may next be captured) and a full poll every
+``interval_s``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import IO
+
+from app.act.cycle.jobs import CycleSettings
+from app.act.cycle.step import CycleStep
+from app.act.herd.gate import HerdSettings
+from app.act.herd.step import HerdStep
+from app.adapters.notify import NotificationEvent, Notifier, NotifySettings
+from app.adapters.store import StoreWriter, make_private_dir, open_private
+from app.adapters.tmux import ControlMode, Tmux
+from app.base.errors import AlreadyRunning, StoreError
+from app.base.model import Note, State, Transition
+from app.base.settings import WatchSettings
+from app.observe.llm import AsyncLLM, LLMClassifier, LLMSettings
+from app.observe.packs import Pack, load_packs
+from app.observe.pane import Tracked
+from app.run.watcher import Watcher
+
+log = logging.getLogger(__name__)
+
+LOCK_NAME = "watch.lock"
+# After a wake-up, wait this long (seconds) so output reported by several panes at once is
+# captured in one batch.
+_GATHER_S = 0.01
+
+
+class InstanceLock:
+    """A non-blocking exclusive ``flock`` on ``<workers>/watch.lock``, mode 0600.
+
+    The file is never unlinked: removing it would let a second watcher lock a new inode while the
+    first still holds the old one. A lock left by a killed daemon is released by the kernel.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._handle: IO[str] | None = None
+
+    def open(self) -> int:
+        """The lock file, opened for writing (the store folder made if need be); StoreError in
+        one line when the folder cannot be used (a file, read-only, a link)."""
+        try:
+            make_private_dir(self.path.parent)
+            return open_private(str(self.path), os.O_RDWR)
+        except OSError as exc:
+            raise StoreError(f"cannot use the status store folder {self.path.parent}: "
+                             f"{exc.strerror or exc}") from None
+
+    def acquire(self) -> None:
+        handle = os.fdopen(self.open(), "r+", encoding="utf-8")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise AlreadyRunning(
+                f"conductor pty watch is already running for {self.path.parent} (pid {holder})"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._handle = handle
+
+    def release(self) -> None:
+        if self._handle is not None:
+            self._handle.close()  # closing drops the flock
+            self._handle = None
+
+
+def setup_logging(verbosity: int, workers_dir: Path | None = None) -> None:
+    """stderr at the chosen verbosity; with ``workers_dir``, also ``watch.log`` there (rotated,
+    at least INFO even with -q, so `conductor pty logs` shows every transition)."""
+    level = {-1: logging.WARNING, 0: logging.INFO}.get(verbosity, logging.DEBUG)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    handler.setLevel(level)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(min(level, logging.INFO))
+    if workers_dir is not None:
+        from app.install.service import LOG_NAME, log_handler
+
+        try:
+            root.addHandler(log_handler(workers_dir))
+        except OSError as exc:
+            log.warning("no log file %s: %s", workers_dir / LOG_NAME, exc.strerror or exc)
+
+
+def _start_llm(settings: LLMSettings) -> AsyncLLM | None:
+    """The LLM classifier when OPENROUTER_API_KEY is set (and not switched off); else None."""
+    log.info("%s", settings.status)
+    if not settings.enabled:
+        return None
+    return AsyncLLM(LLMClassifier(settings), workers=2)
+
+
+def _notify_with(notifier: Notifier) -> Callable[[Transition, Tracked], None]:
+    def on_transition(transition: Transition, tracked: Tracked) -> None:
+        notifier.on_transition(_event(
+            tracked, previous=transition.previous, state=transition.state,
+            summary=transition.verdict.summary, actions_needed=transition.verdict.actions_needed,
+            ts=transition.ts))
+
+    return on_transition
+
+
+def announce_with(notifier: Notifier) -> Callable[[Tracked, Note], None]:
+    """What herding and the cycle call with a note about a pane: the notifier sends it to the
+    same receivers as a transition, with the same pane fields."""
+    def announce(tracked: Tracked, note: Note) -> None:
+        a = tracked.assessment
+        notifier.announce(_event(
+            tracked, previous=None, state=a.state if a is not None else State.UNKNOWN,
+            summary=a.summary if a is not None else "",
+            actions_needed=a.actions_needed if a is not None else "", ts=time.time(), note=note))
+
+    return announce
+
+
+def _event(tracked: Tracked, *, previous: State | None, state: State, summary: str,
+           actions_needed: str, ts: float, note: Note | None = None) -> NotificationEvent:
+    pane = tracked.pane
+    return NotificationEvent(
+        worker_id=tracked.worker_id, name=tracked.name, session=pane.session_name,
+        window=pane.window_name, pane_id=pane.pane_id,
+        cli=tracked.pack.name if tracked.pack else "", previous=previous, state=state,
+        summary=summary, actions_needed=actions_needed, ts=ts, focused=pane.focused, note=note)
+
+
+def _start_herd(daemon: Daemon, store: StoreWriter, packs: Mapping[str, Pack],
+                llm: AsyncLLM | None, notifier: Notifier) -> HerdStep:
+    """Herding for opted-in panes; its nudges and "needs you" notes are notifications."""
+    return HerdStep(daemon.tmux, store, packs, daemon.herd or HerdSettings(), daemon.settings,
+                    llm=llm.classifier if llm is not None else None,
+                    announce=announce_with(notifier))
+
+
+def _start_cycle(daemon: Daemon, store: StoreWriter, packs: Mapping[str, Pack],
+                 llm: AsyncLLM | None, notifier: Notifier) -> CycleStep:
+    """Queued messages and post-report cycles; "goal met?" and "needs you" are notifications."""
+    return CycleStep(daemon.tmux, store, packs, daemon.cycle or CycleSettings(), daemon.settings,
+                     llm=llm.classifier if llm is not None else None,
+                     announce=announce_with(notifier))
+
+
+@dataclass
+class Daemon:
+    tmux: Tmux
+    workers_dir: Path
+    settings: WatchSettings
+    once: bool = False
+    notify: NotifySettings | None = None
+    llm_defaults: LLMSettings | None = None  # the config file's [llm]; the environment wins
+    notes: tuple[str, ...] = ()  # logged once the watcher has started (e.g. config upgraded)
+    herd: HerdSettings | None = None  # the config's [herd]; None: defaults
+    cycle: CycleSettings | None = None  # the config's [cycle] and [queue]; None: defaults
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._wake = threading.Event()  # a stop, or control mode reporting output
+        self._server_running: bool | None = None
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def run(self, install_signals: bool = True) -> int:
+        # Validate everything before taking the lock or touching the store: a half-configured
+        # watcher is worse than none.
+        packs = load_packs()
+        llm_settings = LLMSettings.from_env(os.environ, defaults=self.llm_defaults)
+        lock = InstanceLock(self.workers_dir / LOCK_NAME)
+        lock.acquire()
+        store: StoreWriter | None = None
+        previous: dict[signal.Signals, object] = {}
+        try:
+            store = StoreWriter(self.workers_dir)
+            if install_signals:
+                for signum in (signal.SIGTERM, signal.SIGINT):
+                    previous[signum] = signal.signal(signum, self._on_signal)
+            llm = _start_llm(llm_settings)
+            notifier = Notifier(self.notify or NotifySettings(), self.tmux.display_message)
+            for line in notifier.startup_report():
+                log.info("%s", line)
+            control = ControlMode(self.tmux, self._wake.set) \
+                if self.settings.events and not self.once else None
+            herd = _start_herd(self, store, packs, llm, notifier)
+            cycle = _start_cycle(self, store, packs, llm, notifier)
+            watcher = Watcher(self.tmux, store, packs, self.settings,
+                              on_transition=_notify_with(notifier), llm=llm, control=control,
+                              herd=herd, cycle=cycle)
+            with store.transaction() as conn:
+                store.heartbeat(conn, pid=os.getpid(), socket=self.tmux.label,
+                                interval=self.settings.interval_s, started_ts=time.time(),
+                                stopped_ts=None, problem=None)
+            log.info("watching tmux server %s %s; store %s (%d packs: %s)",
+                     self.tmux.label,
+                     f"on output (control mode), polling every {self.settings.interval_s:.1f} s "
+                     "as a safety net" if control is not None
+                     else f"every {self.settings.interval_s:.1f} s",
+                     store.path, len(packs), ", ".join(sorted(packs)))
+            for note in self.notes:
+                log.info("%s", note)
+            try:
+                self._loop(watcher, store, notifier)
+            finally:
+                if control is not None:
+                    control.close()
+                herd.close()
+                cycle.close()
+                notifier.close(timeout=5.0)
+                if llm is not None:
+                    llm.close()
+        finally:
+            if store is not None:
+                try:
+                    with store.transaction() as conn:
+                        store.heartbeat(conn, stopped_ts=time.time(), pid=None)
+                except StoreError as exc:
+                    log.warning("could not record the stop: %s", exc)
+                store.close()
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)  # type: ignore[arg-type]  # what signal() returned
+            lock.release()
+        log.info("stopped")
+        return 0
+
+    def _loop(self, watcher: Watcher, store: StoreWriter, notifier: Notifier) -> None:
+        next_full = 0.0  # monotonic
+        while not self._stop.is_set():
+            # Cleared before the tick takes what control mode reported: a report arriving
+            # during the tick wakes the next wait at once.
+            self._wake.clear()
+            started = time.monotonic()
+            full = started >= next_full
+            if self._cycle(watcher, store, notifier, full):
+                next_full = started + self.settings.interval_s
+            if self.once:
+                return
+            timeout = next_full - time.monotonic()
+            due = watcher.next_due()
+            if due is not None:
+                timeout = min(timeout, due - time.time())
+            if self._wake.wait(max(0.0, timeout)) and not self._stop.is_set():
+                self._stop.wait(_GATHER_S)
+
+    def _cycle(self, watcher: Watcher, store: StoreWriter, notifier: Notifier,
+               full: bool = True) -> bool:
+        """One tick; True when it was a full poll."""
+        try:
+            report = watcher.tick(time.time(), full=full)
+        except StoreError as exc:
+            log.error("cycle skipped: %s", exc)
+            return full
+        except Exception:
+            log.exception("cycle failed; continuing")
+            return full
+        for worker_id in report.exited:
+            notifier.forget(worker_id)  # what it remembers follows the live panes
+        if report.transitions or report.exited:
+            try:
+                self.tmux.refresh_status()
+            except Exception as exc:  # a status line is never worth a cycle
+                log.warning("could not refresh the tmux status line: %s", exc)
+        if report.server_running != self._server_running:
+            if not report.server_running:
+                log.warning("no tmux server on socket %s; waiting for one", self.tmux.label)
+            elif self._server_running is False:
+                log.info("tmux server on socket %s is back", self.tmux.label)
+            self._server_running = report.server_running
+            try:
+                with store.transaction() as conn:
+                    store.heartbeat(conn, last_cycle_ts=time.time(), problem=None
+                                    if report.server_running else "tmux server not running")
+            except StoreError as exc:
+                log.error("%s", exc)
+        return report.full

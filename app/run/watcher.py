@@ -1,0 +1,535 @@
+"""One poll cycle over every pane of a tmux server: ``Watcher.tick(now)``.
+
+List panes (one tmux call), capture only what may have changed (one batched call), classify,
+assess stability, then write the store in one transaction and each changed ``status.json``. No
+sleeping and no signals here (that is ``daemon.py``), so tests drive ticks directly against a real
+tmux server.
+
+With control mode (``app.adapters.tmux.ControlMode``) the watcher also runs light ticks between
+polls:
+``tick(now, full=False)`` captures only the panes that printed (each at most once per
+``min_capture_s``) and looks again at panes whose screen went quiet, so READY comes from the time
+since the last output instead of from a count of polls. A pane that prints nothing costs nothing
+there; the full poll stays as the safety net.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from app.act.herd.step import HerdStep
+from app.adapters import statusfile
+from app.adapters.store import StoreWriter, public_row
+from app.adapters.tmux import ControlMode, Tmux
+from app.base.errors import ConductorError, TmuxServerNotRunning
+from app.base.model import Pane, State, Transition, Verdict
+from app.base.render import clean_text
+from app.base.settings import WatchSettings
+from app.observe.assess import (
+    TURN_END_ARM_S,
+    Assessment,
+    absorb,
+)
+from app.observe.llm import AsyncLLM
+from app.observe.packs import Pack
+from app.observe.pane import EVENTS, POLL, PaneObserver, Tracked, worker_id
+
+if TYPE_CHECKING:
+    from app.act.cycle.step import CycleStep
+
+log = logging.getLogger(__name__)
+
+WORKER_ID_RE = re.compile(r"^[0-9a-f]{10}$")
+_PRUNE_EVERY = 200  # cycles
+_STABLE_COUNT_CAP = 10
+# Status columns that move with every capture of a moving screen; a light tick writes a row whose
+# other columns did not change only at the next full poll.
+_VOLATILE = ("last_snapshot_hash", "last_change_ts", "stable_count")
+# A pane that went quiet is looked at again this often (seconds) until nothing can change any
+# more without new output.
+_RECHECK_S = 0.5
+
+
+@dataclass
+class CycleReport:
+    panes: int = 0
+    captured: int = 0
+    transitions: list[Transition] = field(default_factory=list)
+    exited: list[str] = field(default_factory=list)  # panes that got their final EXITED row
+    removed: list[str] = field(default_factory=list)  # rows and folders deleted (retention)
+    server_running: bool = True
+    full: bool = True  # a full poll (else a light tick over the panes that printed)
+
+
+class Watcher:
+    def __init__(
+        self,
+        tmux: Tmux,
+        store: StoreWriter,
+        packs: Mapping[str, Pack],
+        settings: WatchSettings | None = None,
+        on_transition: Callable[[Transition, Tracked], None] | None = None,
+        llm: AsyncLLM | None = None,
+        control: ControlMode | None = None,
+        herd: HerdStep | None = None,
+        cycle: CycleStep | None = None,
+    ) -> None:
+        self.tmux = tmux
+        self.store = store
+        self.packs = packs
+        self.settings = settings or WatchSettings()
+        self.on_transition = on_transition
+        self.llm = llm
+        self.herd = herd  # app/herd: eligibility on each status row, nudges after the tick
+        self.cycle = cycle  # app/cycle: the cycle column, then queued messages and cycles
+        self.observer = PaneObserver(packs, self.settings, llm)
+        self._event_seq = 0
+        self._events_read = False
+        self.tracked: dict[str, Tracked] = {}
+        self._restored = store.statuses()
+        self._cycles = 0
+        self._cleaned_at_start = False
+        self._unwritten: list[Transition] = []  # transitions whose cycle failed to commit
+        self.control = control
+        self._server_pid = 0
+        self._watched: set[str] = set()  # session ids whose output control mode reports
+        self._pending: dict[str, float] = {}  # pane id -> when it printed, not yet captured
+
+    @property
+    def workers_dir(self) -> Path:
+        return self.store.workers_dir
+
+    def tick(self, now: float | None = None, *, full: bool = True) -> CycleReport:
+        """One poll cycle (``full``), or a light tick over the panes control mode reported and
+        the quiet ones due a second look; a light tick turns full when panes may have come or
+        gone. An unreachable server is reported in ``CycleReport.server_running``; a bad pane is
+        logged and skipped; only a store failure raises (StoreError)."""
+        now = time.time() if now is None else now
+        if self.control is not None:
+            dirty, changed = self.control.take()
+            for pane_id in dirty:
+                self._pending.setdefault(pane_id, now)
+            known = {t.pane.pane_id for t in self.tracked.values()}
+            full = (full or changed or not self.tracked or not self._cleaned_at_start
+                    or not self._pending.keys() <= known)
+        report = CycleReport(full=full)
+        if full:
+            try:
+                listing = self.tmux.list_panes()
+            except TmuxServerNotRunning:
+                report.server_running = False
+                return report
+            self._server_pid = listing.server_pid
+            if self.control is not None:
+                # A session that goes away when its last client detaches must stay polled:
+                # our client would keep it alive.
+                self.control.follow({p.session_id for p in listing.panes
+                                     if p.session_id and not p.destroy_unattached})
+                self._watched = self.control.watching()
+            socket = self.tmux.label
+            current: dict[str, Pane] = {
+                worker_id(socket, listing.server_pid, p.pane_id): p for p in listing.panes
+            }
+            listed = {p.pane_id for p in listing.panes}
+            self._pending = {p: t for p, t in self._pending.items() if p in listed}
+        else:
+            current = {wid: t.pane for wid, t in self.tracked.items()}
+        server_pid = self._server_pid
+        report.panes = len(current)
+
+        gone = [wid for wid in self.tracked if wid not in current]
+        orphans: list[str] = []
+        if not self._cleaned_at_start:
+            # Panes that vanished while no watcher ran still get their final row; folders no
+            # row owns are a killed daemon's leftovers.
+            gone = sorted(set(gone) | (self.store.live_ids() - set(current)))
+            orphans = sorted(self._folders() - self.store.known_ids() - set(current))
+        for wid in current.keys() - self.tracked.keys():
+            self.tracked[wid] = self._track(wid, current[wid])
+
+        self._read_events(current, server_pid)
+        to_capture = []
+        look = set(current) if full else set()
+        for wid, pane in current.items():
+            tracked = self.tracked[wid]
+            tracked.pane = pane
+            if not tracked.named_by_user:
+                tracked.name = pane.default_name
+            if full:
+                tracked.mode = EVENTS if pane.session_id in self._watched else POLL
+            if self._needs_capture(tracked, pane, now, full):
+                to_capture.append(wid)
+            elif tracked.recheck_at and tracked.recheck_at <= now:
+                look.add(wid)
+            if pane.pane_id in self._pending:
+                look.discard(wid)  # it printed since its last capture: not quiet, not judged yet
+        look.update(to_capture)
+        screens: dict[str, str] = {}
+        if to_capture:
+            resumed = [current[w].pane_id for w in to_capture
+                       if self._pending.pop(current[w].pane_id, None) is not None]
+            if resumed and self.control is not None:
+                # Before the capture: output from now on is reported again, so nothing printed
+                # after the capture goes unnoticed.
+                self.control.resume(resumed)
+            try:
+                by_pane = self.tmux.capture([current[w].pane_id for w in to_capture])
+            except TmuxServerNotRunning:
+                report.server_running = False
+                return report
+            screens = {w: by_pane[current[w].pane_id] for w in to_capture
+                       if current[w].pane_id in by_pane}
+        report.captured = len(screens)
+
+        status_rows: list[dict[str, Any]] = []
+        pty_rows: list[dict[str, Any]] = []
+        for wid, pane in current.items():
+            if wid not in look:
+                continue
+            tracked = self.tracked[wid]
+            try:
+                if wid in screens:
+                    tracked.captured_at, tracked.hint = now, pane.change_hint
+                    self.observer.classify(tracked, screens[wid])
+                elif wid in to_capture:
+                    continue  # vanished mid-capture: it will be gone from the next listing
+                transition = self.observer.assess(tracked, now)
+                tracked.recheck_at = self._recheck_at(tracked, now) \
+                    if tracked.mode == EVENTS else 0.0
+            except Exception:  # one bad pane must never stop the others
+                log.exception("pane %s (%s): skipped this cycle", pane.pane_id, tracked.name)
+                continue
+            if transition is not None:
+                report.transitions.append(transition)
+            a = tracked.assessment
+            row = _status_row(wid, a, tracked.mode) if a is not None else None
+            if row is not None and self.herd is not None:
+                row.update(self.herd.annotate(tracked, now))
+            if row is not None and self.cycle is not None:
+                row.update(self.cycle.annotate(tracked, now))
+            if row is not None and row != tracked.status_row and (
+                    full or transition is not None
+                    or _material(row) != _material(tracked.status_row)):
+                status_rows.append(row)
+            pty = self._pty_row(tracked, server_pid)
+            if pty != tracked.pty_row:
+                pty_rows.append(pty)
+
+        exits = [exit_row(wid, self.tracked.get(wid), self.store, now) for wid in gone]
+        # Transitions of a cycle whose write failed are written (and notified) with this one.
+        transitions = [t for t in self._unwritten if t.pane_key in current]
+        transitions += report.transitions
+        history_rows = [_history_row(t) for t in transitions]
+        history_rows += [_history_row(final.transition) for final in exits]
+        status_rows += [final.status_row for final in exits]
+        if not (full or status_rows or pty_rows or history_rows or orphans):
+            return report  # a light tick that changed nothing the store shows
+        self._cycles += full
+        pruned: list[str] = []
+        try:
+            with self.store.transaction() as conn:
+                self.store.remove(conn, orphans)
+                for pty in pty_rows:
+                    self.store.upsert_pty(conn, {**pty, "last_seen_ts": now})
+                self.store.upsert_status(conn, status_rows)
+                self.store.add_history(conn, history_rows)
+                if full:
+                    self.store.heartbeat(conn, last_cycle_ts=now)
+                if full and self._cycles % _PRUNE_EVERY == 1:
+                    cutoff = now - self.settings.history_days * 86400
+                    pruned = self.store.prune_exited(conn, cutoff)
+                    self.store.prune_history(conn, self.settings.history_rows_per_pane, cutoff)
+        except BaseException:
+            # Nothing of this cycle reached the store: the next cycle writes its transitions. Gone
+            # panes stay tracked and the start-up sweep is redone, so their final rows come then;
+            # the "last written" rows stay as they were, so they differ again.
+            self._unwritten = transitions
+            raise
+        # Only now is it true that the store holds these rows.
+        self._unwritten = []
+        self._cleaned_at_start = True
+        for row in status_rows:
+            if row["id"] in current:
+                self.tracked[row["id"]].status_row = row
+        for pty in pty_rows:
+            self.tracked[pty["id"]].pty_row = pty
+        for wid in gone:
+            self.tracked.pop(wid, None)
+            if self.llm is not None:
+                self.llm.forget(wid)
+        report.exited = [final.worker_id for final in exits]
+        report.removed = orphans + pruned
+        for wid in report.removed:
+            self._remove_folder(wid)
+        # status.json holds a subset of the two rows: only a changed row can change it.
+        for wid in ({r["id"] for r in status_rows} | {r["id"] for r in pty_rows}) - set(gone):
+            self._write_status_file(self.tracked[wid])
+        for final in exits:
+            self._write_final_file(final)
+            self._notify(final.transition, final.tracked, final.name)
+        for transition in transitions:
+            self._notify(transition)
+        if self.herd is not None:
+            self.herd.act(gone, now)
+        if self.cycle is not None:
+            self.cycle.act(self.tracked, gone, now)
+        return report
+
+    # --- per pane ------------------------------------------------------------------------------
+
+    def _track(self, wid: str, pane: Pane) -> Tracked:
+        registered = self.store.pty(wid)
+        tracked = Tracked(
+            worker_id=wid,
+            pane=pane,
+            name=(registered or {}).get("name") or pane.default_name,
+            named_by_user=bool(registered and registered.get("created_by") == "create"),
+            cli_forced=(registered or {}).get("cli_forced") or None,
+        )
+        restored = self._restored.get(wid)
+        if restored and restored.get("state"):
+            tracked.assessment = Assessment(
+                state=State(restored["state"]),
+                state_entered=restored.get("state_entered_ts") or 0.0,
+                last_change=restored.get("last_change_ts") or 0.0,
+                screen_hash=restored.get("last_snapshot_hash"),
+                stable_count=restored.get("stable_count") or 0,
+                summary=restored.get("summary") or "",
+                actions_needed=restored.get("actions_needed") or "",
+                confidence=restored.get("confidence") or 0,
+            )
+        return tracked
+
+    def _read_events(self, current: Mapping[str, Pane], server_pid: int) -> None:
+        """Fold new hook and send events into the signals of the panes they name."""
+        first_read, self._events_read = not self._events_read, True
+        rows = self.store.events_after(self._event_seq)
+        if rows:
+            self._event_seq = rows[-1]["seq"]
+        by_pane = {pane.pane_id: wid for wid, pane in current.items()}
+        for row in rows:
+            wid = by_pane.get(row["pane_id"] or "")
+            if wid is None or row["server_pid"] not in (server_pid, None, 0):
+                continue  # another server's pane, or one gone since
+            tracked = self.tracked[wid]
+            tracked.signals = tracked.signals.with_event(
+                row["kind"], row["event"] or "", row["name"] or "", row["ts"] or 0.0)
+        if first_read:
+            # The states restored from the store were judged with these events already.
+            for tracked in self.tracked.values():
+                if tracked.assessment is not None:
+                    tracked.assessment = absorb(tracked.assessment, tracked.signals)
+
+    def next_due(self) -> float | None:
+        """When (epoch seconds) a light tick has something to do: a pane that printed may be
+        captured again, or a quiet pane is due a second look. None: nothing until new output."""
+        # A pane that printed is not looked at again before its next capture.
+        times = [t.recheck_at for t in self.tracked.values()
+                 if t.recheck_at and t.pane.pane_id not in self._pending]
+        if self._pending:
+            captured = {t.pane.pane_id: t.captured_at for t in self.tracked.values()}
+            times += [captured.get(p, 0.0) + self.settings.min_capture_s for p in self._pending]
+        return min(times) if times else None
+
+    def _recheck_at(self, tracked: Tracked, now: float) -> float:
+        """When to look again at a pane without new output, for the assessment rules that move
+        with time alone (the READY window, the send grace, a turn-end hook's arming, anti-flap
+        holds); 0 once none of them can change anything."""
+        a = tracked.assessment
+        if a is None or tracked.pane.dead:
+            return 0.0
+        quiet = now - a.stable_since
+        settings = self.settings
+        horizon = max(settings.ready_min_s, settings.send_grace_s, TURN_END_ARM_S) + _RECHECK_S
+        if quiet >= horizon and a.candidate is a.state and a.stable_count >= 2:
+            return 0.0
+        step = _RECHECK_S
+        if quiet < settings.ready_min_s:
+            step = min(step, settings.ready_min_s - quiet + 0.01)
+        return now + max(step, 0.02)
+
+    def _needs_capture(self, tracked: Tracked, pane: Pane, now: float, full: bool = True
+                       ) -> bool:
+        if pane.pane_id in self._pending:
+            # Control mode said it printed: capture it, but never more often than
+            # min_capture_s, however fast it streams.
+            return now - tracked.captured_at >= self.settings.min_capture_s
+        if not full:
+            return False
+        if tracked.hint != pane.change_hint:
+            return True
+        if now - tracked.captured_at >= self.settings.force_capture_s:
+            return True
+        # window_activity has one-second resolution: output later in the same second as the last
+        # capture would not move it.
+        return pane.activity >= int(tracked.captured_at) - 1
+
+    # --- output --------------------------------------------------------------------------------
+
+    def _pty_row(self, tracked: Tracked, server_pid: int) -> dict[str, Any]:
+        pane = tracked.pane
+        return {
+            "id": tracked.worker_id,
+            "name": tracked.name,
+            "socket": self.tmux.label,
+            "server_pid": server_pid,
+            "pane_id": pane.pane_id,
+            "tmux_session": pane.session_name,
+            "tmux_window": pane.window_name,
+            "window_index": pane.window_index,
+            "pane_index": pane.pane_index,
+            "cwd": pane.cwd,
+            "cli_type": tracked.pack.name if tracked.pack else None,
+            "command": pane.current_command,
+        }
+
+    def _write_status_file(self, tracked: Tracked) -> None:
+        if tracked.assessment is None or tracked.status_row is None or tracked.pty_row is None:
+            return
+        folder = self.workers_dir / tracked.worker_id
+        data = public_row({**tracked.pty_row, **tracked.status_row})
+        try:
+            tracked.status_json = statusfile.write_status(folder, data, tracked.status_json)
+        except OSError as exc:
+            log.error("cannot write %s: %s", folder / statusfile.STATUS_FILE, exc)
+
+    def _folders(self) -> set[str]:
+        try:
+            return {p.name for p in self.workers_dir.iterdir()
+                    if p.is_dir() and WORKER_ID_RE.match(p.name)}
+        except OSError:
+            return set()
+
+    def _remove_folder(self, wid: str) -> None:
+        if WORKER_ID_RE.match(wid):
+            folder = self.workers_dir / wid
+            if folder.is_symlink():
+                folder.unlink(missing_ok=True)  # the link itself, never what it points at
+            else:
+                shutil.rmtree(folder, ignore_errors=True)
+
+    def _write_final_file(self, final: FinalRow) -> None:
+        folder = self.workers_dir / final.worker_id
+        try:
+            statusfile.write_status(folder, public_row(final.public), None)
+        except OSError as exc:
+            log.error("cannot write %s: %s", folder / statusfile.STATUS_FILE, exc)
+
+    def _notify(self, transition: Transition, tracked: Tracked | None = None,
+                name: str = "") -> None:
+        # A pane that exited while no watcher ran has no Tracked: logged, never notified (a
+        # restarted tmux server would otherwise ping once per pane it had).
+        tracked = tracked or self.tracked.get(transition.pane_key)
+        log.info(
+            "%s (%s): %s -> %s after %.1f s [%s] %s",
+            tracked.name if tracked else name or transition.pane_key, transition.pane_key,
+            transition.previous.value if transition.previous else "-", transition.state.value,
+            transition.previous_lasted_s, ", ".join(transition.verdict.reasons),
+            transition.verdict.summary,
+        )
+        if self.on_transition is not None and tracked is not None:
+            try:
+                self.on_transition(transition, tracked)
+            except ConductorError as exc:
+                log.error("transition handler failed: %s", exc)
+            except Exception:
+                log.exception("transition handler failed")
+
+
+def _history_row(transition: Transition) -> dict[str, Any]:
+    verdict = transition.verdict
+    return {
+        "id": transition.pane_key,
+        "ts": transition.ts,
+        "state": transition.state.value,
+        "previous_state": transition.previous.value if transition.previous else None,
+        "summary": clean_text(verdict.summary),
+        "actions_needed": clean_text(verdict.actions_needed),
+        "reasons": list(verdict.reasons),
+        "rule_id": verdict.rule_id,
+        "classifier": verdict.classifier,
+        "confidence": verdict.confidence,
+    }
+
+
+def _material(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if row is None else {k: v for k, v in row.items() if k not in _VOLATILE}
+
+
+def _status_row(worker: str, a: Assessment, mode: str = POLL) -> dict[str, Any]:
+    verdict = a.verdict
+    return {
+        "id": worker,
+        "state": a.state.value,
+        "summary": clean_text(a.summary),
+        "actions_needed": clean_text(a.actions_needed),
+        "confidence": a.confidence,
+        "reasons": list(a.reasons),
+        "rule_id": verdict.rule_id if verdict else None,
+        "classifier": verdict.classifier if verdict else None,
+        "last_snapshot_hash": a.screen_hash,
+        "state_entered_ts": a.state_entered,
+        "last_change_ts": a.last_change,
+        # Capped so a long-stable pane stops rewriting its row every poll.
+        "stable_count": min(a.stable_count, _STABLE_COUNT_CAP),
+        "signals": [*a.signals, f"watch={mode}"],
+    }
+
+
+# What a notification calls the program that ended: "api: Claude Code exited".
+_CLI_LABELS = {"claude": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI",
+               "aider": "aider", "opencode": "opencode", "shell": "the shell"}
+
+
+def program_label(cli: str | None) -> str:
+    return _CLI_LABELS.get(cli or "", "the program")
+
+
+@dataclass
+class FinalRow:
+    """A pane that is gone, as it is kept: its last status row (EXITED) and the transition."""
+
+    worker_id: str
+    name: str
+    transition: Transition
+    status_row: dict[str, Any]
+    public: dict[str, Any]  # status.json: the pty row as last seen plus the final status
+    tracked: Tracked | None
+
+
+def exit_row(wid: str, tracked: Tracked | None, store: StoreWriter, now: float) -> FinalRow:
+    """The final row of a pane that left the server. ``tracked`` is None for a pane that vanished
+    while no watcher ran: what it was is then read back from the store."""
+    if tracked is not None:
+        a = tracked.assessment
+        previous, entered = (a.state, a.state_entered) if a is not None else (None, now)
+        cli = tracked.pack.name if tracked.pack else None
+        name = tracked.name
+        pty = tracked.pty_row or {}
+        last_hash = a.screen_hash if a is not None else None
+    else:
+        pty = store.pty(wid) or {}
+        row = store.statuses().get(wid) or {}
+        previous = State(row["state"]) if row.get("state") in State.__members__ else None
+        entered = row.get("state_entered_ts") or now
+        cli, name = pty.get("cli_type"), pty.get("name") or wid
+        last_hash = row.get("last_snapshot_hash")
+    verdict = Verdict(state=State.EXITED, confidence=100, reasons=("pane_gone",),
+                      rule_id="pane-gone", summary=f"{program_label(cli)} exited",
+                      classifier="tmux")
+    transition = Transition(wid, now, previous, State.EXITED, verdict,
+                            max(0.0, now - entered) if previous is not None else 0.0)
+    status_row = {
+        "id": wid, "state": State.EXITED.value, "summary": verdict.summary, "actions_needed": "",
+        "confidence": 100, "reasons": list(verdict.reasons), "rule_id": verdict.rule_id,
+        "classifier": verdict.classifier, "last_snapshot_hash": last_hash,
+        "state_entered_ts": now, "last_change_ts": now, "stable_count": 0, "signals": [],
+    }
+    return FinalRow(wid, name, transition, status_row, {**pty, **status_row}, tracked)
