@@ -57,7 +57,7 @@ def main() -> None:
                                          ("herding, all opted in", True, True)):
             store = StoreWriter(Path(folder) / label.replace(" ", "_").replace(",", ""))
             step = HerdStep(tmux, store, packs, herd, settings) if with_herd else None
-            watcher = Watcher(tmux, store, packs, settings, herd=step)
+            watcher = Watcher(tmux, store, packs, settings, steps=[step] if step else [])
             watcher.tick()
             if opt_in:
                 with store.transaction() as conn:

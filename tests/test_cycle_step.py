@@ -58,7 +58,7 @@ class Lab:
                          WatchSettings(interval_s=0.2, ready_min_s=0), llm=llm,
                          announce=announce or (lambda _, note: self.notes.append(note)))
         self.watcher = Watcher(self.tmux, self.store, load_packs(),
-                               WatchSettings(interval_s=0.2, ready_min_s=0), cycle=step)
+                               WatchSettings(interval_s=0.2, ready_min_s=0), steps=[step])
         return step
 
     def tick(self) -> None:

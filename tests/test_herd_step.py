@@ -121,8 +121,8 @@ def decide_and_act(lab: Lab, step: HerdStep) -> None:
     tracked = lab.tracked()
     assert tracked is not None
     now = time.time() + LATER
-    step.annotate(tracked, now)
-    step.act([], now)
+    step.observe(tracked, now)
+    step.act({}, [], now)
 
 
 def test_a_screen_that_moved_after_the_decision_gets_no_nudge(lab: Lab) -> None:
@@ -131,12 +131,12 @@ def test_a_screen_that_moved_after_the_decision_gets_no_nudge(lab: Lab) -> None:
     step = step_for(lab)
     tracked = lab.settle()
     now = time.time() + LATER
-    assert step.annotate(tracked, now) == {"herd_eligible": 1, "herd_reason": ""}
+    assert step.observe(tracked, now) == {"herd_eligible": 1, "herd_reason": ""}
     # Between the decision and the typing the agent prints more (a person, a late line).
     lab.pane.send_keys("say one more thing", enter=True)
     retry_until(lambda: "● one more thing" in lab.screen(), 10)
 
-    step.act([], now)
+    step.act({}, [], now)
 
     [(outcome, reason, rule, text, detail)] = lab.decisions()
     assert (outcome, reason, rule, text) == ("blocked", "refused", "keep-going",

@@ -165,6 +165,28 @@ class _Draft:
     reasons: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class _Facts:
+    """What one poll establishes before any state is chosen (the rules' inputs)."""
+
+    first_sight: bool
+    changed: bool
+    busy_evidence: float
+    fresh_evidence: bool
+    stable_count: int
+    stable_since: float
+    settled: bool
+    departed_at: float
+    lacks_end_mark: bool
+    awaiting_departure: bool
+    permission_screen: str | None
+    permission_active: bool
+    turn_end_valid: bool
+    turn_end_armed: float
+    turn_end_screen: str | None
+    turn_end_confirmed: bool
+
+
 def assess(
     previous: Assessment | None,
     verdict: Verdict,
@@ -182,7 +204,54 @@ def assess(
     prior = previous or Assessment(state_entered=now, last_change=now, stable_since=now)
     if first_sight:
         prior = absorb(prior, signals)
+    facts = _establish(prior, verdict, screen_hash, now, policy, signals, first_sight)
 
+    shown = [f"screen={verdict.state.value}"]
+    if signals.last_hook:
+        shown.append(f"hook={signals.last_hook}")
+    if signals.sent and now - signals.sent < 3600:
+        shown.append("sent")
+
+    draft = _choose(prior, verdict, facts, signals)
+    candidate = draft.state
+    candidate_count = prior.candidate_count + 1 if candidate is prior.candidate else 1
+    state = candidate
+    if (not first_sight and candidate is not prior.state and prior.state is not State.READY
+            and candidate is not State.READY and candidate_count < policy.hold(candidate)):
+        # Anti-flap: not yet held long enough. Never applied when leaving READY.
+        draft = _Draft(prior.state, prior.confidence, prior.summary, prior.actions_needed,
+                       [*draft.reasons, "holding"])
+        state = prior.state
+
+    state_entered = prior.state_entered if state is prior.state and not first_sight else now
+    return Assessment(
+        state=state,
+        state_entered=state_entered,
+        last_change=now if facts.changed else prior.last_change,
+        screen_hash=screen_hash,
+        stable_count=facts.stable_count,
+        stable_since=facts.stable_since,
+        verdict=verdict,
+        reasons=tuple(draft.reasons),
+        summary=draft.summary,
+        actions_needed=draft.actions,
+        confidence=draft.confidence,
+        signals=tuple(shown),
+        candidate=candidate,
+        candidate_count=candidate_count,
+        evidence_seen=max(prior.evidence_seen, facts.busy_evidence),
+        send_seen=max(prior.send_seen, signals.sent),
+        departed_at=facts.departed_at,
+        permission_seen=max(prior.permission_seen, signals.permission),
+        turn_end_armed=facts.turn_end_armed,
+        turn_end_screen=facts.turn_end_screen,
+        permission_screen=facts.permission_screen,
+    )
+
+
+def _establish(prior: Assessment, verdict: Verdict, screen_hash: str, now: float,
+               policy: Policy, signals: Signals, first_sight: bool) -> _Facts:
+    """Stability, the send's departure, the permission screen and the turn-end's screen."""
     changed = screen_hash != prior.screen_hash
     busy_evidence = max(signals.sent, signals.turn_start)
     fresh_evidence = busy_evidence > prior.evidence_seen
@@ -225,42 +294,49 @@ def assess(
         armed_for, armed_screen = signals.turn_end, screen_hash
     turn_end_confirmed = turn_end_valid and armed_for == signals.turn_end \
         and screen_hash == armed_screen
+    return _Facts(
+        first_sight=first_sight, changed=changed, busy_evidence=busy_evidence,
+        fresh_evidence=fresh_evidence, stable_count=stable_count, stable_since=stable_since,
+        settled=settled, departed_at=departed_at, lacks_end_mark=lacks_end_mark,
+        awaiting_departure=awaiting_departure, permission_screen=permission_screen,
+        permission_active=permission_active, turn_end_valid=turn_end_valid,
+        turn_end_armed=armed_for, turn_end_screen=armed_screen,
+        turn_end_confirmed=turn_end_confirmed,
+    )
 
-    shown = [f"screen={verdict.state.value}"]
-    if signals.last_hook:
-        shown.append(f"hook={signals.last_hook}")
-    if signals.sent and now - signals.sent < 3600:
-        shown.append("sent")
 
+def _choose(prior: Assessment, verdict: Verdict, facts: _Facts, signals: Signals) -> _Draft:
+    """The state this poll's evidence supports, before anti-flap (the fixed order of rules)."""
     draft = _Draft(verdict.state, verdict.confidence, verdict.summary, verdict.actions_needed,
                    list(verdict.reasons))
-    if lacks_end_mark and turn_end_confirmed:
+    if facts.lacks_end_mark and facts.turn_end_confirmed:
         draft = _Draft(State.READY, 80, "The turn ended (its hook said so; this release "
                        "draws no end mark)", "", [*verdict.reasons, "hook_event"])
     elif draft.state in (State.NEEDS_CONFIRMATION, State.BUSY, State.ERROR):
-        if draft.state is State.BUSY and turn_end_valid:
+        if draft.state is State.BUSY and facts.turn_end_valid:
             draft.reasons.append("screen_veto")  # the hook said done; the screen says not yet
-    elif permission_active:
+    elif facts.permission_active:
         draft = _Draft(State.NEEDS_CONFIRMATION, 90, "The agent is asking for permission",
                        "Answer the prompt in the pane", [*verdict.reasons, "hook_event"])
-    elif first_sight:
+    elif facts.first_sight:
         draft.state, draft.confidence = State.UNKNOWN, min(draft.confidence, 30)
         draft.reasons.append("settling")
-    elif draft.state is State.READY and turn_end_confirmed and not awaiting_departure:
+    elif draft.state is State.READY and facts.turn_end_confirmed \
+            and not facts.awaiting_departure:
         draft.reasons.append("hook_event")
-    elif awaiting_departure:
+    elif facts.awaiting_departure:
         draft = _Draft(State.BUSY, 70, "Instruction sent; waiting for the agent to start", "",
                        [*verdict.reasons, "sent"])
-    elif settled:
+    elif facts.settled:
         draft.reasons.append("stable_for_n")
-        if fresh_evidence or signals.turn_start > signals.turn_end:
+        if facts.fresh_evidence or signals.turn_start > signals.turn_end:
             # A turn-start with no turn-end since, yet a still idle screen: the Stop was lost.
             draft.reasons.append("screen_overrides_hook")
-    elif changed:
+    elif facts.changed:
         # A moving screen with no busy marker: something is still being written.
         draft = _Draft(State.BUSY, 60, "Screen is changing", "", [*verdict.reasons,
                                                                   "screen_changing"])
-    elif signals.turn_start > signals.turn_end or stable_count == 1:
+    elif signals.turn_start > signals.turn_end or facts.stable_count == 1:
         # Same screen, but a send or a turn-start hook since it settled: work has begun.
         why = "sent" if signals.sent >= signals.turn_start else "hook_event"
         draft = _Draft(State.BUSY, 70, "The agent is working", "", [*verdict.reasons, why])
@@ -268,38 +344,4 @@ def assess(
         # Same screen as last poll, not yet stable long enough: hold what we reported.
         draft = _Draft(prior.state, prior.confidence, prior.summary, prior.actions_needed,
                        [*verdict.reasons, "settling"])
-
-    candidate = draft.state
-    candidate_count = prior.candidate_count + 1 if candidate is prior.candidate else 1
-    state = candidate
-    if (not first_sight and candidate is not prior.state and prior.state is not State.READY
-            and candidate is not State.READY and candidate_count < policy.hold(candidate)):
-        # Anti-flap: not yet held long enough. Never applied when leaving READY.
-        draft = _Draft(prior.state, prior.confidence, prior.summary, prior.actions_needed,
-                       [*draft.reasons, "holding"])
-        state = prior.state
-
-    state_entered = prior.state_entered if state is prior.state and not first_sight else now
-    return Assessment(
-        state=state,
-        state_entered=state_entered,
-        last_change=now if changed else prior.last_change,
-        screen_hash=screen_hash,
-        stable_count=stable_count,
-        stable_since=stable_since,
-        verdict=verdict,
-        reasons=tuple(draft.reasons),
-        summary=draft.summary,
-        actions_needed=draft.actions,
-        confidence=draft.confidence,
-        signals=tuple(shown),
-        candidate=candidate,
-        candidate_count=candidate_count,
-        evidence_seen=max(prior.evidence_seen, busy_evidence),
-        send_seen=max(prior.send_seen, signals.sent),
-        departed_at=departed_at,
-        permission_seen=max(prior.permission_seen, signals.permission),
-        turn_end_armed=armed_for,
-        turn_end_screen=armed_screen,
-        permission_screen=permission_screen,
-    )
+    return draft

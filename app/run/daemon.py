@@ -214,7 +214,7 @@ class Daemon:
             cycle = _start_cycle(self, store, packs, llm, notifier)
             watcher = Watcher(self.tmux, store, packs, self.settings,
                               on_transition=_notify_with(notifier), llm=llm, control=control,
-                              herd=herd, cycle=cycle)
+                              steps=(herd, cycle))
             with store.transaction() as conn:
                 store.heartbeat(conn, pid=os.getpid(), socket=self.tmux.label,
                                 interval=self.settings.interval_s, started_ts=time.time(),

@@ -19,12 +19,12 @@ import logging
 import re
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from app.act.herd.step import HerdStep
+from app.act.steps import Step
 from app.adapters import statusfile
 from app.adapters.store import StoreWriter, public_row
 from app.adapters.tmux import ControlMode, Tmux
@@ -40,9 +40,6 @@ from app.observe.assess import (
 from app.observe.llm import AsyncLLM
 from app.observe.packs import Pack
 from app.observe.pane import EVENTS, POLL, PaneObserver, Tracked, worker_id
-
-if TYPE_CHECKING:
-    from app.act.cycle.step import CycleStep
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +65,24 @@ class CycleReport:
     full: bool = True  # a full poll (else a light tick over the panes that printed)
 
 
+@dataclass
+class _Judged:
+    """What judging the panes of one tick changed."""
+
+    status_rows: list[dict[str, Any]] = field(default_factory=list)
+    pty_rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _Written:
+    """What one tick's transaction put in the store."""
+
+    status_rows: list[dict[str, Any]]
+    exits: list[FinalRow]
+    transitions: list[Transition]
+    removed: list[str]  # rows and folders deleted: orphans and pruned history
+
+
 class Watcher:
     def __init__(
         self,
@@ -78,8 +93,7 @@ class Watcher:
         on_transition: Callable[[Transition, Tracked], None] | None = None,
         llm: AsyncLLM | None = None,
         control: ControlMode | None = None,
-        herd: HerdStep | None = None,
-        cycle: CycleStep | None = None,
+        steps: Sequence[Step] = (),
     ) -> None:
         self.tmux = tmux
         self.store = store
@@ -87,8 +101,8 @@ class Watcher:
         self.settings = settings or WatchSettings()
         self.on_transition = on_transition
         self.llm = llm
-        self.herd = herd  # app/herd: eligibility on each status row, nudges after the tick
-        self.cycle = cycle  # app/cycle: the cycle column, then queued messages and cycles
+        # Herding, the report cycle: each adds its columns to the status rows, then acts.
+        self.steps = tuple(steps)
         self.observer = PaneObserver(packs, self.settings, llm)
         self._event_seq = 0
         self._events_read = False
@@ -110,40 +124,68 @@ class Watcher:
         """One poll cycle (``full``), or a light tick over the panes control mode reported and
         the quiet ones due a second look; a light tick turns full when panes may have come or
         gone. An unreachable server is reported in ``CycleReport.server_running``; a bad pane is
-        logged and skipped; only a store failure raises (StoreError)."""
-        now = time.time() if now is None else now
-        if self.control is not None:
-            dirty, changed = self.control.take()
-            for pane_id in dirty:
-                self._pending.setdefault(pane_id, now)
-            known = {t.pane.pane_id for t in self.tracked.values()}
-            full = (full or changed or not self.tracked or not self._cleaned_at_start
-                    or not self._pending.keys() <= known)
-        report = CycleReport(full=full)
-        if full:
-            try:
-                listing = self.tmux.list_panes()
-            except TmuxServerNotRunning:
-                report.server_running = False
-                return report
-            self._server_pid = listing.server_pid
-            if self.control is not None:
-                # A session that goes away when its last client detaches must stay polled:
-                # our client would keep it alive.
-                self.control.follow({p.session_id for p in listing.panes
-                                     if p.session_id and not p.destroy_unattached})
-                self._watched = self.control.watching()
-            socket = self.tmux.label
-            current: dict[str, Pane] = {
-                worker_id(socket, listing.server_pid, p.pane_id): p for p in listing.panes
-            }
-            listed = {p.pane_id for p in listing.panes}
-            self._pending = {p: t for p, t in self._pending.items() if p in listed}
-        else:
-            current = {wid: t.pane for wid, t in self.tracked.items()}
-        server_pid = self._server_pid
-        report.panes = len(current)
+        logged and skipped; only a store failure raises (StoreError).
 
+        The phases, in order: which panes there are, which to capture and look at, capture,
+        judge each pane, write the store in one transaction, then (only once it is written)
+        files, notifications and the steps."""
+        now = time.time() if now is None else now
+        full = self._full_or_light(now, full)
+        report = CycleReport(full=full)
+        current = self._list_panes(report) if full else \
+            {wid: t.pane for wid, t in self.tracked.items()}
+        if current is None:
+            return report
+        report.panes = len(current)
+        gone, orphans = self._arrivals_and_departures(current)
+        self._read_events(current, self._server_pid)
+        to_capture, look = self._choose_looks(current, now, full)
+        screens = self._capture(current, to_capture, report)
+        if screens is None:
+            return report
+        report.captured = len(screens)
+        judged = self._judge(current, look, screens, to_capture, now, full, report)
+        written = self._write(judged, report, current, gone, orphans, now)
+        if written is None:
+            return report  # a light tick that changed nothing the store shows
+        self._after_write(judged, written, current, gone, report, now)
+        return report
+
+    # --- the phases of a tick ------------------------------------------------------------------
+
+    def _full_or_light(self, now: float, full: bool) -> bool:
+        """Take control mode's news; a light tick turns full when panes may have come or gone."""
+        if self.control is None:
+            return full
+        dirty, changed = self.control.take()
+        for pane_id in dirty:
+            self._pending.setdefault(pane_id, now)
+        known = {t.pane.pane_id for t in self.tracked.values()}
+        return (full or changed or not self.tracked or not self._cleaned_at_start
+                or not self._pending.keys() <= known)
+
+    def _list_panes(self, report: CycleReport) -> dict[str, Pane] | None:
+        """Every pane of the server by worker id (None: the server is not running)."""
+        try:
+            listing = self.tmux.list_panes()
+        except TmuxServerNotRunning:
+            report.server_running = False
+            return None
+        self._server_pid = listing.server_pid
+        if self.control is not None:
+            # A session that goes away when its last client detaches must stay polled: our
+            # client would keep it alive.
+            self.control.follow({p.session_id for p in listing.panes
+                                 if p.session_id and not p.destroy_unattached})
+            self._watched = self.control.watching()
+        socket = self.tmux.label
+        listed = {p.pane_id for p in listing.panes}
+        self._pending = {p: t for p, t in self._pending.items() if p in listed}
+        return {worker_id(socket, listing.server_pid, p.pane_id): p for p in listing.panes}
+
+    def _arrivals_and_departures(self, current: Mapping[str, Pane]
+                                 ) -> tuple[list[str], list[str]]:
+        """Track new panes; the ids that ended, and folders no row owns (first tick only)."""
         gone = [wid for wid in self.tracked if wid not in current]
         orphans: list[str] = []
         if not self._cleaned_at_start:
@@ -153,8 +195,11 @@ class Watcher:
             orphans = sorted(self._folders() - self.store.known_ids() - set(current))
         for wid in current.keys() - self.tracked.keys():
             self.tracked[wid] = self._track(wid, current[wid])
+        return gone, orphans
 
-        self._read_events(current, server_pid)
+    def _choose_looks(self, current: Mapping[str, Pane], now: float, full: bool
+                      ) -> tuple[list[str], set[str]]:
+        """The panes to capture, and the panes to judge (captured or due a second look)."""
         to_capture = []
         look = set(current) if full else set()
         for wid, pane in current.items():
@@ -171,25 +216,31 @@ class Watcher:
             if pane.pane_id in self._pending:
                 look.discard(wid)  # it printed since its last capture: not quiet, not judged yet
         look.update(to_capture)
-        screens: dict[str, str] = {}
-        if to_capture:
-            resumed = [current[w].pane_id for w in to_capture
-                       if self._pending.pop(current[w].pane_id, None) is not None]
-            if resumed and self.control is not None:
-                # Before the capture: output from now on is reported again, so nothing printed
-                # after the capture goes unnoticed.
-                self.control.resume(resumed)
-            try:
-                by_pane = self.tmux.capture([current[w].pane_id for w in to_capture])
-            except TmuxServerNotRunning:
-                report.server_running = False
-                return report
-            screens = {w: by_pane[current[w].pane_id] for w in to_capture
-                       if current[w].pane_id in by_pane}
-        report.captured = len(screens)
+        return to_capture, look
 
-        status_rows: list[dict[str, Any]] = []
-        pty_rows: list[dict[str, Any]] = []
+    def _capture(self, current: Mapping[str, Pane], to_capture: list[str],
+                 report: CycleReport) -> dict[str, str] | None:
+        """One batched capture (None: the server went away)."""
+        if not to_capture:
+            return {}
+        resumed = [current[w].pane_id for w in to_capture
+                   if self._pending.pop(current[w].pane_id, None) is not None]
+        if resumed and self.control is not None:
+            # Before the capture: output from now on is reported again, so nothing printed
+            # after the capture goes unnoticed.
+            self.control.resume(resumed)
+        try:
+            by_pane = self.tmux.capture([current[w].pane_id for w in to_capture])
+        except TmuxServerNotRunning:
+            report.server_running = False
+            return None
+        return {w: by_pane[current[w].pane_id] for w in to_capture
+                if current[w].pane_id in by_pane}
+
+    def _judge(self, current: Mapping[str, Pane], look: set[str], screens: Mapping[str, str],
+               to_capture: list[str], now: float, full: bool, report: CycleReport) -> _Judged:
+        """Classify and assess each pane looked at; the rows that changed."""
+        judged = _Judged()
         for wid, pane in current.items():
             if wid not in look:
                 continue
@@ -210,33 +261,38 @@ class Watcher:
                 report.transitions.append(transition)
             a = tracked.assessment
             row = _status_row(wid, a, tracked.mode) if a is not None else None
-            if row is not None and self.herd is not None:
-                row.update(self.herd.annotate(tracked, now))
-            if row is not None and self.cycle is not None:
-                row.update(self.cycle.annotate(tracked, now))
+            if row is not None:
+                for step in self.steps:
+                    row.update(step.observe(tracked, now))
             if row is not None and row != tracked.status_row and (
                     full or transition is not None
                     or _material(row) != _material(tracked.status_row)):
-                status_rows.append(row)
-            pty = self._pty_row(tracked, server_pid)
+                judged.status_rows.append(row)
+            pty = self._pty_row(tracked, self._server_pid)
             if pty != tracked.pty_row:
-                pty_rows.append(pty)
+                judged.pty_rows.append(pty)
+        return judged
 
+    def _write(self, judged: _Judged, report: CycleReport, current: Mapping[str, Pane],
+               gone: list[str], orphans: list[str], now: float) -> _Written | None:
+        """One transaction: rows, history, final rows of ended panes, pruning (None: nothing
+        to write on a light tick)."""
         exits = [exit_row(wid, self.tracked.get(wid), self.store, now) for wid in gone]
         # Transitions of a cycle whose write failed are written (and notified) with this one.
         transitions = [t for t in self._unwritten if t.pane_key in current]
         transitions += report.transitions
+        full = report.full
         history_rows = [_history_row(t) for t in transitions]
         history_rows += [_history_row(final.transition) for final in exits]
-        status_rows += [final.status_row for final in exits]
-        if not (full or status_rows or pty_rows or history_rows or orphans):
-            return report  # a light tick that changed nothing the store shows
+        status_rows = judged.status_rows + [final.status_row for final in exits]
+        if not (full or status_rows or judged.pty_rows or history_rows or orphans):
+            return None
         self._cycles += full
         pruned: list[str] = []
         try:
             with self.store.transaction() as conn:
                 self.store.remove(conn, orphans)
-                for pty in pty_rows:
+                for pty in judged.pty_rows:
                     self.store.upsert_pty(conn, {**pty, "last_seen_ts": now})
                 self.store.upsert_status(conn, status_rows)
                 self.store.add_history(conn, history_rows)
@@ -252,35 +308,38 @@ class Watcher:
             # the "last written" rows stay as they were, so they differ again.
             self._unwritten = transitions
             raise
-        # Only now is it true that the store holds these rows.
+        return _Written(status_rows, exits, transitions, orphans + pruned)
+
+    def _after_write(self, judged: _Judged, written: _Written, current: Mapping[str, Pane],
+                     gone: list[str], report: CycleReport, now: float) -> None:
+        """Only now is it true that the store holds the rows: remember them, write the files,
+        notify, and run the steps."""
         self._unwritten = []
         self._cleaned_at_start = True
-        for row in status_rows:
+        for row in written.status_rows:
             if row["id"] in current:
                 self.tracked[row["id"]].status_row = row
-        for pty in pty_rows:
+        for pty in judged.pty_rows:
             self.tracked[pty["id"]].pty_row = pty
         for wid in gone:
             self.tracked.pop(wid, None)
             if self.llm is not None:
                 self.llm.forget(wid)
-        report.exited = [final.worker_id for final in exits]
-        report.removed = orphans + pruned
+        report.exited = [final.worker_id for final in written.exits]
+        report.removed = written.removed
         for wid in report.removed:
             self._remove_folder(wid)
         # status.json holds a subset of the two rows: only a changed row can change it.
-        for wid in ({r["id"] for r in status_rows} | {r["id"] for r in pty_rows}) - set(gone):
+        changed = {r["id"] for r in written.status_rows} | {r["id"] for r in judged.pty_rows}
+        for wid in changed - set(gone):
             self._write_status_file(self.tracked[wid])
-        for final in exits:
+        for final in written.exits:
             self._write_final_file(final)
             self._notify(final.transition, final.tracked, final.name)
-        for transition in transitions:
+        for transition in written.transitions:
             self._notify(transition)
-        if self.herd is not None:
-            self.herd.act(gone, now)
-        if self.cycle is not None:
-            self.cycle.act(self.tracked, gone, now)
-        return report
+        for step in self.steps:
+            step.act(self.tracked, gone, now)
 
     # --- per pane ------------------------------------------------------------------------------
 

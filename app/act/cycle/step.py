@@ -16,7 +16,7 @@ import os
 import signal
 import subprocess
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -83,7 +83,7 @@ class CycleStep:
 
     # --- during the tick ------------------------------------------------------------------------
 
-    def annotate(self, tracked: Tracked, now: float) -> dict[str, Any]:
+    def observe(self, tracked: Tracked, now: float) -> dict[str, Any]:
         """The pane's ``cycle`` column: the state of its newest cycle, "" when none."""
         try:
             if self._tick != now:
@@ -97,9 +97,9 @@ class CycleStep:
 
     # --- after the tick -------------------------------------------------------------------------
 
-    def act(self, tracked: Mapping[str, Tracked], removed: Iterable[str], now: float) -> None:
+    def act(self, panes: Mapping[str, Tracked], gone: Collection[str], now: float) -> None:
         try:
-            self._act(tracked, set(removed), now)
+            self._act(panes, set(gone), now)
         except Exception:
             log.exception("cycle: this tick's jobs failed; they wait for the next tick")
 

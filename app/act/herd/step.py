@@ -12,7 +12,7 @@ every failure is logged and the pane simply gets no nudge.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -80,7 +80,7 @@ class HerdStep:
 
     # --- during the tick ------------------------------------------------------------------------
 
-    def annotate(self, tracked: Tracked, now: float) -> dict[str, Any]:
+    def observe(self, tracked: Tracked, now: float) -> dict[str, Any]:
         """The pane's herd fields for its status row; remembers the decision for :meth:`act`."""
         try:
             return self._annotate(tracked, now)
@@ -150,10 +150,10 @@ class HerdStep:
 
     # --- after the tick -------------------------------------------------------------------------
 
-    def act(self, removed: Iterable[str], now: float) -> None:
+    def act(self, panes: Mapping[str, Tracked], gone: Collection[str], now: float) -> None:
         """Apply the rules to this tick's eligible panes, type the nudges, log the decisions."""
         try:
-            self._act(list(removed), now)
+            self._act(list(gone), now)
         except Exception:
             log.exception("herd: this tick's decisions failed; no nudge typed")
 

@@ -1,0 +1,146 @@
+"""The house in layers (design/architecture.md): each package imports only the ones below it,
+no import circles, one owner per resource, short functions, empty package ``__init__`` files."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+APP = Path(__file__).resolve().parents[1] / "app"
+# The data flow, bottom up. `install` sits beside `act`: it writes other programs' settings and
+# needs only the base and the adapters.
+RANK = {"base": 0, "adapters": 1, "observe": 2, "act": 3, "install": 3, "run": 4, "front": 5}
+NEIGHBOURS_FORBIDDEN = {("install", "observe"), ("install", "act"), ("act", "install")}
+# Each outside resource has one owning module (or package).
+OWNERS = {
+    "libtmux": ("app.adapters.tmux",),
+    "sqlite3": ("app.adapters.store",),
+    "sqlite_utils": ("app.adapters.store",),
+    "requests": ("app.adapters.llm", "app.observe.llm"),
+}
+MAX_TOP_MODULES = 8
+MAX_FUNCTION_LINES = 100
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(APP.rglob("*.py")):
+        parts = path.relative_to(APP.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def imports(path: Path, known: dict[str, Path]) -> Iterator[tuple[str, int]]:
+    """Every module of ours or outside package imported anywhere in the file (lazy ones too)."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                yield (full if full in known else node.module), node.lineno
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+
+
+def layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "app" and len(parts) > 1 and parts[1] in RANK else None
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: {m for m, _ in imports(path, known) if m in known and m != name}
+            for name, path in known.items()}
+
+
+def test_every_import_runs_downward() -> None:
+    known = modules()
+    wrong = []
+    for name, path in known.items():
+        mine = layer(name)
+        for target, line in imports(path, known):
+            theirs = layer(target)
+            if mine is None or theirs is None or mine == theirs:
+                continue
+            if RANK[theirs] > RANK[mine] or (mine, theirs) in NEIGHBOURS_FORBIDDEN:
+                wrong.append(f"{path.relative_to(APP.parent)}:{line} {name} -> {target}")
+    assert wrong == []
+
+
+def test_no_import_circles() -> None:
+    edges = graph()
+    circles = []
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in edges[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in edges:
+        if node not in index:
+            visit(node)
+    assert circles == []
+
+
+def test_each_outside_resource_has_one_owner() -> None:
+    known = modules()
+    strays = []
+    for name, path in known.items():
+        for target, line in imports(path, known):
+            package = target.split(".")[0]
+            if package in OWNERS and name not in OWNERS[package]:
+                strays.append(f"{path.relative_to(APP.parent)}:{line} imports {target}")
+    assert strays == []
+
+
+def test_the_watcher_imports_no_step() -> None:
+    watcher = graph()["app.run.watcher"]
+    assert not {m for m in watcher if m.startswith(("app.act.herd", "app.act.cycle"))}
+
+
+def test_few_modules_loose_at_the_top() -> None:
+    top = [p.name for p in APP.glob("*.py")]
+    assert len(top) <= MAX_TOP_MODULES, top
+
+
+@pytest.mark.parametrize("init", sorted(APP.rglob("__init__.py")), ids=lambda p: str(p))
+def test_package_init_files_import_nothing(init: Path) -> None:
+    # `status --short` and `hook` must import only what they use.
+    tree = ast.parse(init.read_text(encoding="utf-8"))
+    assert not [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+
+
+def test_no_function_over_a_hundred_lines() -> None:
+    long = []
+    for path in modules().values():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(APP.parent)}:{node.lineno} {node.name} "
+                                f"({lines} lines)")
+    assert long == []
