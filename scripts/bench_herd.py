@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from app.act.herd.gate import HerdSettings  # noqa: E402
+from app.act.herd.eligibility import HerdSettings  # noqa: E402
 from app.act.herd.step import HerdStep  # noqa: E402
 from app.adapters.store import StoreWriter  # noqa: E402
 from app.adapters.tmux import Tmux  # noqa: E402

@@ -9,7 +9,7 @@ from typing import NamedTuple
 import pytest
 
 from app.act.herd import rules
-from app.act.herd.gate import STALLED, WAITING_LONG
+from app.act.herd.eligibility import STALLED, WAITING_LONG
 from app.act.herd.rules import RuleError, load, locate, parse, render
 from app.base.model import State
 from tests.conftest import REPO, conductor

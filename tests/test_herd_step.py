@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from app.act.herd.gate import HerdSettings
+from app.act.herd.eligibility import HerdSettings
 from app.act.herd.step import HerdStep
 from app.adapters.notify import Notifier, NotifySettings
 from app.adapters.store import StoreWriter

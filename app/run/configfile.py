@@ -35,7 +35,7 @@ from tomlkit.exceptions import ParseError, TOMLKitError
 from tomlkit.items import Comment, InlineTable, Item, Table, Whitespace
 
 from app.act.cycle import jobs as cycle_jobs
-from app.act.herd import gate as herd_gate
+from app.act.herd import eligibility
 from app.adapters.notify import (
     COMMAND,
     DEFAULT_MIN_INTERVAL,
@@ -204,24 +204,24 @@ remain_on_exit = {_v(True)}
 [herd]
 # Herding nudges only panes opted in with `conductor pty herd on ID`. Seconds a READY pane
 # must sit with no screen change, no send and no nudge before it counts as stalled.
-stall_after = {_v(herd_gate.DEFAULT_STALL_AFTER_S)}
+stall_after = {_v(eligibility.DEFAULT_STALL_AFTER_S)}
 
 # Seconds a state must have lasted before a pane can be nudged at all.
-stability = {_v(herd_gate.DEFAULT_STABILITY_S)}
+stability = {_v(eligibility.DEFAULT_STABILITY_S)}
 
 # Lowest confidence (0-100) of the pane's state for a nudge.
-confidence_min = {_v(herd_gate.DEFAULT_CONFIDENCE_MIN)}
+confidence_min = {_v(eligibility.DEFAULT_CONFIDENCE_MIN)}
 
 # Seconds between two nudges of the same pane.
-cooldown = {_v(herd_gate.DEFAULT_COOLDOWN_S)}
+cooldown = {_v(eligibility.DEFAULT_COOLDOWN_S)}
 
 # Nudges until a person acts on the pane (a send, typing, a turn they start); then it waits
 # for you.
-max_nudges = {_v(herd_gate.DEFAULT_MAX_NUDGES)}
+max_nudges = {_v(eligibility.DEFAULT_MAX_NUDGES)}
 
 # Rule set `herd on` uses without --rules: a bundled name (conservative, persistent), a name
 # in herd_rules/ next to this file, or a path to a .yml file.
-rules = {_v(herd_gate.DEFAULT_RULES)}
+rules = {_v(eligibility.DEFAULT_RULES)}
 
 [cycle]
 # After `conductor pty report`: seconds to wait before assessing when the report names no
@@ -261,7 +261,7 @@ class Config:
     wait_poll_s: float
     path: Path
     remain_on_exit: bool = True  # [create]: tmux remain-on-exit on windows `create` makes
-    herd: herd_gate.HerdSettings = field(default_factory=herd_gate.HerdSettings)
+    herd: eligibility.HerdSettings = field(default_factory=eligibility.HerdSettings)
     cycle: cycle_jobs.CycleSettings = field(default_factory=cycle_jobs.CycleSettings)
     added: tuple[str, ...] = ()
     created: bool = False
@@ -544,7 +544,7 @@ def _check(user: dict[str, Any], defaults: dict[str, Any], path: Path) -> dict[s
         raise ConfigError(f"{path}: llm.base_url must start with http:// or https://, got {url!r}")
     if not values.get("llm.model", llm.DEFAULT_MODEL).strip():
         raise ConfigError(f"{path}: llm.model must not be empty")
-    if not values.get("herd.rules", herd_gate.DEFAULT_RULES).strip():
+    if not values.get("herd.rules", eligibility.DEFAULT_RULES).strip():
         raise ConfigError(f"{path}: herd.rules must name a rule set")
     return values
 
@@ -660,7 +660,7 @@ def _settings(values: dict[str, Any], path: Path, added: tuple[str, ...], create
         wait_poll_s=values["wait.poll_interval"],
         path=path,
         remain_on_exit=values["create.remain_on_exit"],
-        herd=herd_gate.HerdSettings(
+        herd=eligibility.HerdSettings(
             stall_after_s=values["herd.stall_after"],
             stability_s=values["herd.stability"],
             confidence_min=values["herd.confidence_min"],

@@ -25,7 +25,7 @@ from typing import IO
 
 from app.act.cycle.jobs import CycleSettings
 from app.act.cycle.step import CycleStep
-from app.act.herd.gate import HerdSettings
+from app.act.herd.eligibility import HerdSettings
 from app.act.herd.step import HerdStep
 from app.adapters.notify import NotificationEvent, Notifier, NotifySettings
 from app.adapters.store import StoreWriter, make_private_dir, open_private

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.act.herd.gate import WHENS
+from app.act.herd.eligibility import WHENS
 from app.base.errors import PackError
 from app.base.model import State
 from app.observe.packs import (

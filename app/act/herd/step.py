@@ -16,8 +16,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from app.act.herd import gate, rules
-from app.act.herd.gate import Counters, Decision, HerdSettings, PaneFacts
+from app.act.herd import eligibility, rules
+from app.act.herd.eligibility import Counters, Decision, HerdSettings, PaneFacts
 from app.base.errors import ConductorError
 from app.base.model import Note, State
 
@@ -118,7 +118,8 @@ class HerdStep:
                             turn=row.get("turn") or 0)
         unsent = False
         if opted_in and a.state in (State.READY, State.ERROR) and (
-                counters.nudges or gate.needs_draft_check(facts, counters, self.settings, now)):
+                counters.nudges
+                or eligibility.needs_draft_check(facts, counters, self.settings, now)):
             draft = self._draft(tracked)
             facts = replace(facts, draft=draft is not None)
             # Our own nudge still in the prompt (its Enter was lost): blocks like any draft, but
@@ -126,8 +127,8 @@ class HerdStep:
             unsent = draft is not None and _same_text(draft, self._typed.get(tracked.worker_id))
         person = self._person_sends.get((tracked.pane.pane_id, _server_pid(tracked)), 0.0)
         if opted_in and not unsent:
-            counters = gate.observe(counters, facts, person)
-        decision = gate.decide(facts, counters, self.settings, now)
+            counters = eligibility.observe(counters, facts, person)
+        decision = eligibility.decide(facts, counters, self.settings, now)
         if unsent and decision.reason == "draft_in_prompt":
             decision = replace(decision, reason="nudge_unsent")
         self._pending[tracked.worker_id] = _Pending(tracked, facts, counters, decision, row)
@@ -167,7 +168,7 @@ class HerdStep:
             outcome = self._apply(pending, now) if pending.decision.eligible else \
                 Outcome(BLOCKED, pending.decision.reason)
             if outcome.outcome in (NUDGED, DRY_RUN):
-                counters = gate.nudged(counters, now, typed=outcome.outcome == NUDGED)
+                counters = eligibility.nudged(counters, now, typed=outcome.outcome == NUDGED)
             stored = Counters(pending.row.get("nudges") or 0,
                               pending.row.get("last_nudge_ts") or 0.0, pending.row.get("turn") or 0)
             if counters != stored:

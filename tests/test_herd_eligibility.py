@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import pytest
 
-from app.act.herd.gate import (
+from app.act.herd.eligibility import (
     NO_TURN,
     STALLED,
     TURN_ASKED,
