@@ -666,7 +666,7 @@ def test_merge_fills_an_empty_pack_summary_only_when_they_agree() -> None:
 
 # --- the shared screen corpus --------------------------------------------------------------------
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLI_COMMAND = {"claude-code": "claude", "codex": "codex", "gemini-cli": "gemini",
                "aider": "aider", "opencode": "opencode", "plain": "bash"}
 

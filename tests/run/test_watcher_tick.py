@@ -247,7 +247,7 @@ def test_a_permission_hook_makes_the_pane_needs_confirmation_on_the_next_poll(
 def test_a_flapping_screen_gives_no_flapping_transitions(
     session: Any, watcher: Watcher, isolated_env: Path
 ) -> None:
-    corpus = Path(__file__).parent / "corpus" / "shared" / "claude-code"
+    corpus = Path(__file__).resolve().parents[1] / "corpus" / "shared" / "claude-code"
     screens = [corpus / "ready-after-answer-200x50.txt", corpus / "error-500-final-200x50.txt"]
     pane = session.new_window(
         window_name="flappy", attach=False,

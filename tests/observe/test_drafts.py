@@ -25,7 +25,7 @@ from scripts.corpus_report import (
     pack_for,
     read_drafts,
 )
-from tests.test_packs import assert_rejected
+from tests.observe.test_pack_loading import assert_rejected
 
 CASES = load_draft_cases()
 WITH_RULES = ("aider", "claude", "codex", "gemini", "opencode", "shell")

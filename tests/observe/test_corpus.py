@@ -1,7 +1,7 @@
 """Every labelled real screen and every recorded turn, through the shipped packs.
 
 The figures come from ``scripts/corpus_report.py`` (the same code prints them for people):
-run ``pytest tests/test_corpus.py -rP`` to see the confusion matrix of each CLI.
+run ``pytest tests/observe/test_corpus.py -rP`` to see the confusion matrix of each CLI.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ TIMELINES = load_timelines()
 # Releases that draw no end mark: a finished turn reads BUSY (reason ``no_end_mark``), safe but
 # never READY from the screen alone; Codex's ``notify`` hook is what ends it (app/observe/assess.py
 # rule
-# 5, run against the real releases in tests/test_codex_releases.py).
+# 5, run against the real releases in tests/e2e/test_codex_old_releases.py).
 ENDS_ONLY_BY_HOOK = {("codex", "0.142.5"), ("codex", "0.152.0")}
 VERSIONS = sorted({(c.cli, c.version or "?") for c in CASES})
 

@@ -26,8 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.agents import AgentUnavailable, Install, OldCodexInTmux, install_codex
-from tests.scripted_model import RunBash
-from tests.test_agent_e2e import (
+from tests.e2e.test_claude_and_codex import (
     SLOW_TASK,
     STABILITY_WINDOW_S,
     finish,
@@ -36,6 +35,7 @@ from tests.test_agent_e2e import (
     send_and_time_wait,
     start_wait,
 )
+from tests.scripted_model import RunBash
 from tests.waiting import stays_false, stop_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.agent]

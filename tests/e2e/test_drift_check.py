@@ -27,7 +27,7 @@ from scripts.drift_check import (
     main,
 )
 
-CORPUS = Path(__file__).resolve().parent / "corpus"
+CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 
 
 def test_every_recipe_has_a_shipped_pack_and_a_corpus_name() -> None:

@@ -14,7 +14,7 @@ import pytest
 from app.base.screen import normalise, strip_ansi, without_dim
 from app.observe.packs import load_packs
 
-STYLED = Path(__file__).parent / "corpus" / "styled"
+STYLED = Path(__file__).resolve().parents[1] / "corpus" / "styled"
 ROWS = [line.split("\t") for line in (STYLED / "drafts.tsv").read_text().splitlines()
         if line and not line.startswith("#")]
 

@@ -387,7 +387,7 @@ def test_wait_takes_ready_from_a_watcher_on_control_mode_for_the_screen_it_sees(
 def test_a_transition_redraws_the_status_line_of_attached_clients_at_once(
         server: Any, session: Any, watcher_process: Any, isolated_env: Path,
         tmp_path: Path) -> None:
-    from tests.test_cli import attach_client
+    from tests.front.test_cli import attach_client
 
     drawn = tmp_path / "drawn.txt"
     # No tmux message either: its end redraws the status line too.
@@ -415,7 +415,7 @@ def test_a_transition_redraws_the_status_line_of_attached_clients_at_once(
 @pytest.mark.slow
 def test_a_session_that_dies_unattached_is_polled_and_still_dies_when_its_user_leaves(
         server: Any, session: Any, event_watcher: Watcher, isolated_env: Path) -> None:
-    from tests.test_cli import attach_client
+    from tests.front.test_cli import attach_client
 
     fleeting = server.new_session(session_name="fleeting", window_name="fleeting",
                                   window_command=SHELL, attach=False)

@@ -12,7 +12,7 @@ from app.base.errors import PackError
 from app.base.model import State
 from app.observe.packs import Pack, detect_pack, load_pack, load_packs, packs_dirs, parse_pack
 
-CORPUS = Path(__file__).resolve().parent / "corpus" / "shared"
+CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "shared"
 SHIPPED = ("aider", "claude", "codex", "gemini", "generic", "opencode", "qwen", "shell")
 
 GOOD = """\
