@@ -61,6 +61,23 @@ def install(cli: str, argv: list[str], path: Path | None = None, *, dry_run: boo
     return InstallResult(cli, target, backup, new_text is not None, snippet)
 
 
+def powers(send_to: tuple[str, ...], config_path: Path, tmux_label: str) -> list[str]:
+    """What the server may do, in the person's words, for ``mcp install`` to print."""
+    where = f"send_to of [mcp] in {config_path}"
+    others = (f"{', '.join(json.dumps(name) for name in send_to)} ({where})" if send_to
+              else f"none; name them in {where}")
+    return [
+        f"The MCP server acts for the agent in whose pane it runs (tmux server {tmux_label}):",
+        "  send      types into that pane, never into a paused pane",
+        f"            other panes: {others}",
+        "  wait      watches any pane of that server: it only reads, as status does",
+        "  report    records the agent's report; a check command runs only where you",
+        "            declared that check, never because an agent named it",
+        "  set_goal  records what the agent's own pane works towards",
+        f"An agent on another tmux server than {tmux_label} gets nothing done through it.",
+    ]
+
+
 def _entry(cli: str, argv: list[str]) -> dict[str, Any]:
     entry: dict[str, Any] = {"command": argv[0], "args": argv[1:]}
     if cli == "claude":
@@ -107,4 +124,4 @@ def _merge_codex(path: Path, old_text: str | None, argv: list[str]) -> tuple[str
     return tomlkit.dumps(document), snippet
 
 
-__all__ = ["CLIS", "SERVER_NAME", "default_path", "install"]
+__all__ = ["CLIS", "SERVER_NAME", "default_path", "install", "powers"]

@@ -5,8 +5,10 @@ client spawning our server as an agent CLI would), against a real tmux server an
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -31,18 +33,36 @@ def text_of(result: Any) -> str:
     return "\n".join(getattr(c, "text", "") for c in result.content)
 
 
-async def session_calls(server: Any, workers_dir: Path, pane_id: str,
-                        calls: list[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[Any]]:
+def tmux_env(server: Any) -> str:
+    """$TMUX as tmux sets it in the panes of ``server``: socket path, server pid, session."""
+    socket_path = server.cmd("display-message", "-p", "#{socket_path}").stdout[0]
+    pid = server.cmd("display-message", "-p", "#{pid}").stdout[0]
+    return f"{socket_path},{pid},0"
+
+
+@contextlib.asynccontextmanager
+async def mcp_session(server: Any, workers_dir: Path, pane_id: str, tmux: str | None = None
+                      ) -> AsyncIterator[ClientSession]:
+    """Our server as an agent CLI in pane ``pane_id`` starts it (``tmux``: its $TMUX, by
+    default that of ``server``), with the official client's session on its stdio."""
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "app", "-L", server.socket_name, "--workers-dir", str(workers_dir), "pty",
               "mcp"],
-        env={"TMUX_PANE": pane_id, "CONDUCTOR_CONFIG": str(workers_dir.parent / "config.toml"),
+        env={"TMUX_PANE": pane_id, "TMUX": tmux_env(server) if tmux is None else tmux,
+             "CONDUCTOR_CONFIG": str(workers_dir.parent / "config.toml"),
              "PYTHONPATH": str(REPO)},
         cwd=str(REPO),
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
+        yield session
+
+
+async def session_calls(server: Any, workers_dir: Path, pane_id: str,
+                        calls: list[tuple[str, dict[str, Any]]], tmux: str | None = None
+                        ) -> tuple[list[str], list[Any]]:
+    async with mcp_session(server, workers_dir, pane_id, tmux) as session:
         tools = sorted(t.name for t in (await session.list_tools()).tools)
         results = [await session.call_tool(name, args) for name, args in calls]
     return tools, results
@@ -103,14 +123,16 @@ def test_an_agent_reports_through_mcp_and_gets_its_directive(
 def test_report_outside_tmux_is_a_tool_error_not_a_crash(server: Any, isolated_env: Path
                                                          ) -> None:
     _, [report, status] = asyncio.run(session_calls(server, isolated_env, "", [
-        ("report", {"status_report": "done"}), ("status", {})]))
+        ("report", {"status_report": "done"}), ("status", {})], tmux=""))
     assert report.is_error and "$TMUX_PANE" in text_of(report)
     assert status.is_error and "no status store" in text_of(status)
 
 
 @pytest.mark.parametrize("cli", ["claude", "codex", "gemini"])
 def test_mcp_install_merges_once_and_keeps_the_rest(cli: str, tmp_path: Path) -> None:
-    path = tmp_path / ("config.toml" if cli == "codex" else "settings.json")
+    # Not tmp_path / "config.toml": that is conductor's own config file in these tests.
+    path = tmp_path / "agent" / ("config.toml" if cli == "codex" else "settings.json")
+    path.parent.mkdir()
     path.write_text('model = "o3"\n' if cli == "codex" else '{"theme": "dark"}\n')
     first = conductor("--workers-dir", str(tmp_path / "w"), "pty", "mcp", "install", "--cli", cli,
                       "--path", str(path))
@@ -130,6 +152,6 @@ def test_mcp_install_merges_once_and_keeps_the_rest(cli: str, tmp_path: Path) ->
         assert data["theme"] == "dark"
         entry = data["mcpServers"]["conductor"]
     assert entry["args"][-2:] == ["pty", "mcp"] and str(tmp_path / "w") in entry["args"]
-    assert len(list(tmp_path.glob("*.bak-*"))) == 1
+    assert len(list(path.parent.glob("*.bak-*"))) == 1
     shown = conductor("pty", "mcp", "install", "--cli", cli, "--print", "--path", str(path))
     assert shown.returncode == 0 and shown.stdout.startswith(f"# {path}")
