@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.agents import AgentUnavailable, CodexInTmux, install_codex
 from tests.conftest import REPO, conductor
 from tests.waiting import retry_until
 
@@ -155,6 +156,9 @@ def test_mcp_install_merges_once_and_keeps_the_rest(cli: str, tmp_path: Path) ->
         assert data["theme"] == "dark"
         entry = data["mcpServers"]["conductor"]
     assert entry["args"][-2:] == ["pty", "mcp"] and str(tmp_path / "w") in entry["args"]
+    # Codex passes an MCP server only the variables it is told to (see the Codex test below).
+    assert entry.get("env_vars") == (["TMUX", "TMUX_PANE", "CONDUCTOR_CONFIG", "XDG_CONFIG_HOME"]
+                                     if cli == "codex" else None)
     assert len(list(path.parent.glob("*.bak-*"))) == 1
     shown = conductor("pty", "mcp", "install", "--cli", cli, "--print", "--path", str(path))
     assert shown.returncode == 0 and shown.stdout.startswith(f"# {path}")
@@ -356,3 +360,44 @@ def test_mcp_install_says_what_the_server_may_do(tmp_path: Path) -> None:
     assert (broken.returncode, broken.stdout) == (1, "")
     assert broken.stderr == f"Error: {config}: unknown key mcp.wait_on\n"
     assert not path.exists()
+
+
+def server_environment(socket_name: str) -> dict[str, str] | None:
+    """The environment of the running `conductor ... -L socket_name pty mcp`, if there is one."""
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if socket_name.encode() not in argv or argv[-3:] != [b"pty", b"mcp", b""]:
+                continue
+            pairs = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue  # not ours, or gone meanwhile
+        return dict(p.decode().partition("=")[::2] for p in pairs if b"=" in p)
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.agent
+def test_codex_starts_our_server_knowing_its_pane_and_config(tmp_path: Path,
+                                                             isolated_env: Path) -> None:
+    """Codex hands an MCP server a few variables only; `mcp install` names the ones it needs."""
+    try:
+        codex = install_codex()
+    except AgentUnavailable as exc:
+        pytest.skip(str(exc))
+    config = tmp_path / "config.toml"
+    lab = CodexInTmux(tmp_path / "agent", codex.binary, env={"CONDUCTOR_CONFIG": str(config)})
+    try:
+        done = conductor("-L", lab.socket_name, "--workers-dir", str(isolated_env), "pty", "mcp",
+                         "install", "--cli", "codex", "--path", str(lab.config_path))
+        assert done.returncode == 0, done.stderr
+        with lab:
+            retry_until(lambda: server_environment(lab.socket_name), 60, interval=0.3,
+                        message="Codex never started our server")
+            env = server_environment(lab.socket_name) or {}
+            socket_path = lab.tmux("display-message", "-p", "#{socket_path},#{pid}").strip()
+            assert env["TMUX_PANE"] == lab.pane_id
+            assert env["TMUX"].startswith(f"{socket_path},")
+            assert env["CONDUCTOR_CONFIG"] == str(config)
+    finally:
+        lab.close()
