@@ -1,9 +1,13 @@
 """``conductor pty mcp``: an MCP server on stdio for agents, adapting tool calls to the same core
 functions the CLI calls (``report``, ``goal``, ``status``, ``wait``, ``send``).
 
-An agent starts it from its own pane, so "my pane" is ``$TMUX_PANE``. Tools fail the way the CLI
-does: a refusal or a bad pane is a tool error with the same one line, never a crash of the
-server. Only stdout carries the protocol; nothing here prints. Needs the optional ``mcp`` extra.
+An agent starts it from its own pane, so "my pane" is ``$TMUX_PANE`` on the tmux server named by
+``$TMUX``. It acts for that pane: ``send`` types only into it, or into a pane the person named in
+the config's ``[mcp] send_to``, never into a paused pane, and nothing at all when the caller's pane
+is on another tmux server than the one it serves. ``wait`` and ``status`` only read, so they reach
+every pane of that server. Tools fail the way the CLI does: a refusal or a bad pane is a tool
+error with the same one line, never a crash of the server. Only stdout carries the protocol;
+nothing here prints. Needs the optional ``mcp`` extra.
 """
 
 from __future__ import annotations
@@ -20,12 +24,18 @@ from app.base.errors import ConductorError
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
+    from app.act.handoff import Target
+    from app.adapters.tmux import Tmux
+
 INSTRUCTIONS = """\
 conductor pty watches the tmux panes where coding agents run. When you believe your task is \
 done, call `report` with a short status (and `wait_cmd`, a command that checks the work, such \
 as the test suite): it returns at once; conductor then runs the check, waits until you are \
 idle, and either types your next instruction or tells the person. `set_goal` records what you \
 are working towards."""
+
+# The longest a `wait` call may block (seconds): each call holds one of the server's threads.
+MAX_WAIT_S = 3600.0
 
 
 class Tools:
@@ -37,19 +47,55 @@ class Tools:
         self.workers_dir = workers_dir
         self.env = dict(os.environ) if env is None else env
 
-    def _tmux(self) -> Any:
+    def _tmux(self) -> Tmux:
         from app.adapters.tmux import Tmux
 
         return Tmux(socket_name=self.socket_name)
 
-    def _own_pane(self) -> Any:
+    def _own_pane(self) -> Target:
         from app.act import handoff
 
         pane = self.env.get("TMUX_PANE", "").strip()
         if not pane:
             raise ConductorError("this MCP server does not run inside a tmux pane ($TMUX_PANE "
-                                 "is not set), so it cannot tell whose report this is")
-        return handoff.resolve(self._tmux(), self.workers_dir, pane)
+                                 "is not set), so it cannot tell which pane it acts for")
+        tmux = self._tmux()
+        self._check_server(tmux, required=True)
+        return handoff.resolve(tmux, self.workers_dir, pane)
+
+    def _check_server(self, tmux: Tmux, *, required: bool) -> None:
+        """Refuse when the caller's pane is on another tmux server than the one this MCP server
+        drives: pane ids repeat across servers, so its ``%3`` would be a stranger's ``%3``."""
+        from app.act.handoff import Refused
+
+        # $TMUX is "<socket path>,<server pid>,<session index>", set by tmux in every pane.
+        socket_path, _, rest = self.env.get("TMUX", "").partition(",")
+        pid = rest.partition(",")[0]
+        if not pid.isdigit():
+            if required:
+                raise Refused("this MCP server cannot tell which tmux server its pane is on "
+                              "($TMUX is not set), so it acts for no pane")
+            return
+        serving = tmux.list_panes().server_pid
+        if int(pid) != serving:
+            raise Refused(f"refused: this MCP server runs in a pane of the tmux server "
+                          f"{socket_path or pid} but serves the tmux server {tmux.label}; give "
+                          "`conductor pty mcp` the -L (socket name) of the agent's server")
+
+    def _paused(self, worker_id: str) -> bool:
+        """The pane's latest cycle is PAUSED (by hand or by the assessor): nothing is typed."""
+        from app.act.cycle import jobs
+        from app.adapters.store import StoreMissing, StoreReader
+
+        try:
+            reader = StoreReader(self.workers_dir)
+        except StoreMissing:
+            return False  # no store, no cycle; any other store problem refuses (fails closed)
+        try:
+            cycles = [job for job in reader.jobs(worker_id) if job["kind"] == jobs.CYCLE]
+        finally:
+            reader.close()
+        return bool(cycles) and cycles[-1]["state"] == jobs.PAUSED
 
     def report(self, status_report: str, wait_cmd: str | None = None) -> str:
         from app.act.cycle import jobs
@@ -85,6 +131,8 @@ class Tools:
         return json.dumps(workers, ensure_ascii=False)
 
     def wait(self, pane: str, until: str = "READY", timeout: float = 600.0) -> str:
+        """Any pane of this tmux server, not only the caller's: it only reads what ``status``
+        shows of every pane, and the caller's own pane is BUSY until this call returns."""
         from app.act import handoff
         from app.adapters.notify import parse_states
         from app.observe.packs import load_packs
@@ -93,25 +141,43 @@ class Tools:
         states = frozenset(parse_states(until.replace(",", " ").split()))
         if not states:
             raise ConductorError("until needs a state: READY, BUSY, NEEDS_CONFIRMATION or ERROR")
+        if not 0 <= timeout <= MAX_WAIT_S:  # also false for NaN
+            raise ConductorError(f"timeout must be seconds from 0 to {MAX_WAIT_S:g}, "
+                                 f"got {timeout!r}")
         tmux = self._tmux()
+        self._check_server(tmux, required=False)
         target = handoff.resolve(tmux, self.workers_dir, pane)
-        cfg = load_config(upgrade=False)
+        cfg = load_config(upgrade=False, env=self.env)
         watch = handoff.PaneWatch(tmux, target, load_packs(), cfg.watch, self.workers_dir)
-        result = handoff.wait(watch, states, max(0.0, timeout), cfg.wait_poll_s)
+        result = handoff.wait(watch, states, timeout, cfg.wait_poll_s)
         a = result.assessment
         verdict = "reached" if result.reached else "timed out"
         return (f"{verdict}: {target.label} is {a.state.value} after {result.waited_s:.1f}s"
                 f"{': ' + a.summary if a.summary else ''}")
 
     def send(self, pane: str, text: str) -> str:
+        """Into the caller's own pane, or one the person named in ``[mcp] send_to``; never a
+        paused pane. Then the refusals of ``conductor pty send``."""
         from app.act import handoff
         from app.observe.packs import load_packs
         from app.run.configfile import load_config
 
+        own = self._own_pane()
         tmux = self._tmux()
         target = handoff.resolve(tmux, self.workers_dir, pane)
-        handoff.send(tmux, target, text, load_packs(), load_config(upgrade=False).watch,
-                     self.workers_dir, origin="mcp")
+        cfg = load_config(upgrade=False, env=self.env)
+        if target.pane.pane_id != own.pane.pane_id and not cfg.mcp.may_send(
+                target.worker_id, target.pane.pane_id, target.name):
+            raise handoff.Refused(
+                f"not sent: this MCP server types only into its own pane, {own.label}; the "
+                f"person may allow {target.label} with send_to = [{json.dumps(target.name)}] "
+                f"in [mcp] of {cfg.path}")
+        if self._paused(target.worker_id):
+            raise handoff.Refused(
+                f"not sent: the cycle of {target.label} is paused, so nothing is typed into it "
+                f"until the person resumes it (`conductor pty resume {target.worker_id}`)")
+        handoff.send(tmux, target, text, load_packs(), cfg.watch, self.workers_dir,
+                     origin="mcp")
         return f"sent to {target.label}"
 
 
@@ -149,13 +215,15 @@ def server(tools: Tools) -> MCPServer:
 
     @app.tool()
     async def wait(pane: str, until: str = "READY", timeout: float = 600.0) -> str:
-        """Block until a pane (id, name or %N) is in a state (READY by default), or timeout s."""
+        """Block until a pane (id, name or %N) of this tmux server is in a state (READY by
+        default), or timeout seconds (at most 3600) pass. Any pane: it only reads."""
         return await anyio.to_thread.run_sync(call, tools.wait, pane, until, timeout)
 
     @app.tool()
     def send(pane: str, text: str) -> str:
-        """Type text into another pane, then Enter; refused when it asks for confirmation or
-        holds unsent input."""
+        """Type text into a pane, then Enter: your own pane, or a pane the person allowed in
+        the config ([mcp] send_to); refused for other panes, a paused pane, a pane asking for
+        confirmation or holding unsent input."""
         return call(tools.send, pane, text)
 
     return app

@@ -4,7 +4,8 @@ Same promises as ``hooks install`` (and its file helpers): every other key stays
 install changes nothing, the old file is backed up before it changes and replaced in one rename.
 Where each CLI keeps user-level MCP servers: Claude Code ``~/.claude.json`` (``mcpServers``; in
 ``$CLAUDE_CONFIG_DIR`` when set), Codex ``~/.codex/config.toml`` (``[mcp_servers.NAME]``), Gemini
-CLI ``~/.gemini/settings.json`` (``mcpServers``).
+CLI ``~/.gemini/settings.json`` (``mcpServers``). Codex's entry also names, in ``env_vars``, the
+variables the server needs from the agent's environment (:data:`CODEX_ENV_VARS`).
 """
 
 from __future__ import annotations
@@ -61,10 +62,35 @@ def install(cli: str, argv: list[str], path: Path | None = None, *, dry_run: boo
     return InstallResult(cli, target, backup, new_text is not None, snippet)
 
 
+def powers(send_to: tuple[str, ...], config_path: Path, tmux_label: str) -> list[str]:
+    """What the server may do, in the person's words, for ``mcp install`` to print."""
+    where = f"send_to of [mcp] in {config_path}"
+    others = (f"{', '.join(json.dumps(name) for name in send_to)} ({where})" if send_to
+              else f"none; name them in {where}")
+    return [
+        f"The MCP server acts for the agent in whose pane it runs (tmux server {tmux_label}):",
+        "  send      types into that pane, never into a paused pane",
+        f"            other panes: {others}",
+        "  wait      watches any pane of that server: it only reads, as status does",
+        "  report    records the agent's report; a check command runs only where you",
+        "            declared that check, never because an agent named it",
+        "  set_goal  records what the agent's own pane works towards",
+        f"An agent on another tmux server than {tmux_label} gets nothing done through it.",
+    ]
+
+
+# Codex starts an MCP server with a handful of variables only (HOME, PATH, SHELL, TERM, LANG on
+# Linux; seen on 0.142.5, 0.152.0 and 0.169.0) plus those its ``env_vars`` names: these tell the
+# server whose pane it acts for and which config file the person edits.
+CODEX_ENV_VARS = ("TMUX", "TMUX_PANE", "CONDUCTOR_CONFIG", "XDG_CONFIG_HOME")
+
+
 def _entry(cli: str, argv: list[str]) -> dict[str, Any]:
     entry: dict[str, Any] = {"command": argv[0], "args": argv[1:]}
     if cli == "claude":
         entry = {"type": "stdio", **entry}
+    if cli == "codex":
+        entry["env_vars"] = list(CODEX_ENV_VARS)
     return entry
 
 
@@ -101,10 +127,10 @@ def _merge_codex(path: Path, old_text: str | None, argv: list[str]) -> tuple[str
     if document.unwrap().get("mcp_servers", {}).get(SERVER_NAME) == entry:
         return None, snippet
     table = tomlkit.table()
-    table["command"] = entry["command"]
-    table["args"] = entry["args"]
+    for key, value in entry.items():
+        table[key] = value
     servers[SERVER_NAME] = table
     return tomlkit.dumps(document), snippet
 
 
-__all__ = ["CLIS", "SERVER_NAME", "default_path", "install"]
+__all__ = ["CLIS", "SERVER_NAME", "default_path", "install", "powers"]

@@ -18,6 +18,7 @@ Environment variables that name a setting win over the file. For the LLM that ha
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import math
 import os
@@ -237,7 +238,7 @@ spin_max = {_v(cycle_jobs.DEFAULT_SPIN_MAX_S)}
 # Seconds a check command may run before it is killed (then the pane is paused).
 command_timeout = {_v(cycle_jobs.DEFAULT_CMD_TIMEOUT_S)}
 
-# Characters of the check command's output kept (its end) for the assessor.
+# Characters of the check command's output kept (its end) for the decide.
 output_chars = {_v(cycle_jobs.DEFAULT_OUTPUT_CHARS)}
 
 # Reports and directives kept per pane for the assessor, newest last.
@@ -246,7 +247,25 @@ transcript_entries = {_v(cycle_jobs.DEFAULT_TRANSCRIPT_ENTRIES)}
 [queue]
 # Seconds a message queued with `send --queue` waits for a READY pane before it expires.
 ttl = {_v(cycle_jobs.DEFAULT_QUEUE_TTL_S)}
+
+[mcp]
+# An agent's MCP server (`conductor pty mcp`) types only into the pane it runs in. Panes its
+# `send` tool may type into as well: names or ids (%N or conductor's id), globs allowed, e.g.
+# ["reviewer", "%7"]; ["*"] = every pane of its tmux server. Read on every call.
+send_to = []
 """
+
+
+@dataclass(frozen=True)
+class McpSettings:
+    """The ``[mcp]`` table: which panes besides its own an agent's MCP server may type into."""
+
+    send_to: tuple[str, ...] = ()  # names or ids, exact or fnmatch globs
+
+    def may_send(self, *names: str) -> bool:
+        """True if any of the pane's ids or names matches an entry of ``send_to``."""
+        return any(name and fnmatch.fnmatchcase(name, entry)
+                   for entry in self.send_to for name in names)
 
 
 @dataclass(frozen=True)
@@ -265,6 +284,7 @@ class Config:
     cycle: cycle_jobs.CycleSettings = field(default_factory=cycle_jobs.CycleSettings)
     added: tuple[str, ...] = ()
     created: bool = False
+    mcp: McpSettings = field(default_factory=McpSettings)
 
 
 def load_config(
@@ -546,6 +566,8 @@ def _check(user: dict[str, Any], defaults: dict[str, Any], path: Path) -> dict[s
         raise ConfigError(f"{path}: llm.model must not be empty")
     if not values.get("herd.rules", eligibility.DEFAULT_RULES).strip():
         raise ConfigError(f"{path}: herd.rules must name a rule set")
+    if any(not entry.strip() for entry in values.get("mcp.send_to", ())):
+        raise ConfigError(f"{path}: mcp.send_to must list pane names or ids, got an empty one")
     return values
 
 
@@ -680,4 +702,5 @@ def _settings(values: dict[str, Any], path: Path, added: tuple[str, ...], create
         ),
         added=added,
         created=created,
+        mcp=McpSettings(send_to=tuple(entry.strip() for entry in values["mcp.send_to"])),
     )

@@ -5,13 +5,17 @@ client spawning our server as an agent CLI would), against a real tmux server an
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import re
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.agents import AgentUnavailable, CodexInTmux, install_codex
 from tests.conftest import REPO, conductor
 from tests.waiting import retry_until
 
@@ -28,21 +32,41 @@ def screen(pane: Any) -> str:
 
 
 def text_of(result: Any) -> str:
-    return "\n".join(getattr(c, "text", "") for c in result.content)
+    """The result's text; for a tool error, without the SDK's "Error executing tool X: "."""
+    text = "\n".join(getattr(c, "text", "") for c in result.content)
+    return re.sub(r"^Error executing tool \w+: ", "", text) if result.is_error else text
 
 
-async def session_calls(server: Any, workers_dir: Path, pane_id: str,
-                        calls: list[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[Any]]:
+def tmux_env(server: Any) -> str:
+    """$TMUX as tmux sets it in the panes of ``server``: socket path, server pid, session."""
+    socket_path = server.cmd("display-message", "-p", "#{socket_path}").stdout[0]
+    pid = server.cmd("display-message", "-p", "#{pid}").stdout[0]
+    return f"{socket_path},{pid},0"
+
+
+@contextlib.asynccontextmanager
+async def mcp_session(server: Any, workers_dir: Path, pane_id: str, tmux: str | None = None
+                      ) -> AsyncIterator[ClientSession]:
+    """Our server as an agent CLI in pane ``pane_id`` starts it (``tmux``: its $TMUX, by
+    default that of ``server``), with the official client's session on its stdio."""
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "app", "-L", server.socket_name, "--workers-dir", str(workers_dir), "pty",
               "mcp"],
-        env={"TMUX_PANE": pane_id, "CONDUCTOR_CONFIG": str(workers_dir.parent / "config.toml"),
+        env={"TMUX_PANE": pane_id, "TMUX": tmux_env(server) if tmux is None else tmux,
+             "CONDUCTOR_CONFIG": str(workers_dir.parent / "config.toml"),
              "PYTHONPATH": str(REPO)},
         cwd=str(REPO),
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
+        yield session
+
+
+async def session_calls(server: Any, workers_dir: Path, pane_id: str,
+                        calls: list[tuple[str, dict[str, Any]]], tmux: str | None = None
+                        ) -> tuple[list[str], list[Any]]:
+    async with mcp_session(server, workers_dir, pane_id, tmux) as session:
         tools = sorted(t.name for t in (await session.list_tools()).tools)
         results = [await session.call_tool(name, args) for name, args in calls]
     return tools, results
@@ -103,14 +127,16 @@ def test_an_agent_reports_through_mcp_and_gets_its_directive(
 def test_report_outside_tmux_is_a_tool_error_not_a_crash(server: Any, isolated_env: Path
                                                          ) -> None:
     _, [report, status] = asyncio.run(session_calls(server, isolated_env, "", [
-        ("report", {"status_report": "done"}), ("status", {})]))
+        ("report", {"status_report": "done"}), ("status", {})], tmux=""))
     assert report.is_error and "$TMUX_PANE" in text_of(report)
     assert status.is_error and "no status store" in text_of(status)
 
 
 @pytest.mark.parametrize("cli", ["claude", "codex", "gemini"])
 def test_mcp_install_merges_once_and_keeps_the_rest(cli: str, tmp_path: Path) -> None:
-    path = tmp_path / ("config.toml" if cli == "codex" else "settings.json")
+    # Not tmp_path / "config.toml": that is conductor's own config file in these tests.
+    path = tmp_path / "agent" / ("config.toml" if cli == "codex" else "settings.json")
+    path.parent.mkdir()
     path.write_text('model = "o3"\n' if cli == "codex" else '{"theme": "dark"}\n')
     first = conductor("--workers-dir", str(tmp_path / "w"), "pty", "mcp", "install", "--cli", cli,
                       "--path", str(path))
@@ -130,6 +156,248 @@ def test_mcp_install_merges_once_and_keeps_the_rest(cli: str, tmp_path: Path) ->
         assert data["theme"] == "dark"
         entry = data["mcpServers"]["conductor"]
     assert entry["args"][-2:] == ["pty", "mcp"] and str(tmp_path / "w") in entry["args"]
-    assert len(list(tmp_path.glob("*.bak-*"))) == 1
+    # Codex passes an MCP server only the variables it is told to (see the Codex test below).
+    assert entry.get("env_vars") == (["TMUX", "TMUX_PANE", "CONDUCTOR_CONFIG", "XDG_CONFIG_HOME"]
+                                     if cli == "codex" else None)
+    assert len(list(path.parent.glob("*.bak-*"))) == 1
     shown = conductor("pty", "mcp", "install", "--cli", cli, "--print", "--path", str(path))
     assert shown.returncode == 0 and shown.stdout.startswith(f"# {path}")
+
+
+# --- what the server may do: its own pane, others by config -------------------------------------
+
+SHELL = ("env -i PATH=/usr/bin:/bin HOME=/tmp TERM=tmux-256color PS1='dev@host:\\w$ ' "
+         "bash --norc --noprofile")
+
+
+def shell_pane(session: Any, cwd: Path, name: str) -> Any:
+    """A bash pane named ``name`` in ``cwd``, at its prompt."""
+    cwd.mkdir(parents=True, exist_ok=True)
+    window = session.new_window(window_name=name, window_shell=SHELL,
+                                start_directory=str(cwd), attach=False)
+    pane = window.active_pane
+    retry_until(lambda: screen(pane).rstrip().endswith(f"{cwd.name}$"), 10)
+    return pane
+
+
+def touch(marker: Path) -> dict[str, str]:
+    """The text of a send that, were it typed into a shell, would create ``marker``."""
+    return {"text": f"touch {marker}"}
+
+
+def test_send_types_only_into_its_own_pane_until_the_config_names_another(
+        server: Any, session: Any, tmp_path: Path, isolated_env: Path) -> None:
+    alpha = shell_pane(session, tmp_path / "a", "alpha")
+    beta = shell_pane(session, tmp_path / "b", "beta")
+    assert conductor("-L", server.socket_name, "pty", "watch", "--once").returncode == 0
+    config = tmp_path / "config.toml"
+
+    async def calls() -> None:
+        async with mcp_session(server, isolated_env, alpha.pane_id) as mcp:
+            refused = await mcp.call_tool("send", {"pane": "beta", **touch(tmp_path / "b1")})
+            assert refused.is_error
+            assert text_of(refused) == (
+                f"not sent: this MCP server types only into its own pane, alpha "
+                f"({alpha.pane_id}); the person may allow beta ({beta.pane_id}) with "
+                f'send_to = ["beta"] in [mcp] of {config}')
+            by_id = await mcp.call_tool("send", {"pane": beta.pane_id,
+                                                 **touch(tmp_path / "b2")})
+            assert by_id.is_error and "types only into its own pane" in text_of(by_id)
+
+            own = await mcp.call_tool("send", {"pane": alpha.pane_id, **touch(tmp_path / "a1")})
+            assert not own.is_error and text_of(own) == f"sent to alpha ({alpha.pane_id})"
+            retry_until((tmp_path / "a1").exists, 10)
+            # alpha's command ran after the refusals returned: had they typed, it would show.
+            assert "touch" not in screen(beta)
+            assert not (tmp_path / "b1").exists() and not (tmp_path / "b2").exists()
+
+            # The config is read on every call: naming beta lets the same server type there.
+            config.write_text('[mcp]\nsend_to = ["beta"]\n')
+            allowed = await mcp.call_tool("send", {"pane": "beta", **touch(tmp_path / "b3")})
+            assert not allowed.is_error, text_of(allowed)
+            retry_until((tmp_path / "b3").exists, 10)
+
+            config.write_text(f'[mcp]\nsend_to = ["{beta.pane_id}"]\n')
+            by_pane_id = await mcp.call_tool("send", {"pane": "beta", **touch(tmp_path / "b4")})
+            assert not by_pane_id.is_error, text_of(by_pane_id)
+            retry_until((tmp_path / "b4").exists, 10)
+
+    asyncio.run(calls())
+
+
+def test_wait_reads_another_pane_and_bad_input_is_a_tool_error_the_server_survives(
+        server: Any, session: Any, tmp_path: Path, isolated_env: Path) -> None:
+    alpha = shell_pane(session, tmp_path / "a", "alpha")
+    beta = shell_pane(session, tmp_path / "b", "beta")
+    assert conductor("-L", server.socket_name, "pty", "watch", "--once").returncode == 0
+    config = tmp_path / "config.toml"
+
+    async def calls() -> None:
+        async with mcp_session(server, isolated_env, alpha.pane_id) as mcp:
+            waited = await mcp.call_tool("wait", {"pane": "beta", "until": "READY",
+                                                  "timeout": 30})
+            assert not waited.is_error, text_of(waited)
+            assert text_of(waited).startswith(f"reached: beta ({beta.pane_id}) is READY")
+
+            bad: dict[str, tuple[str, dict[str, Any]]] = {
+                "no pane with id or name 'nosuchpane'": (
+                    "send", {"pane": "nosuchpane", "text": "hi"}),
+                "unknown state 'SLEEPY'": ("wait", {"pane": "beta", "until": "SLEEPY"}),
+                "timeout must be seconds from 0 to 3600, got -1": (
+                    "wait", {"pane": "beta", "timeout": -1}),
+                "control character (U+001B": (
+                    "send", {"pane": alpha.pane_id, "text": "ls\x1b[201~; touch x"}),
+            }
+            for expected, (tool, args) in bad.items():
+                result = await mcp.call_tool(tool, args)
+                assert result.is_error and expected in text_of(result), (tool, args, result)
+                assert "\n" not in text_of(result)
+            # Arguments of the wrong type are refused by the SDK (its pydantic message).
+            wrong = await mcp.call_tool("send", {"pane": alpha.pane_id, "text": ["ls"]})
+            assert wrong.is_error and "validation error" in text_of(wrong)
+
+            # A config the person broke is one line naming the file and the key.
+            config.write_text('[mcp]\nsend_to = "beta"\n')
+            broken = await mcp.call_tool("send", {"pane": alpha.pane_id,
+                                                  **touch(tmp_path / "a0")})
+            assert broken.is_error
+            assert text_of(broken) == (f"{config}: mcp.send_to must be a list of strings, got "
+                                       "'beta'")
+            config.unlink()
+
+            # After all of these the same server still serves.
+            sent = await mcp.call_tool("send", {"pane": alpha.pane_id, **touch(tmp_path / "a1")})
+            assert not sent.is_error, text_of(sent)
+            retry_until((tmp_path / "a1").exists, 10)
+            assert not (tmp_path / "a0").exists() and not (tmp_path / "x").exists()
+            status = await mcp.call_tool("status", {})
+            assert {w["name"] for w in json.loads(text_of(status))} >= {"alpha", "beta"}
+
+    asyncio.run(calls())
+
+
+def test_send_refuses_a_paused_pane_its_own_and_an_allowed_one(
+        server: Any, session: Any, tmp_path: Path, isolated_env: Path) -> None:
+    alpha = shell_pane(session, tmp_path / "a", "alpha")
+    beta = shell_pane(session, tmp_path / "b", "beta")
+    assert conductor("-L", server.socket_name, "pty", "watch", "--once").returncode == 0
+    (tmp_path / "config.toml").write_text('[mcp]\nsend_to = ["beta"]\n')
+    for pane in (alpha, beta):
+        paused = conductor("-L", server.socket_name, "pty", "pause", pane.pane_id)
+        assert paused.returncode == 0, paused.stderr
+
+    async def calls() -> None:
+        async with mcp_session(server, isolated_env, alpha.pane_id) as mcp:
+            for pane, name in ((alpha, "alpha"), (beta, "beta")):
+                refused = await mcp.call_tool("send", {"pane": name,
+                                                       **touch(tmp_path / f"{name}1")})
+                assert refused.is_error
+                assert text_of(refused).startswith(
+                    f"not sent: the cycle of {name} ({pane.pane_id}) is paused")
+            resumed = conductor("-L", server.socket_name, "pty", "resume", alpha.pane_id)
+            assert resumed.returncode == 0, resumed.stderr
+            sent = await mcp.call_tool("send", {"pane": "alpha", **touch(tmp_path / "alpha2")})
+            assert not sent.is_error, text_of(sent)
+            retry_until((tmp_path / "alpha2").exists, 10)
+            assert not (tmp_path / "alpha1").exists() and not (tmp_path / "beta1").exists()
+            assert "touch" not in screen(beta)
+
+    asyncio.run(calls())
+
+
+def test_a_caller_on_another_tmux_server_acts_for_no_pane(
+        server: Any, session: Any, tmp_path: Path, isolated_env: Path, TestServer: Any) -> None:
+    alpha = shell_pane(session, tmp_path / "a", "alpha")
+    other = TestServer()
+    other.new_session(session_name="elsewhere")
+    # An agent on the other server whose pane id happens to be alpha's (ids repeat across
+    # servers) starts an MCP server that serves the first server.
+    elsewhere = tmux_env(other)
+
+    async def calls() -> None:
+        async with mcp_session(server, isolated_env, alpha.pane_id, tmux=elsewhere) as mcp:
+            for tool, args in (("send", {"pane": alpha.pane_id, **touch(tmp_path / "a1")}),
+                               ("wait", {"pane": alpha.pane_id, "timeout": 5}),
+                               ("report", {"status_report": "done"})):
+                refused = await mcp.call_tool(tool, args)
+                assert refused.is_error, (tool, text_of(refused))
+                assert text_of(refused).startswith(
+                    f"refused: this MCP server runs in a pane of the tmux server "
+                    f"{elsewhere.split(',')[0]} but serves the tmux server {server.socket_name}")
+        async with mcp_session(server, isolated_env, alpha.pane_id, tmux="") as mcp:
+            unknown = await mcp.call_tool("send", {"pane": alpha.pane_id,
+                                                   **touch(tmp_path / "a2")})
+            assert unknown.is_error and "($TMUX is not set)" in text_of(unknown)
+        async with mcp_session(server, isolated_env, alpha.pane_id) as mcp:
+            sent = await mcp.call_tool("send", {"pane": alpha.pane_id, **touch(tmp_path / "a3")})
+            assert not sent.is_error, text_of(sent)
+        retry_until((tmp_path / "a3").exists, 10)
+        assert not (tmp_path / "a1").exists() and not (tmp_path / "a2").exists()
+
+    asyncio.run(calls())
+
+
+def test_mcp_install_says_what_the_server_may_do(tmp_path: Path) -> None:
+    path = tmp_path / "agent" / "settings.json"
+    config = tmp_path / "config.toml"
+    args = ("-L", "work", "pty", "mcp", "install", "--cli", "gemini", "--path", str(path))
+    bare = conductor(*args)
+    assert bare.returncode == 0, bare.stderr
+    assert "The MCP server acts for the agent in whose pane it runs (tmux server work):" \
+        in bare.stdout
+    assert f"other panes: none; name them in send_to of [mcp] in {config}" in bare.stdout
+    assert "never into a paused pane" in bare.stdout
+    assert "never because an agent named it" in bare.stdout
+
+    config.write_text('[mcp]\nsend_to = ["reviewer", "%7"]\n')
+    widened = conductor(*args)
+    assert widened.returncode == 0 and "already in" in widened.stdout
+    assert f'other panes: "reviewer", "%7" (send_to of [mcp] in {config})' in widened.stdout
+
+    config.write_text('[mcp]\nsend_to = ["reviewer"]\nwait_on = ["*"]\n')
+    path.unlink()
+    broken = conductor(*args)
+    assert (broken.returncode, broken.stdout) == (1, "")
+    assert broken.stderr == f"Error: {config}: unknown key mcp.wait_on\n"
+    assert not path.exists()
+
+
+def server_environment(socket_name: str) -> dict[str, str] | None:
+    """The environment of the running `conductor ... -L socket_name pty mcp`, if there is one."""
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if socket_name.encode() not in argv or argv[-3:] != [b"pty", b"mcp", b""]:
+                continue
+            pairs = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue  # not ours, or gone meanwhile
+        return dict(p.decode().partition("=")[::2] for p in pairs if b"=" in p)
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.agent
+def test_codex_starts_our_server_knowing_its_pane_and_config(tmp_path: Path,
+                                                             isolated_env: Path) -> None:
+    """Codex hands an MCP server a few variables only; `mcp install` names the ones it needs."""
+    try:
+        codex = install_codex()
+    except AgentUnavailable as exc:
+        pytest.skip(str(exc))
+    config = tmp_path / "config.toml"
+    lab = CodexInTmux(tmp_path / "agent", codex.binary, env={"CONDUCTOR_CONFIG": str(config)})
+    try:
+        done = conductor("-L", lab.socket_name, "--workers-dir", str(isolated_env), "pty", "mcp",
+                         "install", "--cli", "codex", "--path", str(lab.config_path))
+        assert done.returncode == 0, done.stderr
+        with lab:
+            retry_until(lambda: server_environment(lab.socket_name), 60, interval=0.3,
+                        message="Codex never started our server")
+            env = server_environment(lab.socket_name) or {}
+            socket_path = lab.tmux("display-message", "-p", "#{socket_path},#{pid}").strip()
+            assert env["TMUX_PANE"] == lab.pane_id
+            assert env["TMUX"].startswith(f"{socket_path},")
+            assert env["CONDUCTOR_CONFIG"] == str(config)
+    finally:
+        lab.close()

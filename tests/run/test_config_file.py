@@ -20,7 +20,7 @@ from app.base.errors import ConfigError
 from app.base.model import State
 from app.base.settings import DEFAULT_WAIT_POLL_S, WatchSettings, config_path
 from app.observe.llm import LLMSettings
-from app.run.configfile import DEFAULT_DOCUMENT, load_config
+from app.run.configfile import DEFAULT_DOCUMENT, McpSettings, load_config
 
 NEEDS = State.NEEDS_CONFIRMATION
 
@@ -102,7 +102,7 @@ def test_every_default_key_has_a_comment_above_it() -> None:
             previous = item
         return seen
 
-    assert check(tomlkit.parse(DEFAULT_DOCUMENT), "") == 46
+    assert check(tomlkit.parse(DEFAULT_DOCUMENT), "") == 47
 
 
 def test_ready_polls_zero_means_each_packs_own(path: Path) -> None:
@@ -330,6 +330,18 @@ poll_interval = 0.25
     assert cfg.wait_poll_s == 0.25
 
 
+def test_mcp_send_to_names_panes_by_id_name_or_glob(path: Path) -> None:
+    assert load_config(path, upgrade=False).mcp == McpSettings(send_to=())
+    write(path, '[mcp]\nsend_to = [" reviewer ", "%7", "build-*"]\n')
+    mcp = load_config(path).mcp
+    assert mcp.send_to == ("reviewer", "%7", "build-*")
+    assert mcp.may_send("w1a2b3", "%9", "reviewer")
+    assert mcp.may_send("w1a2b3", "%7", "other")
+    assert mcp.may_send("w1a2b3", "%9", "build-linux")
+    assert not mcp.may_send("w1a2b3", "%70", "reviewers")
+    assert not McpSettings().may_send("w1a2b3", "%7", "reviewer")
+
+
 def test_environment_wins_over_the_file_for_the_llm(path: Path) -> None:
     write(path, '[llm]\nmodel = "file/model"\ntimeout = 4.0\nexclude = ["%1"]\n')
     defaults = load_config(path).llm_defaults
@@ -380,6 +392,13 @@ BAD = [
         ": notify.states must be a list of strings, not a table"),
     Bad("url", '[llm]\nbase_url = "openrouter.ai"\n',
         ": llm.base_url must start with http:// or https://, got 'openrouter.ai'"),
+    Bad("send-to-string", '[mcp]\nsend_to = "reviewer"\n',
+        ": mcp.send_to must be a list of strings, got 'reviewer'"),
+    Bad("send-to-number", "[mcp]\nsend_to = [7]\n",
+        ": mcp.send_to must be a list of strings, got [7]"),
+    Bad("send-to-empty", '[mcp]\nsend_to = ["reviewer", " "]\n',
+        ": mcp.send_to must list pane names or ids, got an empty one"),
+    Bad("mcp-unknown", "[mcp]\nwait_on = []\n", ": unknown key mcp.wait_on"),
 ]
 
 

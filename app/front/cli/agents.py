@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from app.base import settings
-from app.front.cli.context import Context, conductor_program, friendly_errors
+from app.front.cli.context import Context, conductor_program, friendly_errors, read_config
 
 # hookconfig.CLIS, spelled out so that every command's start does not import hookconfig.
 _AGENT_CLIS = click.Choice(["claude", "codex", "gemini"])
@@ -110,12 +110,17 @@ def mcp(ctx: click.Context) -> None:
 @click.pass_obj
 @friendly_errors
 def mcp_install(obj: Context, cli_name: str, path: Path | None, show_only: bool) -> None:
-    """Add our MCP server to an agent CLI's config, keeping everything else (with a backup)."""
-    from app.install.mcp import SERVER_NAME, install
+    """Add our MCP server to an agent CLI's config, keeping everything else (with a backup),
+    and say what it may do (its own pane; other panes only as [mcp] send_to allows)."""
+    from app.install.mcp import SERVER_NAME, install, powers
 
+    cfg = read_config()  # a broken config stops here, before anything is written
     result = install(cli_name, _mcp_command(obj), path, dry_run=show_only)
     _echo_install(result, show_only, f"added MCP server {SERVER_NAME!r} for {cli_name}",
                   f"MCP server {SERVER_NAME!r} for {cli_name} already")
+    click.echo("")
+    for line in powers(cfg.mcp.send_to, cfg.path, obj.socket_name or "default"):
+        click.echo(line)
 
 
 def _mcp_command(obj: Context) -> list[str]:
