@@ -34,10 +34,10 @@ from tomlkit.container import OutOfOrderTableProxy
 from tomlkit.exceptions import ParseError, TOMLKitError
 from tomlkit.items import Comment, InlineTable, Item, Table, Whitespace
 
-from app import config
+from app import config, inputs
 from app.classify import llm
 from app.cycle import jobs as cycle_jobs
-from app.errors import ConfigError
+from app.errors import ConductorError, ConfigError
 from app.files import write_atomic
 from app.herd import gate as herd_gate
 from app.model import State
@@ -245,6 +245,11 @@ output_chars = {_v(cycle_jobs.DEFAULT_OUTPUT_CHARS)}
 
 # Reports and directives kept per pane for the assessor, newest last.
 transcript_entries = {_v(cycle_jobs.DEFAULT_TRANSCRIPT_ENTRIES)}
+
+# Check commands an agent's report (the MCP tool) may have the watcher run in any pane, as
+# exact text, e.g. ["pytest -q", "make test"]. Besides these, only the check you declare for a
+# pane (`conductor pty goal ID TEXT --check CMD`) runs; your own `report --wait-cmd` always does.
+allowed_checks = []
 
 [queue]
 # Seconds a message queued with `send --queue` waits for a READY pane before it expires.
@@ -566,7 +571,17 @@ def _check(user: dict[str, Any], defaults: dict[str, Any], path: Path) -> dict[s
         raise ConfigError(f"{path}: llm.model must not be empty")
     if not values.get("herd.rules", herd_gate.DEFAULT_RULES).strip():
         raise ConfigError(f"{path}: herd.rules must name a rule set")
+    _check_allowed_checks(values.get("cycle.allowed_checks", []), path)
     return values
+
+
+def _check_allowed_checks(commands: list[str], path: Path) -> None:
+    for n, command in enumerate(commands):
+        try:
+            if inputs.check_command(command, f"entry {n + 1}") is None:
+                raise ConfigError(f"entry {n + 1} is empty")
+        except ConductorError as e:
+            raise ConfigError(f"{path}: cycle.allowed_checks: {e}") from None
 
 
 def _unknown(name: str, value: Any, defaults: dict[str, Any]) -> str:
@@ -697,6 +712,7 @@ def _settings(values: dict[str, Any], path: Path, added: tuple[str, ...], create
             output_chars=values["cycle.output_chars"],
             transcript_entries=values["cycle.transcript_entries"],
             queue_ttl_s=values["queue.ttl"],
+            allowed_checks=tuple(c.strip() for c in values["cycle.allowed_checks"]),
         ),
         added=added,
         created=created,

@@ -107,7 +107,7 @@ def test_every_default_key_has_a_comment_above_it() -> None:
             previous = item
         return seen
 
-    assert check(tomlkit.parse(DEFAULT_DOCUMENT), "") == 46
+    assert check(tomlkit.parse(DEFAULT_DOCUMENT), "") == 47
 
 
 def test_ready_polls_zero_means_each_packs_own(path: Path) -> None:
@@ -335,6 +335,12 @@ poll_interval = 0.25
     assert cfg.wait_poll_s == 0.25
 
 
+def test_allowed_checks_are_kept_as_exact_commands(path: Path) -> None:
+    write(path, '[cycle]\nallowed_checks = ["pytest -q", "  make test  "]\n')
+    assert load_config(path).cycle.allowed_checks == ("pytest -q", "make test")
+    assert load_config(path.with_name("none.toml"), upgrade=False).cycle.allowed_checks == ()
+
+
 def test_environment_wins_over_the_file_for_the_llm(path: Path) -> None:
     write(path, '[llm]\nmodel = "file/model"\ntimeout = 4.0\nexclude = ["%1"]\n')
     defaults = load_config(path).llm_defaults
@@ -385,6 +391,14 @@ BAD = [
         ": notify.states must be a list of strings, not a table"),
     Bad("url", '[llm]\nbase_url = "openrouter.ai"\n',
         ": llm.base_url must start with http:// or https://, got 'openrouter.ai'"),
+    Bad("allowed-check-nul", '[cycle]\nallowed_checks = ["pytest -q", "make\\u0000test"]\n',
+        ": cycle.allowed_checks: entry 2 holds a NUL (U+0000 at position 4)"),
+    Bad("allowed-check-empty", '[cycle]\nallowed_checks = ["  "]\n',
+        ": cycle.allowed_checks: entry 1 is empty"),
+    Bad("allowed-check-long", f'[cycle]\nallowed_checks = ["{"x" * 1001}"]\n',
+        ": cycle.allowed_checks: entry 1 is too long (1001 characters, at most 1000)"),
+    Bad("allowed-check-string", '[cycle]\nallowed_checks = "pytest"\n',
+        ": cycle.allowed_checks must be a list of strings, got 'pytest'"),
 ]
 
 
