@@ -477,3 +477,18 @@ def test_an_llm_directive_never_holds_backticks_or_command_substitution(
     assert row["directive"] == "Run 'pytest -q' and fix $ (whoami) in tests."
     retry_until(lambda: "❯ Run 'pytest -q' and fix $ (whoami) in tests." in lab.screen(), 10)
     assert "`" not in lab.screen()
+
+
+def test_a_long_output_is_cut_at_its_start_and_stays_one_json_string() -> None:
+    lines = [f'line {n} with "quotes" and \\ and `ticks` and $(cmd)' * 3 for n in range(40)]
+    facts = assessor.Facts(goal="", transcript=[], wait_cmd="make `test` " + "x" * 900,
+                           exit_code=2, output="\n".join(lines), screen="")
+    decision = assessor.without_llm(facts)
+    ours, quoted = decision.directive.split(f" {assessor.DATA_LABEL} ")
+    assert decision.decision == assessor.CONTINUE
+    assert len(decision.directive) <= assessor.MAX_DIRECTIVE_CHARS
+    assert assessor.typing_fault(decision.directive) == ""
+    assert ours.startswith("The check \"make 'test' xxx") and "…\" failed with exit status 2" in ours
+    shown = json.loads(quoted)
+    assert shown.startswith("…") and shown.endswith("$ (cmd)")
+    assert shown[1:] in assessor.defang(" | ".join(lines[-3:]))
