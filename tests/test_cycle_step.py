@@ -488,7 +488,8 @@ def test_a_long_output_is_cut_at_its_start_and_stays_one_json_string() -> None:
     assert decision.decision == assessor.CONTINUE
     assert len(decision.directive) <= assessor.MAX_DIRECTIVE_CHARS
     assert assessor.typing_fault(decision.directive) == ""
-    assert ours.startswith("The check \"make 'test' xxx") and "…\" failed with exit status 2" in ours
+    assert ours.startswith("The check \"make 'test' xxx")
+    assert "…\" failed with exit status 2" in ours
     shown = json.loads(quoted)
     assert shown.startswith("…") and shown.endswith("$ (cmd)")
     assert shown[1:] in assessor.defang(" | ".join(lines[-3:]))
