@@ -383,8 +383,12 @@ def test_a_failing_check_on_a_shell_pane_pauses_needs_you_and_types_nothing(
     # The old directive quoted this in backticks, and bash ran it a second time.
     seq = shell_lab.report("done", f"echo run >> {runs}; echo `echo nested`; exit 1")
     row = shell_lab.run_until_done(seq)
-    assert stays_false(lambda: (shell_lab.tick(), shell_lab.cycle_sends())[1], 1.5,
-                       interval=0.2)
+
+    def typed() -> bool:
+        shell_lab.tick()
+        return shell_lab.cycle_sends() > 0
+
+    assert stays_false(typed, 1.5, interval=0.2)
     step.close()
 
     assert (row["state"], row["decision"]) == ("PAUSED", "continue")
@@ -447,7 +451,7 @@ def test_a_check_that_cannot_start_ends_its_job_once_and_the_queue_moves_on(
 
     def delivered() -> bool:
         lab.tick()
-        return lab.job(message)["state"] == "delivered"
+        return bool(lab.job(message)["state"] == "delivered")
 
     retry_until(delivered, 20, interval=0.1, message=str(lab.job(seq)))
     step.close()
