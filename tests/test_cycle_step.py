@@ -462,6 +462,7 @@ def test_a_check_that_cannot_start_ends_its_job_once_and_the_queue_moves_on(
     assert [(n.what, n.urgent) for n in lab.notes] == [("needs_you", True)]
     assert [r.getMessage().split(": ")[1] for r in caplog.records
             if r.levelno >= logging.ERROR] == ["the check could not run"]
+    assert "Traceback" not in caplog.text
     retry_until(lambda: "● after" in lab.screen(), 10)
     # What an agent wrote reaches the person's terminal without its escapes.
     listed = conductor("pty", "queue", "--all")

@@ -128,8 +128,10 @@ class CycleStep:
                 continue  # not listed yet this run
             try:
                 fields = self._advance(job, pane, now, transcript)
-            except Exception as exc:  # one job's fault must not hold every other pane's
-                fields = self._failed(job, pane, now, "the cycle step failed", exc)
+            except ConductorError:
+                raise  # the store or tmux, not this job: the whole tick tries again
+            except Exception as exc:  # this job's own fault: end it, not every tick after
+                fields = self._failed(job, pane, now, "the cycle step failed", exc, trace=True)
             if fields:
                 updates.append((job["seq"], fields))
                 latest[job["id"]] = {**job, **fields}
@@ -157,8 +159,11 @@ class CycleStep:
                 continue
             try:
                 delivered = self._deliver(job, pane, now)
+            except ConductorError:
+                raise
             except Exception as exc:  # as for a cycle: end it, and the next one may go
-                delivered = self._failed(job, pane, now, "the delivery failed", exc)
+                delivered = self._failed(job, pane, now, "the delivery failed", exc,
+                                         trace=True)
             if delivered:
                 updates.append((job["seq"], delivered))
         prune = now - self._pruned_at >= _PRUNE_EVERY_S
@@ -282,12 +287,12 @@ class CycleStep:
         return None
 
     def _failed(self, job: dict[str, Any], pane: Tracked, now: float, what: str,
-                exc: Exception) -> dict[str, Any]:
-        """End a job the step cannot work, saying why once: in the log with its traceback, in
-        the job and to the person."""
+                exc: Exception, *, trace: bool = False) -> dict[str, Any]:
+        """End a job the step cannot work, saying why once: in the log (with the traceback of
+        a fault of ours, ``trace``), in the job and to the person."""
         reason = f"{what}: {type(exc).__name__}: {redact(str(exc))[:200]}"
         log.error("%s %s (%s): %s", job["kind"], pane.name, job["seq"], reason,
-                  exc_info=(type(exc), exc, exc.__traceback__))
+                  exc_info=(type(exc), exc, exc.__traceback__) if trace else None)
         kind = "cycle" if job["kind"] == CYCLE else "queued message"
         self._tell(pane, Note("cycle", "needs_you", "needs you", f"{kind} failed: {reason}",
                               urgent=True))
