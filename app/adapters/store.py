@@ -133,6 +133,12 @@ def _migrations() -> Migrations:
         table(db, "transcript").create_index(["id", "seq"])
         table(db, "status").add_column("cycle", str)
 
+    @migrations()
+    def m005_declared_check(db: Database) -> None:
+        # The check the person declared for a pane (`goal ID TEXT --check CMD`): the one
+        # command an agent's report may ask the watcher to run there.
+        table(db, "herd").add_column("check_cmd", str)
+
     return migrations
 
 

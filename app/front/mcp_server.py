@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,30 +97,34 @@ class Tools:
         return bool(cycles) and cycles[-1]["state"] == jobs.PAUSED
 
     def report(self, status_report: str, wait_cmd: str | None = None) -> str:
+        """An agent's report: its wait_cmd runs only when the person declared it (see
+        ``jobs.agent_report``); the answer says which check, if any, the cycle runs."""
         from app.act.cycle import jobs
+        from app.base.redact import redact
         from app.run.configfile import load_config
 
         target = self._own_pane()
-        seq = jobs.report(self.workers_dir, target.worker_id, status_report, wait_cmd,
-                          load_config(upgrade=False).cycle, origin="mcp")
-        check = f" running `{wait_cmd}`" if wait_cmd else ""
-        return (f"Report recorded (cycle job {seq}). conductor will check{check} once you are "
-                "idle and then either type your next instruction or ask the person. End your "
-                "turn now.")
+        done = jobs.agent_report(self.workers_dir, target.worker_id, status_report, wait_cmd,
+                                 load_config(upgrade=False).cycle, origin="mcp")
+        if done.declined is not None:
+            instead = f" It runs the person's check for this pane instead: {redact(done.check)}." \
+                if done.check else " No check runs; conductor waits a moment instead."
+            check = (" Your wait_cmd was not run: from an agent, conductor runs only the check "
+                     "the person declared for this pane (conductor pty goal ID TEXT --check "
+                     f"CMD) or one listed in [cycle] allowed_checks of its config.{instead}")
+        elif done.check:
+            check = f" conductor will run the check {redact(done.check)}."
+        else:
+            check = ""
+        return (f"Report recorded (cycle job {done.seq}).{check} Once you are idle, conductor "
+                "either types your next instruction or asks the person. End your turn now.")
 
     def set_goal(self, goal: str) -> str:
-        from app.adapters.store import StoreWriter
+        from app.act.cycle import jobs
 
         target = self._own_pane()
-        text = " ".join(goal.split())
-        store = StoreWriter(self.workers_dir)
-        try:
-            with store.transaction() as conn:
-                store.upsert_herd(conn, {"id": target.worker_id, "goal": text or None,
-                                         "updated_ts": time.time()})
-        finally:
-            store.close()
-        return f"goal of {target.name}: {text or '(none)'}"
+        done = jobs.set_goal(self.workers_dir, target.worker_id, goal)
+        return f"goal of {target.name}: {done['goal'] or '(none)'}"
 
     def status(self) -> str:
         from app.adapters.status import snapshot
@@ -200,7 +203,8 @@ def server(tools: Tools) -> MCPServer:
     @app.tool()
     def report(status_report: str, wait_cmd: str | None = None) -> str:
         """Tell conductor you think your task is done; returns at once. wait_cmd: a shell
-        command that checks the work (e.g. the test suite), run on the host."""
+        command that checks the work (e.g. the test suite); it runs only if the person declared
+        it for this pane or allowed it, and the answer says what runs instead."""
         return call(tools.report, status_report, wait_cmd)
 
     @app.tool()

@@ -48,8 +48,8 @@ from app.adapters.notify import (
     NotifySettings,
     parse_states,
 )
-from app.base import settings
-from app.base.errors import ConfigError
+from app.base import inputs, settings
+from app.base.errors import ConductorError, ConfigError
 from app.base.files import write_atomic
 from app.base.model import State
 from app.base.settings import (  # where the file lives is a plain setting
@@ -243,6 +243,11 @@ output_chars = {_v(cycle_jobs.DEFAULT_OUTPUT_CHARS)}
 
 # Reports and directives kept per pane for the assessor, newest last.
 transcript_entries = {_v(cycle_jobs.DEFAULT_TRANSCRIPT_ENTRIES)}
+
+# Check commands an agent's report (the MCP tool) may have the watcher run in any pane, as
+# exact text, e.g. ["pytest -q", "make test"]. Besides these, only the check you declare for a
+# pane (`conductor pty goal ID TEXT --check CMD`) runs; your own `report --wait-cmd` always does.
+allowed_checks = []
 
 [queue]
 # Seconds a message queued with `send --queue` waits for a READY pane before it expires.
@@ -568,7 +573,17 @@ def _check(user: dict[str, Any], defaults: dict[str, Any], path: Path) -> dict[s
         raise ConfigError(f"{path}: herd.rules must name a rule set")
     if any(not entry.strip() for entry in values.get("mcp.send_to", ())):
         raise ConfigError(f"{path}: mcp.send_to must list pane names or ids, got an empty one")
+    _check_allowed_checks(values.get("cycle.allowed_checks", []), path)
     return values
+
+
+def _check_allowed_checks(commands: list[str], path: Path) -> None:
+    for n, command in enumerate(commands):
+        try:
+            if inputs.check_command(command, f"entry {n + 1}") is None:
+                raise ConfigError(f"entry {n + 1} is empty")
+        except ConductorError as e:
+            raise ConfigError(f"{path}: cycle.allowed_checks: {e}") from None
 
 
 def _unknown(name: str, value: Any, defaults: dict[str, Any]) -> str:
@@ -699,6 +714,7 @@ def _settings(values: dict[str, Any], path: Path, added: tuple[str, ...], create
             output_chars=values["cycle.output_chars"],
             transcript_entries=values["cycle.transcript_entries"],
             queue_ttl_s=values["queue.ttl"],
+            allowed_checks=tuple(c.strip() for c in values["cycle.allowed_checks"]),
         ),
         added=added,
         created=created,

@@ -24,7 +24,7 @@ EXPECTED = {
     "events": ["seq", "ts", "kind", "event", "name", "cli", "pane_id", "server_pid", "socket",
                "session_id", "detail"],
     "herd": ["id", "enabled", "rules", "dry_run", "goal", "nudges", "last_nudge_ts", "turn",
-             "updated_ts"],
+             "updated_ts", "check_cmd"],
     "nudges": ["seq", "id", "ts", "name", "eligible", "outcome", "reason", "rule_id", "text",
                "state", "detail"],
     "jobs": ["seq", "id", "kind", "state", "text", "wait_cmd", "origin", "created_ts",
@@ -44,7 +44,8 @@ def test_a_blank_store_migrates_to_exactly_the_schema_in_wal_mode(tmp_path: Path
         assert [r[1] for r in conn.execute(f"PRAGMA table_info({table})")] == columns
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     applied = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations")]
-    assert applied == ["m001_initial", "m002_events_and_signals", "m003_herding", "m004_jobs"]
+    assert applied == ["m001_initial", "m002_events_and_signals", "m003_herding", "m004_jobs",
+                       "m005_declared_check"]
 
 
 def test_a_store_from_the_first_release_gains_events_and_keeps_its_rows(tmp_path: Path) -> None:
@@ -120,6 +121,22 @@ def test_a_store_of_the_herding_release_gains_jobs_and_keeps_its_rows(tmp_path: 
     assert (worker["state"], worker["goal"], worker["cycle"]) == ("READY", "tests pass", "")
     assert reader.jobs() == []
     reader.close()
+
+
+def test_a_store_of_the_cycle_release_gains_declared_checks_and_keeps_its_goals(
+        tmp_path: Path) -> None:
+    StoreWriter(tmp_path).close()
+    conn = sqlite3.connect(tmp_path / "status.db")
+    conn.execute("ALTER TABLE herd DROP COLUMN check_cmd")
+    conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm005_declared_check'")
+    conn.execute("INSERT INTO herd (id, goal) VALUES ('abc', 'tests pass')")
+    conn.commit()
+    conn.close()
+
+    writer = StoreWriter(tmp_path)
+    assert writer.herd_rows()["abc"]["goal"] == "tests pass"
+    assert writer.herd_rows()["abc"]["check_cmd"] is None
+    writer.close()
 
 
 def test_readers_cannot_write(tmp_path: Path) -> None:

@@ -34,8 +34,9 @@ CHECK = "test -f done.txt || { touch done.txt; exit 1; }"
 class ClaudeWithMCP(ClaudeInTmux):
     """Claude Code with our MCP server configured (user scope) and its report tool allowed."""
 
-    def __init__(self, root: Path, binary: Path, workers_dir: Path) -> None:
-        super().__init__(root, binary, env={"CONDUCTOR_WORKERS_DIR": str(workers_dir)})
+    def __init__(self, root: Path, binary: Path, workers_dir: Path, config: Path) -> None:
+        super().__init__(root, binary, env={"CONDUCTOR_WORKERS_DIR": str(workers_dir),
+                                            "CONDUCTOR_CONFIG": str(config)})
         self.workers_dir = workers_dir
 
     def _prepare(self) -> None:
@@ -51,7 +52,8 @@ class ClaudeWithMCP(ClaudeInTmux):
 @pytest.fixture
 def claude(claude_install: Install, tmp_path: Path, isolated_env: Path
            ) -> Iterator[ClaudeWithMCP]:
-    lab = ClaudeWithMCP(tmp_path / "agent", claude_install.binary, isolated_env)
+    lab = ClaudeWithMCP(tmp_path / "agent", claude_install.binary, isolated_env,
+                        tmp_path / "config.toml")
     yield lab
     lab.close()
 
@@ -64,8 +66,10 @@ def job_rows(workers_dir: Path) -> list[dict[str, Any]]:
 
 def test_claude_reports_through_mcp_gets_one_directive_then_pauses_when_the_check_passes(
         claude: ClaudeWithMCP, tmp_path: Path, isolated_env: Path) -> None:
+    # An agent's check runs only when the person allowed it.
     (tmp_path / "config.toml").write_text(
-        "[watch]\ninterval = 0.5\n\n[cycle]\nwait = 0.5\nidle = 1.0\nspin_max = 20.0\n")
+        "[watch]\ninterval = 0.5\n\n[cycle]\nwait = 0.5\nidle = 1.0\nspin_max = 20.0\n"
+        f"allowed_checks = [{json.dumps(CHECK)}]\n")
     fake = claude.server
     fake.queue(
         CallTool("mcp__conductor__report", {"status_report": "Parser written", "wait_cmd": CHECK}),
@@ -106,7 +110,8 @@ def test_claude_reports_through_mcp_gets_one_directive_then_pauses_when_the_chec
                                      f"screen:\n{claude.capture()}") from None
             first = job_rows(isolated_env)[0]
             assert first["origin"] == "mcp" and first["exit_code"] == 1
-            assert first["directive"].startswith(f"The check `{CHECK}` failed with exit status 1")
+            assert first["directive"].startswith(
+                f"The check {json.dumps(CHECK)} failed with exit status 1")
             # 2. The directive starts Claude's next turn: it reports again, the check passes.
             retry_until(lambda: len(job_rows(isolated_env)) == 2 and
                         job_rows(isolated_env)[1]["state"] == "PAUSED", 90, interval=0.3,
@@ -115,7 +120,8 @@ def test_claude_reports_through_mcp_gets_one_directive_then_pauses_when_the_chec
             assert second["exit_code"] == 0 and second["detail"].startswith("goal met?")
             prompts = [m for body in fake.requests for m in body.get("messages", [])
                        if m.get("role") == "user"]
-            assert any(first["directive"][:40] in json.dumps(m) for m in prompts)
+            typed = json.dumps(first["directive"][:80])[1:-1]  # as the request escapes it
+            assert any(typed in json.dumps(m) for m in prompts)
             sends = conductor("--workers-dir", str(isolated_env), "pty", "queue", "--all")
             assert sends.returncode == 0
             for row in (first, second):

@@ -102,7 +102,7 @@ def test_every_default_key_has_a_comment_above_it() -> None:
             previous = item
         return seen
 
-    assert check(tomlkit.parse(DEFAULT_DOCUMENT), "") == 47
+    assert check(tomlkit.parse(DEFAULT_DOCUMENT), "") == 48
 
 
 def test_ready_polls_zero_means_each_packs_own(path: Path) -> None:
@@ -342,6 +342,12 @@ def test_mcp_send_to_names_panes_by_id_name_or_glob(path: Path) -> None:
     assert not McpSettings().may_send("w1a2b3", "%7", "reviewer")
 
 
+def test_allowed_checks_are_kept_as_exact_commands(path: Path) -> None:
+    write(path, '[cycle]\nallowed_checks = ["pytest -q", "  make test  "]\n')
+    assert load_config(path).cycle.allowed_checks == ("pytest -q", "make test")
+    assert load_config(path.with_name("none.toml"), upgrade=False).cycle.allowed_checks == ()
+
+
 def test_environment_wins_over_the_file_for_the_llm(path: Path) -> None:
     write(path, '[llm]\nmodel = "file/model"\ntimeout = 4.0\nexclude = ["%1"]\n')
     defaults = load_config(path).llm_defaults
@@ -399,6 +405,14 @@ BAD = [
     Bad("send-to-empty", '[mcp]\nsend_to = ["reviewer", " "]\n',
         ": mcp.send_to must list pane names or ids, got an empty one"),
     Bad("mcp-unknown", "[mcp]\nwait_on = []\n", ": unknown key mcp.wait_on"),
+    Bad("allowed-check-nul", '[cycle]\nallowed_checks = ["pytest -q", "make\\u0000test"]\n',
+        ": cycle.allowed_checks: entry 2 holds a NUL (U+0000 at position 4)"),
+    Bad("allowed-check-empty", '[cycle]\nallowed_checks = ["  "]\n',
+        ": cycle.allowed_checks: entry 1 is empty"),
+    Bad("allowed-check-long", f'[cycle]\nallowed_checks = ["{"x" * 1001}"]\n',
+        ": cycle.allowed_checks: entry 1 is too long (1001 characters, at most 1000)"),
+    Bad("allowed-check-string", '[cycle]\nallowed_checks = "pytest"\n',
+        ": cycle.allowed_checks must be a list of strings, got 'pytest'"),
 ]
 
 

@@ -7,7 +7,14 @@ person drops it (``dropped``). A cycle (kind ``cycle``) starts ``queued`` and mo
 WAITING, IDLE_SPIN and DECIDING to STANDBY (a directive was typed) or PAUSED (nothing typed, a
 person told); a newer report supersedes an unfinished cycle of the same pane. A job is finished
 once ``done_ts`` is set; the daemon reads unfinished jobs on every tick, so a job written while
-no daemon runs is picked up when one starts.
+no daemon runs is picked up when one starts. A job the watcher could not work (a check that
+would not start, a step that failed) ends ``failed`` with the reason, so the queue moves on.
+
+Checks are the person's: a report's check command runs as given when the person reports (the
+CLI), but an agent's (MCP) only when the person declared it for the pane (``goal --check``) or
+listed it in ``[cycle] allowed_checks``; otherwise the pane's declared check runs, or none.
+Prose (directives, queued messages) is typed only into an agent CLI's own screen
+(:func:`prose_refusal`), never into a shell or a plain program.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.base import inputs
 from app.base.errors import ConductorError
 from app.base.redact import redact
 
@@ -27,6 +35,7 @@ if TYPE_CHECKING:
     from app.adapters.tmux import Tmux
     from app.base.settings import WatchSettings
     from app.observe.packs import Pack
+    from app.observe.pane import Tracked
 
 MESSAGE, CYCLE = "message", "cycle"
 QUEUED = "queued"
@@ -34,12 +43,13 @@ WAITING, IDLE_SPIN, DECIDING = "WAITING", "IDLE_SPIN", "DECIDING"
 STANDBY, PAUSED = "STANDBY", "PAUSED"
 DELIVERED, EXPIRED, DROPPED = "delivered", "expired", "dropped"
 SUPERSEDED, RESUMED = "superseded", "resumed"
+FAILED = "failed"
 # Cycle states shown in `status`; a resumed, superseded or dropped cycle shows nothing.
 SHOWN = {QUEUED: "QUEUED", WAITING: WAITING, IDLE_SPIN: IDLE_SPIN, DECIDING: DECIDING,
-         STANDBY: STANDBY, PAUSED: PAUSED}
+         STANDBY: STANDBY, PAUSED: PAUSED, FAILED: "FAILED"}
 
-MAX_TEXT_CHARS = 20_000  # a queued message; a report is cut shorter (it goes to the LLM)
-MAX_REPORT_CHARS = 2_000
+MAX_TEXT_CHARS = inputs.MAX_QUEUED_CHARS
+MAX_REPORT_CHARS = inputs.MAX_REPORT_CHARS
 
 DEFAULT_WAIT_S = 15.0
 DEFAULT_IDLE_S = 3.0
@@ -61,6 +71,8 @@ class CycleSettings:
     output_chars: int = DEFAULT_OUTPUT_CHARS  # the tail of the command's output kept
     transcript_entries: int = DEFAULT_TRANSCRIPT_ENTRIES
     queue_ttl_s: float = DEFAULT_QUEUE_TTL_S
+    # Check commands an agent may ask for in any pane (exact text), besides each pane's own.
+    allowed_checks: tuple[str, ...] = ()
 
 
 def stamp(timeline: str | None, state: str, ts: float) -> str:
@@ -85,12 +97,19 @@ def _writer(workers_dir: Path) -> StoreWriter:
 
 def queue_message(workers_dir: Path, worker_id: str, text: str, ttl_s: float,
                   origin: str = "send") -> int:
-    """Store a message for the daemon to type when the pane is READY; its job number."""
+    """Store a message for the daemon to type when the pane is READY; its job number.
+
+    Refused like ``send`` refuses (control characters), and longer than
+    :data:`MAX_TEXT_CHARS`: what waits in the queue must be typeable when its turn comes.
+    """
+    from app.act.handoff import check_text
+
     if not text.strip():
         raise ConductorError("nothing to queue: the text is empty")
     if len(text) > MAX_TEXT_CHARS:
-        raise ConductorError(f"text too long to queue ({len(text)} characters, at most "
-                             f"{MAX_TEXT_CHARS})")
+        raise inputs.BadInput(f"text too long to queue ({len(text)} characters, at most "
+                              f"{MAX_TEXT_CHARS})")
+    check_text(text)
     now = time.time()
     store = _writer(workers_dir)
     try:
@@ -104,21 +123,56 @@ def queue_message(workers_dir: Path, worker_id: str, text: str, ttl_s: float,
         store.close()
 
 
+@dataclass(frozen=True)
+class Reported:
+    """A recorded report: its cycle job, the check the cycle runs (None: it waits
+    ``cycle.wait``), and the agent's own command when it was not taken."""
+
+    seq: int
+    check: str | None
+    declined: str | None = None
+
+
 def report(workers_dir: Path, worker_id: str, text: str, wait_cmd: str | None,
            settings: CycleSettings, origin: str = "report") -> int:
-    """Record the agent's report in the transcript and queue a cycle; its job number.
+    """:func:`person_report`'s job number."""
+    return person_report(workers_dir, worker_id, text, wait_cmd, settings, origin).seq
+
+
+def person_report(workers_dir: Path, worker_id: str, text: str, wait_cmd: str | None,
+                  settings: CycleSettings, origin: str = "report") -> Reported:
+    """The person's report (``conductor pty report``): ``wait_cmd`` runs as given; without one,
+    the pane's declared check."""
+    return _report(workers_dir, worker_id, text, wait_cmd, settings, origin, trusted=True)
+
+
+def agent_report(workers_dir: Path, worker_id: str, text: str, wait_cmd: str | None,
+                 settings: CycleSettings, origin: str = "mcp") -> Reported:
+    """An agent's report (the MCP tool): ``wait_cmd`` runs only when it is the check the person
+    declared for the pane or one of ``[cycle] allowed_checks`` (exactly); otherwise the report
+    is recorded all the same and the cycle runs the declared check, or just waits."""
+    return _report(workers_dir, worker_id, text, wait_cmd, settings, origin, trusted=False)
+
+
+def _report(workers_dir: Path, worker_id: str, text: str, wait_cmd: str | None,
+            settings: CycleSettings, origin: str, *, trusted: bool) -> Reported:
+    """Record the report in the transcript and queue a cycle.
 
     An unfinished cycle of the same pane is superseded: the newest report is the one to check.
     """
-    text = " ".join(redact(text).split())
+    text = " ".join(redact(inputs.report_text(text)).split())
     if not text:
-        raise ConductorError("the report is empty: say what was done")
-    text = text[:MAX_REPORT_CHARS]
-    command = (wait_cmd or "").strip() or None
+        raise inputs.BadInput("the report is empty: say what was done")
+    proposed = inputs.check_command(wait_cmd, "wait_cmd")
     now = time.time()
     store = _writer(workers_dir)
     try:
         with store.transaction() as conn:
+            declared = (store.herd_rows().get(worker_id) or {}).get("check_cmd") or None
+            command, declined = proposed or declared, None
+            if proposed and not trusted and proposed != declared and \
+                    proposed not in settings.allowed_checks:
+                command, declined = declared, proposed
             for job in store.open_jobs():
                 if job["id"] == worker_id and job["kind"] == CYCLE:
                     store.update_job(conn, job["seq"], {
@@ -126,13 +180,62 @@ def report(workers_dir: Path, worker_id: str, text: str, wait_cmd: str | None,
                         "timeline": stamp(job["timeline"], SUPERSEDED, now)})
             store.add_transcript(conn, {"id": worker_id, "ts": now, "kind": "report",
                                         "text": text}, keep=settings.transcript_entries)
-            return store.add_job(conn, {
+            detail = None if declined is None else \
+                f"the agent's check was not run (not declared for this pane): {redact(declined)}"
+            seq = store.add_job(conn, {
                 "id": worker_id, "kind": CYCLE, "state": QUEUED, "text": text,
                 "wait_cmd": command, "origin": origin, "created_ts": now, "state_ts": now,
-                "timeline": stamp(None, QUEUED, now),
+                "detail": detail, "timeline": stamp(None, QUEUED, now),
             })
+        return Reported(seq, command, declined)
     finally:
         store.close()
+
+
+def set_goal(workers_dir: Path, worker_id: str, goal: str | None = None,
+             check: str | None = None) -> dict[str, str | None]:
+    """Set a pane's goal and, the person only, its declared check (``None`` leaves either as
+    it is, ``""`` clears it); the pane's goal and check afterwards."""
+    fields: dict[str, Any] = {"id": worker_id, "updated_ts": time.time()}
+    if goal is not None:
+        fields["goal"] = inputs.goal(goal) or None
+    if check is not None:
+        fields["check_cmd"] = inputs.check_command(check, "the check")
+    store = _writer(workers_dir)
+    try:
+        with store.transaction() as conn:
+            store.upsert_herd(conn, fields)
+        row = store.herd_rows().get(worker_id) or {}
+        return {"goal": row.get("goal"), "check": row.get("check_cmd")}
+    finally:
+        store.close()
+
+
+class NotAnAgent(ConductorError):
+    """Prose (a queued message) for a pane whose screen is not an agent CLI's."""
+
+
+def prose_refusal(packs: Mapping[str, Pack], tracked: Tracked) -> str:
+    """Why prose (a directive, a queued message) may not be typed into the pane now, or ""
+    when its screen is an agent CLI's own: a shell would run it as a command, and a plain
+    program (an editor, a REPL, ``less``) would take it as keys."""
+    from app.observe.packs import GENERIC_PACK, judge_for
+
+    pane = tracked.pane
+    if pane.dead:
+        return f"{tracked.name} has exited"
+    if tracked.pack is None:
+        return f"{tracked.name} has not been classified yet"
+    judge, program = judge_for(packs, tracked.pack, pane.current_command)
+    if not judge.detect.weak and judge.name != GENERIC_PACK:
+        return ""
+    if program:
+        shown = f"a program ({program})"
+    elif judge.detect.weak:
+        shown = f"a shell ({pane.current_command or judge.name})"
+    else:
+        shown = f"a program no agent pack knows ({pane.current_command or 'unknown'})"
+    return f"{tracked.name} shows {shown}, not an agent CLI: prose is typed only into agent CLIs"
 
 
 def pause(workers_dir: Path, worker_id: str) -> str:

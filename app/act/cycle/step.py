@@ -4,8 +4,13 @@ at most one queued message per pane, write what changed in one transaction.
 Nothing here blocks a poll: a check command runs on a worker thread (a subprocess with a
 timeout, its output kept to a bounded tail) and an LLM assessment on another; each tick looks
 whether they are done. Typing goes through ``handoff.send``, so a pane asking for confirmation
-or holding a person's draft refuses, and nothing is typed. Nothing here may stop the watcher:
-every failure is logged and the job waits for the next tick (or pauses, for a cycle).
+or holding a person's draft refuses, and nothing is typed; and prose goes only to a pane whose
+screen is an agent CLI's (``jobs.prose_refusal``): a shell or a plain program gets nothing, the
+cycle pauses "needs you" and a message waits. A check's output is cleaned
+(``inputs.clean_output``) before it is stored. Nothing here may stop the watcher: a refusal
+waits for the next tick (or pauses, for a cycle); a job the step cannot work at all (a check
+that will not start, an unexpected fault) ends ``failed`` with its reason, logged once, and the
+pane's queue moves on.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from app.act.cycle.jobs import (
     DELIVERED,
     DROPPED,
     EXPIRED,
+    FAILED,
     IDLE_SPIN,
     MESSAGE,
     PAUSED,
@@ -35,9 +41,11 @@ from app.act.cycle.jobs import (
     STANDBY,
     WAITING,
     CycleSettings,
+    prose_refusal,
     stamp,
 )
 from app.base.errors import ConductorError
+from app.base.inputs import clean_output
 from app.base.model import Note, State
 from app.base.redact import redact
 
@@ -118,7 +126,12 @@ class CycleStep:
             pane = tracked.get(job["id"])
             if pane is None:
                 continue  # not listed yet this run
-            fields = self._advance(job, pane, now, transcript)
+            try:
+                fields = self._advance(job, pane, now, transcript)
+            except ConductorError:
+                raise  # the store or tmux, not this job: the whole tick tries again
+            except Exception as exc:  # this job's own fault: end it, not every tick after
+                fields = self._failed(job, pane, now, "the cycle step failed", exc, trace=True)
             if fields:
                 updates.append((job["seq"], fields))
                 latest[job["id"]] = {**job, **fields}
@@ -144,7 +157,13 @@ class CycleStep:
             if pane is None or wid in typed or (cycle is not None and
                                                 cycle["state"] in _HOLDS_QUEUE):
                 continue
-            delivered = self._deliver(job, pane, now)
+            try:
+                delivered = self._deliver(job, pane, now)
+            except ConductorError:
+                raise
+            except Exception as exc:  # as for a cycle: end it, and the next one may go
+                delivered = self._failed(job, pane, now, "the delivery failed", exc,
+                                         trace=True)
             if delivered:
                 updates.append((job["seq"], delivered))
         prune = now - self._pruned_at >= _PRUNE_EVERY_S
@@ -166,7 +185,7 @@ class CycleStep:
         # One per turn: the READY must have begun after the last send, ours or anyone's.
         if a is None or a.state is not State.READY or a.state_entered <= pane.signals.sent:
             return None
-        refusal = self._type(pane, job["text"], "queue")
+        refusal = prose_refusal(self.packs, pane) or self._type(pane, job["text"], "queue")
         if refusal:
             if refusal != job["detail"]:
                 log.info("queue: job %s for %s waits: %s", job["seq"], pane.name, refusal)
@@ -218,8 +237,8 @@ class CycleStep:
         state, seq = job["state"], job["seq"]
         if state == QUEUED:
             if job["wait_cmd"]:
-                self._start_check(seq, job["wait_cmd"], pane.pane.cwd)
-                return {"state": WAITING, "detail": f"running {job['wait_cmd']}"}
+                return self._begin_check(job, pane, now) or \
+                    {"state": WAITING, "detail": f"running {job['wait_cmd']}"}
             return {"state": WAITING, "detail": f"waiting {self.settings.wait_s:g}s"}
         if state == WAITING:
             if not job["wait_cmd"]:
@@ -228,13 +247,15 @@ class CycleStep:
                 return {"state": IDLE_SPIN, "detail": "waited"}
             future = self._checks.get(seq)
             if future is None:  # a daemon restart lost the run: run it again
-                self._start_check(seq, job["wait_cmd"], pane.pane.cwd)
-                return {}
+                return self._begin_check(job, pane, now) or {}
             if not future.done():
                 return {}
             del self._checks[seq]
-            code, output = future.result()
-            return {"state": IDLE_SPIN, "exit_code": code, "output": output,
+            try:
+                code, output = future.result()
+            except Exception as exc:
+                return self._failed(job, pane, now, "the check could not run", exc)
+            return {"state": IDLE_SPIN, "exit_code": code, "output": clean_output(output),
                     "detail": f"check exit {code}" if code is not None else "check did not finish"}
         if state == IDLE_SPIN:
             a = pane.assessment
@@ -256,11 +277,37 @@ class CycleStep:
             return self._conclude(job, pane, decision, now, transcript)
         return {}
 
+    def _begin_check(self, job: dict[str, Any], pane: Tracked, now: float
+                     ) -> dict[str, Any] | None:
+        """Start the job's check; None once started, else the fields that end the job."""
+        try:
+            self._start_check(job["seq"], job["wait_cmd"], pane.pane.cwd)
+        except Exception as exc:
+            return self._failed(job, pane, now, "the check could not start", exc)
+        return None
+
+    def _failed(self, job: dict[str, Any], pane: Tracked, now: float, what: str,
+                exc: Exception, *, trace: bool = False) -> dict[str, Any]:
+        """End a job the step cannot work, saying why once: in the log (with the traceback of
+        a fault of ours, ``trace``), in the job and to the person."""
+        reason = f"{what}: {type(exc).__name__}: {redact(str(exc))[:200]}"
+        log.error("%s %s (%s): %s", job["kind"], pane.name, job["seq"], reason,
+                  exc_info=(type(exc), exc, exc.__traceback__) if trace else None)
+        kind = "cycle" if job["kind"] == CYCLE else "queued message"
+        self._tell(pane, Note("cycle", "needs_you", "needs you", f"{kind} failed: {reason}",
+                              urgent=True))
+        fields = _finish(job, FAILED, now, reason)
+        if job["kind"] == CYCLE:
+            fields["decision"] = FAILED
+        return fields
+
     def _conclude(self, job: dict[str, Any], pane: Tracked, decision: decide.Decision,
                   now: float, transcript: list[dict[str, Any]]) -> dict[str, Any]:
         done = {"decision": decision.decision, "done_ts": now}
         if decision.decision == decide.CONTINUE:
-            refusal = self._type(pane, decision.directive, "cycle")
+            fault = decide.typing_fault(decision.directive)
+            refusal = (f"it may not be typed: {fault}" if fault else "") or \
+                prose_refusal(self.packs, pane) or self._type(pane, decision.directive, "cycle")
             if not refusal:
                 transcript.append({"id": pane.worker_id, "ts": now, "kind": "directive",
                                    "text": decision.directive})
@@ -292,7 +339,7 @@ class CycleStep:
         facts = decide.Facts(
             goal=str(goal), transcript=self.store.transcript(pane.worker_id),
             wait_cmd=job["wait_cmd"] or None, exit_code=job["exit_code"],
-            output=job["output"] or "", screen=redact(pane.text))
+            output=clean_output(job["output"] or ""), screen=redact(pane.text))
         llm = self.llm
         if llm is None or not llm.settings.enabled:
             return decide.without_llm(facts)

@@ -35,7 +35,8 @@ def target_id(obj: Context, ident: str | None) -> tuple[str, str]:
 @click.argument("args", nargs=-1, required=True, metavar="[ID|NAME] STATUS_TEXT")
 @click.option("--wait-cmd", default=None, metavar="CMD",
               help="A check to run on the host (sh -c, in the pane's folder) before assessing; "
-                   "its exit status decides when no LLM is set up.")
+                   "its exit status decides when no LLM is set up. Without it, the pane's "
+                   "declared check (goal --check) runs, if any.")
 @click.pass_obj
 @friendly_errors
 def report(obj: Context, args: tuple[str, ...], wait_cmd: str | None) -> None:
@@ -43,7 +44,8 @@ def report(obj: Context, args: tuple[str, ...], wait_cmd: str | None) -> None:
 
     The watcher then waits (the check command, or [cycle] wait seconds), waits for the pane to
     settle, assesses, and types one directive (STANDBY) or pauses and tells you (PAUSED).
-    ID defaults to the pane this runs in ($TMUX_PANE).
+    ID defaults to the pane this runs in ($TMUX_PANE). The command line is yours: its
+    --wait-cmd runs as given (an agent's MCP report runs only checks you declared).
     """
     from app.act.cycle import jobs
 
@@ -52,9 +54,9 @@ def report(obj: Context, args: tuple[str, ...], wait_cmd: str | None) -> None:
                              "optional ID")
     ident, text = (None, args[0]) if len(args) == 1 else (args[0], args[1])
     worker, label = target_id(obj, ident)
-    seq = jobs.report(obj.workers_dir, worker, text, wait_cmd, read_config().cycle)
-    click.echo(f"report recorded for {label}; cycle job {seq} queued"
-               f"{' with check: ' + wait_cmd if wait_cmd else ''}")
+    done = jobs.person_report(obj.workers_dir, worker, text, wait_cmd, read_config().cycle)
+    check = f" with check: {render.clean_text(done.check)}" if done.check else ""
+    click.echo(f"report recorded for {label}; cycle job {done.seq} queued{check}")
 
 
 @click.command()
@@ -102,9 +104,11 @@ def queue(obj: Context, args: tuple[str, ...], show_all: bool, as_json: bool) ->
             text += f"  [check: {r['wait_cmd']}]"
         if r.get("detail"):
             text += f"  ({r['detail']})"
-        table.append((str(r["seq"]), names.get(r["id"], r["id"]), r["kind"], r["state"] or "-",
-                      render.duration(now - (r.get("created_ts") or now)),
-                      " ".join(text.split())[:100]))
+        # Report texts and checks come from agents: nothing of theirs reaches the terminal raw.
+        table.append((render.clean_text(str(r["seq"])),
+                      render.clean_text(names.get(r["id"], r["id"])), r["kind"],
+                      r["state"] or "-", render.duration(now - (r.get("created_ts") or now)),
+                      " ".join(render.clean_text(text).split())[:100]))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
     for row in table:
         click.echo("  ".join([c.ljust(widths[i]) for i, c in enumerate(row[:-1])]
@@ -165,12 +169,26 @@ def resume(obj: Context, ident: str) -> None:
 
 
 def queue_send(obj: Context, ident: str, text: str) -> None:
-    """`send --queue`: store the message for the watcher and return."""
+    """`send --queue`: store the message for the watcher and return. Refused as `send` would
+    refuse the text, and when the pane shows a shell or a plain program now: a queued message
+    is prose for an agent CLI (the watcher checks again when it types)."""
+    from app.act import handoff
     from app.act.cycle import jobs
+    from app.observe.packs import load_packs
 
-    worker, label = target_id(obj, ident)
-    seq = jobs.queue_message(obj.workers_dir, worker, text, read_config().cycle.queue_ttl_s)
-    click.echo(f"queued job {seq} for {label}; the watcher types it when the pane is READY")
+    handoff.check_text(text)
+    tmux = obj.tmux()
+    target = handoff.resolve(tmux, obj.workers_dir, ident)
+    cfg = read_config()
+    packs = load_packs()
+    watch = handoff.PaneWatch(tmux, target, packs, cfg.watch, obj.workers_dir)
+    watch.poll()
+    refusal = jobs.prose_refusal(packs, watch.tracked)
+    if refusal:
+        raise jobs.NotAnAgent(f"not queued: {refusal}; `send` types a command into it now")
+    seq = jobs.queue_message(obj.workers_dir, target.worker_id, text, cfg.cycle.queue_ttl_s)
+    click.echo(f"queued job {seq} for {target.label}; the watcher types it when the pane is "
+               "READY")
 
 
 def cycle_line(jobs_rows: list[dict[str, Any]]) -> str:

@@ -182,16 +182,21 @@ def _log_line(row: dict[str, Any], as_json: bool) -> str:
 @click.command()
 @click.argument("ident", metavar="ID|NAME")
 @click.argument("text")
+@click.option("--check", "check", default=None, metavar="CMD",
+              help="The pane's declared check: what the cycle runs after a report (sh -c, in "
+                   "the pane's folder), and the one command an agent's MCP report may ask for "
+                   "there. \"\" removes it; without --check it stays as it was.")
 @click.pass_obj
 @friendly_errors
-def goal(obj: Context, ident: str, text: str) -> None:
+def goal(obj: Context, ident: str, text: str, check: str | None) -> None:
     """Set what a pane is working towards ("" clears it); herd rules and the LLM use it."""
+    from app.act.cycle import jobs
+
     worker = _worker(obj, ident)
-    text = " ".join(text.split())
-    with _writer(obj) as store, store.transaction() as conn:
-        store.upsert_herd(conn, {"id": worker["id"], "goal": text or None,
-                                 "updated_ts": time.time()})
-    click.echo(f"goal of {worker['name']} ({worker['id']}): {text or '(none)'}")
+    done = jobs.set_goal(obj.workers_dir, worker["id"], text, check)
+    shown = render.clean_text(done["goal"] or "(none)")
+    declared = f"; check: {render.clean_text(done['check'])}" if done["check"] else ""
+    click.echo(f"goal of {worker['name']} ({worker['id']}): {shown}{declared}")
 
 
 
