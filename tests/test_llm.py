@@ -20,6 +20,7 @@ import pytest
 
 from app.base.errors import ConfigError, LLMError
 from app.base.model import SCREEN_STATES, State, Verdict
+from app.base.redact import prepare_screen
 from app.base.screen import normalise, screen_hash
 from app.observe.llm import (
     DEFAULT_BASE_URL,
@@ -28,7 +29,6 @@ from app.observe.llm import (
     LLMClassifier,
     LLMSettings,
     merge,
-    prepare_screen,
     worth_asking,
 )
 from app.observe.packs import Pack, detect_pack, load_packs, parse_pack

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.base.errors import ConfigError, LLMError
 from app.base.model import SCREEN_STATES, State, Verdict
-from app.base.redact import MASK, redact
+from app.base.redact import MASK, prepare_screen, redact
 from app.base.render import clean_text
 from app.base.screen import normalise, screen_hash
 
@@ -547,23 +547,6 @@ def _reply_object(body: bytes) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise LLMError("LLM reply is JSON but not an object")
     return data
-
-
-def prepare_screen(screen: str, max_chars: int) -> str:
-    """Normalise, redact, then keep the bottom ``max_chars`` on whole lines.
-
-    Redaction runs on the whole screen first: cutting first could drop a private key's BEGIN
-    line and leave its body unrecognised.
-    """
-    text = redact(normalise(screen))
-    if len(text) <= max_chars:
-        return text
-    tail = text[-max_chars:]
-    newline = tail.find("\n")
-    if 0 <= newline < len(tail) - 1:
-        tail = tail[newline + 1 :]
-    cut = text[: len(text) - len(tail)].count("\n")
-    return f"[... {cut} earlier lines cut ...]\n{tail}"
 
 
 def _examples_text(pack: Pack | None) -> str:

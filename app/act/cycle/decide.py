@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.base.errors import LLMError
-from app.base.redact import redact
+from app.base.redact import prepare_screen, redact
 
 if TYPE_CHECKING:
     from app.observe.llm import LLMClassifier
@@ -89,8 +89,6 @@ def without_llm(facts: Facts) -> Decision:
 
 
 def question(facts: Facts, max_chars: int) -> str:
-    from app.observe.llm import prepare_screen
-
     lines = [f"{e['kind']}: {redact(str(e['text']))}" for e in facts.transcript]
     if facts.wait_cmd is None:
         check = "No check command ran."

@@ -24,8 +24,8 @@ from typing import Any
 
 from app.act.herd.rules import MAX_COMMAND_CHARS, Rule
 from app.base.errors import LLMError
-from app.base.redact import redact
-from app.observe.llm import LLMClassifier, prepare_screen
+from app.base.redact import prepare_screen, redact
+from app.observe.llm import LLMClassifier
 
 log = logging.getLogger(__name__)
 
