@@ -2,7 +2,7 @@
 
 Without an LLM the check command's exit status decides: 0 is stop; anything else is continue
 with a directive naming the command and the last lines it printed; no command at all is a pause
-for a person ("goal met?"). With an LLM (the classifier's OpenRouter client, key, budget and
+for a person ("goal met?"). With an LLM (the one OpenRouter client, its key, budget and
 retries), the goal, the transcript, the redacted check output and the redacted screen go in, and
 strict JSON ``{decision, rationale, directive}`` comes back, validated here. Any fault of the LLM
 is a pause with the reason, never a guessed directive.
@@ -20,7 +20,7 @@ from app.base.errors import LLMError
 from app.base.redact import prepare_screen, redact
 
 if TYPE_CHECKING:
-    from app.observe.llm import LLMClassifier
+    from app.adapters.llm import LLMClient
 
 STOP, CONTINUE, PAUSE = "stop", "continue", "pause"
 MAX_DIRECTIVE_CHARS = 400
@@ -141,11 +141,11 @@ def directive_fault(directive: str) -> str:
     return ""
 
 
-def with_llm(classifier: LLMClassifier, facts: Facts) -> Decision:
-    """Ask the model (blocking, within the classifier's deadline); every fault is a PAUSE."""
+def with_llm(client: LLMClient, facts: Facts) -> Decision:
+    """Ask the model (blocking, within the client's deadline); every fault is a PAUSE."""
     try:
-        reply = classifier.ask_json(SYSTEM, question(facts, classifier.settings.max_screen_chars),
-                                    "cycle_assessment", SCHEMA)
+        reply = client.ask_json(SYSTEM, question(facts, client.settings.max_screen_chars),
+                                "cycle_assessment", SCHEMA)
     except LLMError as exc:
         return Decision(PAUSE, f"LLM failed: {exc}")
     except Exception as exc:  # a worker thread must survive anything; the pane is paused
