@@ -1,4 +1,4 @@
-"""The LLM classifier against a real OpenRouter-speaking HTTP server on loopback.
+"""The LLM client and classifier against a real OpenRouter-speaking HTTP server on loopback.
 
 No mocking of requests: every test sends real HTTP to ``tests/openrouter_server.py`` and checks
 what that server received, what came back, how long it took, and what was logged.
@@ -426,6 +426,33 @@ def test_budget_counts_retries(server: OpenRouterServer, settings: LLMSettings) 
     with pytest.raises(LLMError, match="budget"):
         llm.classify("screen", "claude", None)
     assert server.count == 2
+
+
+def test_client_asks_with_the_callers_schema_and_shares_one_budget(
+    server: OpenRouterServer, settings: LLMSettings,
+) -> None:
+    client = LLMClient(LLMSettings(api_key=KEY, base_url=settings.base_url, calls_per_minute=2))
+    schema = {"type": "object", "properties": {"match": {"type": "boolean"}},
+              "required": ["match"], "additionalProperties": False}
+    server.script(Reply.content('{"match": true}'), Reply.verdict("BUSY"))
+    assert client.ask_json("system text", "user text", "herd_rule", schema, 50) == {"match": True}
+    sent = server.requests[0].json
+    assert sent == client.request_body("system text", "user text", "herd_rule", schema, 50)
+    assert sent["response_format"]["json_schema"] == {"name": "herd_rule", "strict": True,
+                                                      "schema": schema}
+    assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+    # The classifier on the same client spends the same per-minute budget.
+    LLMClassifier(client).classify(BUSY_SCREEN, "claude", None)
+    with pytest.raises(LLMError, match="budget"):
+        client.ask_json("system text", "user text", "herd_rule", schema)
+    assert server.count == 2 and client.http_requests == 2
+
+
+def test_client_without_key_refuses(server: OpenRouterServer) -> None:
+    client = LLMClient(LLMSettings(base_url=server.base_url))
+    with pytest.raises(LLMError, match="OPENROUTER_API_KEY"):
+        client.ask_json("system", "user", "anything", {"type": "object"})
+    assert server.count == 0
 
 
 def test_classify_without_key_refuses(server: OpenRouterServer) -> None:
