@@ -32,11 +32,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
+from app.adapters.llm import LLMClient, LLMSettings  # noqa: E402
 from app.base.errors import LLMError  # noqa: E402
 from app.base.model import State  # noqa: E402
 from app.base.screen import normalise, screen_hash  # noqa: E402
 from app.observe.assess import Assessment, assess  # noqa: E402
-from app.observe.llm import LLMClassifier, LLMSettings, merge, worth_asking  # noqa: E402
+from app.observe.llm import LLMClassifier, merge, worth_asking  # noqa: E402
 from app.observe.packs import detect_pack, load_packs  # noqa: E402
 from tests.openrouter_server import OpenRouterServer, Recorded, Reply  # noqa: E402
 
@@ -74,7 +75,7 @@ def replay(frames_tsv: Path, llm: LLMClassifier, label: list[str],
     pack_only: Assessment | None = None
     asked_hash: str | None = None
     stable_new = http_before = 0
-    http_before = llm.http_requests
+    http_before = llm.client.http_requests
     latencies: list[float] = []
     llm_changed = 0
     last_llm = None
@@ -99,21 +100,21 @@ def replay(frames_tsv: Path, llm: LLMClassifier, label: list[str],
             asked_hash = h
             stable_new += 1
             label[0] = row["state"]
-            before = llm.http_requests
+            before = llm.client.http_requests
             started = time.perf_counter()
             try:
                 result = llm.classify(screen, pack.name, pack)
             except LLMError as exc:
                 print(f"  {frames_tsv.parent}: {exc}", file=sys.stderr)
                 continue
-            if llm.http_requests > before:
+            if llm.client.http_requests > before:
                 latencies.append(time.perf_counter() - started)
             last_llm = (h, result)
     times = [float(r["t_seconds"]) for r in rows]
     step = statistics.median(b - a for a, b in itertools.pairwise(times))
     name = f"{frames_tsv.parent.parent.parent.name}/{cli}/{frames_tsv.parent.name}"
     return TimelineResult(name, len(rows), times[-1] - times[0] + step, stable_new,
-                          llm.http_requests - http_before, latencies, llm_changed)
+                          llm.client.http_requests - http_before, latencies, llm_changed)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -148,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = LLMSettings(api_key="sk-or-v1-replay", base_url=server.base_url,
                                timeout=args.timeout, calls_per_minute=10_000)
         for only_worth_asking in (False, True):  # a fresh classifier each: no shared cache
-            llm = LLMClassifier(settings)
+            llm = LLMClassifier(LLMClient(settings))
             llm.classify("warm-up: first connection and the lazy requests import", "x", None)
             runs[only_worth_asking] = [replay(t, llm, label, only_worth_asking)
                                        for t in timelines]

@@ -19,7 +19,7 @@ OWNERS = {
     "libtmux": ("app.adapters.tmux",),
     "sqlite3": ("app.adapters.store",),
     "sqlite_utils": ("app.adapters.store",),
-    "requests": ("app.adapters.llm", "app.observe.llm"),
+    "requests": ("app.adapters.llm",),
 }
 MAX_TOP_MODULES = 8
 MAX_FUNCTION_LINES = 100

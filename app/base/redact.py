@@ -1,4 +1,4 @@
-"""Remove secrets from screen text before it leaves the machine (the LLM classifier's prompt).
+"""Remove secrets from screen text before it leaves the machine (every prompt to the LLM).
 
 Coding agents print keys all the time: ``env`` output, ``.env`` files opened in an editor, curl
 commands with an ``Authorization`` header, start-up dialogs showing the key they found. Every
@@ -7,12 +7,15 @@ key sent to a third party cannot be taken back.
 
 The screen keeps its shape: each secret becomes ``[REDACTED]`` on the same line, a private key
 block keeps its BEGIN/END lines and its line count, so the bottom of the screen (where prompts and
-spinners live) stays where the model expects it.
+spinners live) stays where the model expects it. :func:`prepare_screen` is what every prompt
+carries of a screen: redacted, then cut to its bottom.
 """
 
 from __future__ import annotations
 
 import re
+
+from app.base.screen import normalise
 
 MASK = "[REDACTED]"
 
@@ -154,3 +157,20 @@ def redact(text: str) -> str:
     for pattern in _TOKEN_RES:
         text = pattern.sub(MASK, text)
     return text
+
+
+def prepare_screen(screen: str, max_chars: int) -> str:
+    """Normalise, redact, then keep the bottom ``max_chars`` on whole lines.
+
+    Redaction runs on the whole screen first: cutting first could drop a private key's BEGIN
+    line and leave its body unrecognised.
+    """
+    text = redact(normalise(screen))
+    if len(text) <= max_chars:
+        return text
+    tail = text[-max_chars:]
+    newline = tail.find("\n")
+    if 0 <= newline < len(tail) - 1:
+        tail = tail[newline + 1 :]
+    cut = text[: len(text) - len(tail)].count("\n")
+    return f"[... {cut} earlier lines cut ...]\n{tail}"

@@ -13,7 +13,7 @@ The OpenRouter API key is never read from, nor written to, this file: it lives i
 environment (or ``.env``), where it does not end up in a dotfiles repository.
 
 Environment variables that name a setting win over the file. For the LLM that happens in
-:meth:`app.observe.llm.LLMSettings.from_env`, which takes :attr:`Config.llm_defaults`.
+:meth:`app.adapters.llm.LLMSettings.from_env`, which takes :attr:`Config.llm_defaults`.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from tomlkit.items import Comment, InlineTable, Item, Table, Whitespace
 
 from app.act.cycle import jobs as cycle_jobs
 from app.act.herd import eligibility
+from app.adapters import llm
 from app.adapters.notify import (
     COMMAND,
     DEFAULT_MIN_INTERVAL,
@@ -56,7 +57,6 @@ from app.base.settings import (  # where the file lives is a plain setting
     DEFAULT_WAIT_POLL_S,
     config_path,
 )
-from app.observe import llm
 
 logger = logging.getLogger(__name__)
 

@@ -27,13 +27,14 @@ from app.act.cycle.jobs import CycleSettings
 from app.act.cycle.step import CycleStep
 from app.act.herd.eligibility import HerdSettings
 from app.act.herd.step import HerdStep
+from app.adapters.llm import LLMClient, LLMSettings
 from app.adapters.notify import NotificationEvent, Notifier, NotifySettings
 from app.adapters.store import StoreWriter, make_private_dir, open_private
 from app.adapters.tmux import ControlMode, Tmux
 from app.base.errors import AlreadyRunning, StoreError
 from app.base.model import Note, State, Transition
 from app.base.settings import WatchSettings
-from app.observe.llm import AsyncLLM, LLMClassifier, LLMSettings
+from app.observe.llm import AsyncLLM, LLMClassifier
 from app.observe.packs import Pack, load_packs
 from app.observe.pane import Tracked
 from app.run.watcher import Watcher
@@ -113,7 +114,7 @@ def _start_llm(settings: LLMSettings) -> AsyncLLM | None:
     log.info("%s", settings.status)
     if not settings.enabled:
         return None
-    return AsyncLLM(LLMClassifier(settings), workers=2)
+    return AsyncLLM(LLMClassifier(LLMClient(settings)), workers=2)
 
 
 def _notify_with(notifier: Notifier) -> Callable[[Transition, Tracked], None]:
@@ -153,7 +154,7 @@ def _start_herd(daemon: Daemon, store: StoreWriter, packs: Mapping[str, Pack],
                 llm: AsyncLLM | None, notifier: Notifier) -> HerdStep:
     """Herding for opted-in panes; its nudges and "needs you" notes are notifications."""
     return HerdStep(daemon.tmux, store, packs, daemon.herd or HerdSettings(), daemon.settings,
-                    llm=llm.classifier if llm is not None else None,
+                    llm=llm.classifier.client if llm is not None else None,
                     announce=announce_with(notifier))
 
 
@@ -161,7 +162,7 @@ def _start_cycle(daemon: Daemon, store: StoreWriter, packs: Mapping[str, Pack],
                  llm: AsyncLLM | None, notifier: Notifier) -> CycleStep:
     """Queued messages and post-report cycles; "goal met?" and "needs you" are notifications."""
     return CycleStep(daemon.tmux, store, packs, daemon.cycle or CycleSettings(), daemon.settings,
-                     llm=llm.classifier if llm is not None else None,
+                     llm=llm.classifier.client if llm is not None else None,
                      announce=announce_with(notifier))
 
 

@@ -22,12 +22,12 @@ import pytest
 from app.act.cycle import decide, jobs
 from app.act.cycle.jobs import CycleSettings
 from app.act.cycle.step import CycleStep
+from app.adapters.llm import LLMClient, LLMSettings
 from app.adapters.notify import Notifier, NotifySettings
 from app.adapters.store import StoreWriter
 from app.adapters.tmux import Tmux
 from app.base.model import Note, State
 from app.base.settings import WatchSettings
-from app.observe.llm import LLMClassifier, LLMSettings
 from app.observe.packs import load_packs
 from app.observe.pane import Tracked
 from app.run.daemon import announce_with
@@ -53,7 +53,7 @@ class Lab:
     notes: list[Note]
     watcher: Watcher | None = None
 
-    def start(self, settings: CycleSettings = FAST, llm: LLMClassifier | None = None,
+    def start(self, settings: CycleSettings = FAST, llm: LLMClient | None = None,
               announce: Callable[[Tracked, Note], None] | None = None) -> CycleStep:
         """The step, its notes kept in ``notes`` unless ``announce`` takes them."""
         step = CycleStep(self.tmux, self.store, load_packs(), settings,
@@ -268,9 +268,9 @@ def openrouter() -> Iterator[OpenRouterServer]:
         yield srv
 
 
-def llm_for(openrouter: OpenRouterServer, timeout: float = 3.0) -> LLMClassifier:
-    return LLMClassifier(LLMSettings(api_key=KEY, base_url=openrouter.base_url, timeout=timeout,
-                                     max_retries=0))
+def llm_for(openrouter: OpenRouterServer, timeout: float = 3.0) -> LLMClient:
+    return LLMClient(LLMSettings(api_key=KEY, base_url=openrouter.base_url, timeout=timeout,
+                                 max_retries=0))
 
 
 def answer(**fields: Any) -> Reply:

@@ -19,12 +19,12 @@ import pytest
 
 from app.act.herd.eligibility import HerdSettings
 from app.act.herd.step import HerdStep
+from app.adapters.llm import LLMClient, LLMSettings
 from app.adapters.notify import Notifier, NotifySettings
 from app.adapters.store import StoreWriter
 from app.adapters.tmux import Tmux
 from app.base.model import Note, State
 from app.base.settings import WatchSettings
-from app.observe.llm import LLMClassifier, LLMSettings
 from app.observe.packs import load_packs
 from app.observe.pane import Tracked
 from app.run.daemon import announce_with
@@ -110,7 +110,7 @@ def lab(server: Any, session: Any, isolated_env: Path, tmp_path: Path) -> Iterat
     store.close()
 
 
-def step_for(lab: Lab, llm: LLMClassifier | None = None,
+def step_for(lab: Lab, llm: LLMClient | None = None,
              announce: Callable[[Tracked, Note], None] | None = None) -> HerdStep:
     return HerdStep(lab.tmux, lab.store, load_packs(), HerdSettings(stall_after_s=1,
                     stability_s=0, cooldown_s=600), lab.watcher.settings, llm=llm,
@@ -221,8 +221,8 @@ def llm_lab(lab: Lab, openrouter: OpenRouterServer, reply: Reply, timeout: float
     rules.write_text(LLM_RULES)
     lab.send(f"say Stopping here; deploy token {TOKEN}")
     lab.opt_in(str(rules), goal="ship the release")
-    llm = LLMClassifier(LLMSettings(api_key=KEY, base_url=openrouter.base_url, timeout=timeout,
-                                    max_retries=0))
+    llm = LLMClient(LLMSettings(api_key=KEY, base_url=openrouter.base_url, timeout=timeout,
+                                max_retries=0))
     return step_for(lab, llm)
 
 

@@ -1,4 +1,4 @@
-"""The LLM classifier against a real OpenRouter-speaking HTTP server on loopback.
+"""The LLM client and classifier against a real OpenRouter-speaking HTTP server on loopback.
 
 No mocking of requests: every test sends real HTTP to ``tests/openrouter_server.py`` and checks
 what that server received, what came back, how long it took, and what was logged.
@@ -18,19 +18,12 @@ from typing import NamedTuple
 
 import pytest
 
+from app.adapters.llm import DEFAULT_BASE_URL, DEFAULT_MODEL, LLMClient, LLMSettings
 from app.base.errors import ConfigError, LLMError
 from app.base.model import SCREEN_STATES, State, Verdict
+from app.base.redact import prepare_screen
 from app.base.screen import normalise, screen_hash
-from app.observe.llm import (
-    DEFAULT_BASE_URL,
-    DEFAULT_MODEL,
-    AsyncLLM,
-    LLMClassifier,
-    LLMSettings,
-    merge,
-    prepare_screen,
-    worth_asking,
-)
+from app.observe.llm import AsyncLLM, LLMClassifier, merge, worth_asking
 from app.observe.packs import Pack, detect_pack, load_packs, parse_pack
 from tests.openrouter_server import OpenRouterServer, Recorded, Reply, completion, free_port
 
@@ -89,7 +82,7 @@ def settings(server: OpenRouterServer) -> LLMSettings:
 
 @pytest.fixture
 def classifier(settings: LLMSettings) -> Iterator[LLMClassifier]:
-    llm = LLMClassifier(settings)
+    llm = LLMClassifier(LLMClient(settings))
     yield llm
     llm.close()
 
@@ -251,7 +244,8 @@ def test_request_is_redacted(server: OpenRouterServer, classifier: LLMClassifier
 
 
 def test_bottom_of_a_long_screen_is_kept(server: OpenRouterServer, settings: LLMSettings) -> None:
-    llm = LLMClassifier(LLMSettings(api_key=KEY, base_url=settings.base_url, max_screen_chars=300))
+    llm = LLMClassifier(LLMClient(LLMSettings(api_key=KEY, base_url=settings.base_url,
+                                                max_screen_chars=300)))
     screen = "\n".join(f"line {n:03d} of scrollback output" for n in range(200)) + "\n❯ "
     llm.classify(screen, "claude", None)
     user = server.requests[0].json["messages"][1]["content"]
@@ -320,13 +314,13 @@ def test_fault_raises_a_clean_error_within_the_timeout(
 
 def test_refused_connection(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    llm = LLMClassifier(LLMSettings(api_key=KEY, base_url=f"http://127.0.0.1:{free_port()}/v1",
-                                    timeout=TIMEOUT))
+    llm = LLMClassifier(LLMClient(LLMSettings(
+        api_key=KEY, base_url=f"http://127.0.0.1:{free_port()}/v1", timeout=TIMEOUT)))
     started = time.monotonic()
     with pytest.raises(LLMError, match="refused") as raised:
         llm.classify("$ ", "shell", None)
     assert time.monotonic() - started < TIMEOUT + SLACK
-    assert llm.http_requests == 3  # refused connections are retried
+    assert llm.client.http_requests == 3  # refused connections are retried
     assert KEY not in str(raised.value)
     assert all(KEY not in r.getMessage() for r in caplog.records)
 
@@ -344,7 +338,8 @@ def test_500_then_success_is_retried(server: OpenRouterServer, classifier: LLMCl
 
 
 def test_429_retry_after_is_honoured(server: OpenRouterServer, settings: LLMSettings) -> None:
-    llm = LLMClassifier(LLMSettings(api_key=KEY, base_url=settings.base_url, timeout=5.0))
+    llm = LLMClassifier(LLMClient(LLMSettings(api_key=KEY, base_url=settings.base_url,
+                                              timeout=5.0)))
     server.script(Reply.error(429, "rate limited", (("Retry-After", "1"),)), Reply.verdict("READY"))
     verdict = llm.classify("❯ ", "claude", None)
     assert verdict.state is State.READY
@@ -407,10 +402,10 @@ def test_cache_by_screen_hash(server: OpenRouterServer, classifier: LLMClassifie
 
 def test_budget_per_minute(server: OpenRouterServer, settings: LLMSettings) -> None:
     now = [1000.0]
-    llm = LLMClassifier(
+    llm = LLMClassifier(LLMClient(
         LLMSettings(api_key=KEY, base_url=settings.base_url, calls_per_minute=2),
         clock=lambda: now[0],
-    )
+    ))
     server.default = Reply.verdict("READY")
     llm.classify("screen 1", "claude", None)
     llm.classify("screen 2", "claude", None)
@@ -425,16 +420,43 @@ def test_budget_per_minute(server: OpenRouterServer, settings: LLMSettings) -> N
 
 
 def test_budget_counts_retries(server: OpenRouterServer, settings: LLMSettings) -> None:
-    llm = LLMClassifier(LLMSettings(api_key=KEY, base_url=settings.base_url, calls_per_minute=2,
-                                    timeout=5.0))
+    llm = LLMClassifier(LLMClient(LLMSettings(api_key=KEY, base_url=settings.base_url,
+                                              calls_per_minute=2, timeout=5.0)))
     server.script(*(Reply.error(500, "boom"),) * 3)
     with pytest.raises(LLMError, match="budget"):
         llm.classify("screen", "claude", None)
     assert server.count == 2
 
 
+def test_client_asks_with_the_callers_schema_and_shares_one_budget(
+    server: OpenRouterServer, settings: LLMSettings,
+) -> None:
+    client = LLMClient(LLMSettings(api_key=KEY, base_url=settings.base_url, calls_per_minute=2))
+    schema = {"type": "object", "properties": {"match": {"type": "boolean"}},
+              "required": ["match"], "additionalProperties": False}
+    server.script(Reply.content('{"match": true}'), Reply.verdict("BUSY"))
+    assert client.ask_json("system text", "user text", "herd_rule", schema, 50) == {"match": True}
+    sent = server.requests[0].json
+    assert sent == client.request_body("system text", "user text", "herd_rule", schema, 50)
+    assert sent["response_format"]["json_schema"] == {"name": "herd_rule", "strict": True,
+                                                      "schema": schema}
+    assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+    # The classifier on the same client spends the same per-minute budget.
+    LLMClassifier(client).classify(BUSY_SCREEN, "claude", None)
+    with pytest.raises(LLMError, match="budget"):
+        client.ask_json("system text", "user text", "herd_rule", schema)
+    assert server.count == 2 and client.http_requests == 2
+
+
+def test_client_without_key_refuses(server: OpenRouterServer) -> None:
+    client = LLMClient(LLMSettings(base_url=server.base_url))
+    with pytest.raises(LLMError, match="OPENROUTER_API_KEY"):
+        client.ask_json("system", "user", "anything", {"type": "object"})
+    assert server.count == 0
+
+
 def test_classify_without_key_refuses(server: OpenRouterServer) -> None:
-    llm = LLMClassifier(LLMSettings(base_url=server.base_url))
+    llm = LLMClassifier(LLMClient(LLMSettings(base_url=server.base_url)))
     with pytest.raises(LLMError, match="OPENROUTER_API_KEY"):
         llm.classify("$ ", "shell", None)
     assert server.count == 0
@@ -444,7 +466,7 @@ def test_requests_not_imported_at_module_import() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, app.observe.llm, app.base.redact; "
+    code = ("import sys, app.adapters.llm, app.observe.llm, app.base.redact; "
             "print('requests' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -465,7 +487,7 @@ def _wait_idle(front: AsyncLLM, seconds: float) -> float:
 def test_async_never_blocks_on_a_hanging_api(server: OpenRouterServer,
                                              settings: LLMSettings) -> None:
     server.default = Reply(hang=True)
-    front = AsyncLLM(LLMClassifier(settings), workers=2)
+    front = AsyncLLM(LLMClassifier(LLMClient(settings)), workers=2)
     try:
         started = time.monotonic()
         for n in range(6):
@@ -481,7 +503,7 @@ def test_async_never_blocks_on_a_hanging_api(server: OpenRouterServer,
 
 def test_async_result_and_dedup(server: OpenRouterServer, settings: LLMSettings) -> None:
     server.default = Reply.verdict("NEEDS_CONFIRMATION", "Approve rm -rf build", "Answer 1 or 2")
-    front = AsyncLLM(LLMClassifier(settings))
+    front = AsyncLLM(LLMClassifier(LLMClient(settings)))
     try:
         screen = "Do you want to proceed?\n❯ 1. Yes"
         h = screen_hash(normalise(screen))
@@ -506,7 +528,7 @@ def test_async_failure_is_logged_without_key_and_falls_back(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     server.default = Reply.error(401, f"bad key {KEY}")
-    front = AsyncLLM(LLMClassifier(settings))
+    front = AsyncLLM(LLMClassifier(LLMClient(settings)))
     pack_verdict = Verdict(State.READY, 90, ("prompt_visible",), "prompt", classifier="pack:toy")
     try:
         front.request("%1", "h1", "❯ ", "claude", None)
@@ -529,7 +551,7 @@ def test_async_fault_falls_back_to_the_pack_within_the_timeout(
     server: OpenRouterServer, settings: LLMSettings, fault: Fault, pack: Pack,
 ) -> None:
     server.script(*fault.replies)
-    front = AsyncLLM(LLMClassifier(settings))
+    front = AsyncLLM(LLMClassifier(LLMClient(settings)))
     screen = "● Done.\n❯ "
     pack_verdict = pack.classify(screen)
     try:
@@ -545,7 +567,7 @@ def test_async_fault_falls_back_to_the_pack_within_the_timeout(
 def test_async_excluded_pane_is_never_sent(server: OpenRouterServer,
                                            settings: LLMSettings) -> None:
     excluding = LLMSettings(api_key=KEY, base_url=settings.base_url, exclude=("%7", "vault*"))
-    front = AsyncLLM(LLMClassifier(excluding))
+    front = AsyncLLM(LLMClassifier(LLMClient(excluding)))
     try:
         front.request("%7", "h", "screen", "claude", None)
         front.request("%8", "h", "screen", "claude", None, names=("vault:0",))
@@ -566,8 +588,8 @@ def test_async_newer_screen_replaces_queued_one(server: OpenRouterServer,
         return Reply.verdict("READY")
 
     server.default = slow_then_ready
-    front = AsyncLLM(LLMClassifier(LLMSettings(api_key=KEY, base_url=settings.base_url,
-                                               timeout=5.0)), workers=1)
+    front = AsyncLLM(LLMClassifier(LLMClient(LLMSettings(api_key=KEY, base_url=settings.base_url,
+                                                         timeout=5.0))), workers=1)
     try:
         front.request("%1", "a", "screen a", "claude", None)  # taken by the only worker
         deadline = time.monotonic() + 2
@@ -588,7 +610,7 @@ def test_async_newer_screen_replaces_queued_one(server: OpenRouterServer,
 
 def test_async_does_nothing_when_the_llm_is_off(server: OpenRouterServer) -> None:
     off = LLMSettings(api_key=KEY, base_url=server.base_url, switch=False)
-    front = AsyncLLM(LLMClassifier(off))
+    front = AsyncLLM(LLMClassifier(LLMClient(off)))
     try:
         front.request("%1", "h", "screen", "claude", None)
         assert front.busy() == 0
@@ -703,7 +725,7 @@ def _classify_corpus(server: OpenRouterServer, settings: LLMSettings,
     if not CORPUS:
         pytest.skip("no labelled screen corpus found")
     packs = load_packs()
-    llm = LLMClassifier(settings)
+    llm = LLMClassifier(LLMClient(settings))
     out = []
     for item in CORPUS:
         screen = item.path.read_text(encoding="utf-8", errors="replace")
@@ -748,7 +770,7 @@ def test_corpus_a_truthful_llm_vetoes_every_wrong_ready(
 
 def test_payload_examples_come_from_the_pack() -> None:
     packs = load_packs()
-    llm = LLMClassifier(LLMSettings(api_key=KEY))
+    llm = LLMClassifier(LLMClient(LLMSettings(api_key=KEY)))
     with_examples = [p for p in packs.values() if p.examples]
     assert with_examples, "the shipped packs have examples"
     chosen = with_examples[0]
@@ -765,7 +787,7 @@ def test_retry_after_as_an_http_date(server: OpenRouterServer, settings: LLMSett
 
     server.script(Reply.error(429, "slow down", (("Retry-After", formatdate(time.time() + 90,
                                                                             usegmt=True)),)))
-    llm = LLMClassifier(settings)
+    llm = LLMClassifier(LLMClient(settings))
     with pytest.raises(LLMError, match=r"Retry-After (89|90)s"):
         llm.classify("screen", "claude", None)
     assert server.count == 1

@@ -14,12 +14,12 @@ import pytest
 import tomlkit
 from tomlkit.items import Comment, Table
 
+from app.adapters.llm import LLMSettings
 from app.adapters.notify import COMMAND, DESKTOP, TMUX, NotifySettings
 from app.base import settings
 from app.base.errors import ConfigError
 from app.base.model import State
 from app.base.settings import DEFAULT_WAIT_POLL_S, WatchSettings, config_path
-from app.observe.llm import LLMSettings
 from app.run.configfile import DEFAULT_DOCUMENT, McpSettings, load_config
 
 NEEDS = State.NEEDS_CONFIRMATION

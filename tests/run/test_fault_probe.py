@@ -19,6 +19,7 @@ import pytest
 
 from app.act.handoff import Refused, check_text
 from app.adapters import store
+from app.adapters.llm import LLMClient, LLMSettings
 from app.adapters.tmux import Tmux
 from app.base.errors import LLMError, StoreError
 from app.base.files import write_atomic
@@ -28,7 +29,7 @@ from app.base.render import clean_text
 from app.base.render import table as render_table
 from app.base.settings import WatchSettings
 from app.front.hook import main as hook_main
-from app.observe.llm import LLMClassifier, LLMSettings
+from app.observe.llm import LLMClassifier
 from app.observe.packs import load_packs
 from app.run.daemon import InstanceLock
 from app.run.watcher import Watcher
@@ -502,8 +503,8 @@ def test_prose_and_prompts_survive_redaction() -> None:
 def test_the_llm_client_follows_no_redirect() -> None:
     moved = Reply(status=307, headers=(("Location", "/v1/chat/completions"),), body="")
     with OpenRouterServer(default=moved) as srv:
-        llm = LLMClassifier(LLMSettings(api_key=KEY, base_url=srv.base_url, timeout=5.0,
-                                        max_retries=0))
+        llm = LLMClassifier(LLMClient(LLMSettings(api_key=KEY, base_url=srv.base_url,
+                                                  timeout=5.0, max_retries=0)))
         try:
             with pytest.raises(LLMError, match=r"redirect .*not followed"):
                 llm.classify("Ship it to production now?\n", "generic")

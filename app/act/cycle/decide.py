@@ -2,7 +2,7 @@
 
 Without an LLM the check command's exit status decides: 0 is stop; anything else is continue
 with a directive naming the command and quoting the last lines it printed; no command at all is
-a pause for a person ("goal met?"). With an LLM (the classifier's OpenRouter client, key, budget
+a pause for a person ("goal met?"). With an LLM (the one OpenRouter client, its key, budget
 and retries), the goal, the transcript, the redacted check output and the redacted screen go in,
 and strict JSON ``{decision, rationale, directive}`` comes back, validated here. Any fault of the
 LLM is a pause with the reason, never a guessed directive.
@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from app.base.errors import LLMError
 from app.base.inputs import clean_output
-from app.base.redact import redact
+from app.base.redact import prepare_screen, redact
 
 if TYPE_CHECKING:
-    from app.observe.llm import LLMClassifier
+    from app.adapters.llm import LLMClient
 
 STOP, CONTINUE, PAUSE = "stop", "continue", "pause"
 MAX_DIRECTIVE_CHARS = 400
@@ -121,8 +121,6 @@ def defang(text: str) -> str:
 
 
 def question(facts: Facts, max_chars: int) -> str:
-    from app.observe.llm import prepare_screen
-
     lines = [f"{e['kind']}: {redact(str(e['text']))[:MAX_ENTRY_CHARS]}"
              for e in facts.transcript]
     if facts.wait_cmd is None:
@@ -187,11 +185,11 @@ def typing_fault(directive: str) -> str:
     return ""
 
 
-def with_llm(classifier: LLMClassifier, facts: Facts) -> Decision:
-    """Ask the model (blocking, within the classifier's deadline); every fault is a PAUSE."""
+def with_llm(client: LLMClient, facts: Facts) -> Decision:
+    """Ask the model (blocking, within the client's deadline); every fault is a PAUSE."""
     try:
-        reply = classifier.ask_json(SYSTEM, question(facts, classifier.settings.max_screen_chars),
-                                    "cycle_assessment", SCHEMA)
+        reply = client.ask_json(SYSTEM, question(facts, client.settings.max_screen_chars),
+                                "cycle_assessment", SCHEMA)
     except LLMError as exc:
         return Decision(PAUSE, f"LLM failed: {exc}")
     except Exception as exc:  # a worker thread must survive anything; the pane is paused

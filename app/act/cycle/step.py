@@ -50,10 +50,10 @@ from app.base.model import Note, State
 from app.base.redact import redact
 
 if TYPE_CHECKING:
+    from app.adapters.llm import LLMClient
     from app.adapters.store import StoreWriter
     from app.adapters.tmux import Tmux
     from app.base.settings import WatchSettings
-    from app.observe.llm import LLMClassifier
     from app.observe.packs import Pack
     from app.observe.pane import Tracked
 
@@ -70,7 +70,7 @@ Check = tuple[int | None, str]  # exit status (None: killed or failed to start),
 class CycleStep:
     def __init__(self, tmux: Tmux, store: StoreWriter, packs: Mapping[str, Pack],
                  settings: CycleSettings, watch_settings: WatchSettings, *,
-                 llm: LLMClassifier | None = None,
+                 llm: LLMClient | None = None,
                  announce: Callable[[Tracked, Note], None] | None = None) -> None:
         self.tmux = tmux
         self.store = store

@@ -1,7 +1,7 @@
 """``type: llm`` herd rules: ask the model whether the rule's question holds for this screen.
 
-The OpenRouter client, its key, budget, retries and redaction are the LLM classifier's
-(:class:`app.observe.llm.LLMClassifier`). In go the redacted bottom of the screen, the pane's
+The OpenRouter client, its key, budget and retries are the one LLM client's
+(:class:`app.adapters.llm.LLMClient`). In go the redacted bottom of the screen, the pane's
 status context and its goal; back comes strict JSON ``{match, command, variables}``, checked
 here. Any fault (off, budget spent, HTTP error, bad JSON, a field missing or too long) is an
 :class:`Answer` with ``error`` set: the caller logs it and types nothing.
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.act.herd.rules import MAX_COMMAND_CHARS, Rule
+from app.adapters.llm import LLMClient
 from app.base.errors import LLMError
-from app.base.redact import redact
-from app.observe.llm import LLMClassifier, prepare_screen
+from app.base.redact import prepare_screen, redact
 
 log = logging.getLogger(__name__)
 
@@ -110,8 +110,8 @@ def check(rule: Rule, reply: Mapping[str, Any]) -> Answer:
 class Asker:
     """Asks in the background; :meth:`answer` is called every tick until it returns."""
 
-    def __init__(self, classifier: LLMClassifier) -> None:
-        self.classifier = classifier
+    def __init__(self, client: LLMClient) -> None:
+        self.client = client
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="conductor-herd-llm")
         self._lock = threading.Lock()
         self._jobs: OrderedDict[tuple[str, str, str], Future[Answer]] = OrderedDict()
@@ -129,9 +129,9 @@ class Asker:
         return job.result() if job.done() else None
 
     def _ask(self, rule: Rule, screen: str, context: Mapping[str, object]) -> Answer:
-        settings = self.classifier.settings
+        settings = self.client.settings
         try:
-            reply = self.classifier.ask_json(
+            reply = self.client.ask_json(
                 SYSTEM, question(rule, screen, context, settings.max_screen_chars),
                 "herd_rule", schema(rule))
         except LLMError as exc:

@@ -23,10 +23,10 @@ from app.base.model import Note, State
 
 if TYPE_CHECKING:
     from app.act.herd.llmrule import Asker
+    from app.adapters.llm import LLMClient
     from app.adapters.store import StoreWriter
     from app.adapters.tmux import Tmux
     from app.base.settings import WatchSettings
-    from app.observe.llm import LLMClassifier
     from app.observe.packs import Pack
     from app.observe.pane import Tracked
 
@@ -58,7 +58,7 @@ class Outcome:
 class HerdStep:
     def __init__(self, tmux: Tmux, store: StoreWriter, packs: Mapping[str, Pack],
                  settings: HerdSettings, watch_settings: WatchSettings, *,
-                 llm: LLMClassifier | None = None,
+                 llm: LLMClient | None = None,
                  announce: Callable[[Tracked, Note], None] | None = None) -> None:
         self.tmux = tmux
         self.store = store

@@ -458,12 +458,13 @@ def classify(files: Sequence[str], cli_name: str | None, as_json: bool, explain:
 def _llm_for_cli() -> LLMClassifier:
     import os
 
-    from app.observe.llm import LLMClassifier, LLMSettings
+    from app.adapters.llm import LLMClient, LLMSettings
+    from app.observe.llm import LLMClassifier
 
     settings = LLMSettings.from_env(os.environ)
     if not settings.api_key:
         raise ConductorError("--llm needs OPENROUTER_API_KEY (environment or .env)")
-    return LLMClassifier(settings)
+    return LLMClassifier(LLMClient(settings))
 
 
 def _read_screen(source: str) -> str:
