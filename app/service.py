@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from app.classify.redact import redact
 from app.errors import ConductorError
+from app.render import printable
 
 UNIT_NAME = "conductor-pty.service"
 LAUNCHD_LABEL = "dev.conductor-pty.watch"
@@ -51,13 +53,26 @@ class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
         return os.fdopen(fd, "a", encoding=self.encoding or "utf-8", errors=self.errors)
 
 
+class SafeFormatter(logging.Formatter):
+    """Every line of the watcher's log, its tracebacks included, with secrets redacted and
+    terminal escapes and controls removed, whatever the code that logged it passed in.
+
+    Log lines quote what others wrote: an agent's check command (``mysql -pSECRET``), its
+    report, a goal, a summary of a screen, a pane's name; and ``conductor pty logs`` prints them
+    to a terminal. One filter at the end of the line, so no call site can forget it.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(printable(super().format(record)))
+
+
 def log_handler(workers_dir: Path) -> PrivateRotatingFileHandler:
     """The handler for ``<store>/watch.log``; raises OSError when it cannot be opened."""
     workers_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     handler = PrivateRotatingFileHandler(workers_dir / LOG_NAME, maxBytes=LOG_BYTES,
                                          backupCount=LOG_BACKUPS, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s",
-                                           "%Y-%m-%d %H:%M:%S"))
+    handler.setFormatter(SafeFormatter("%(asctime)s %(levelname)s %(message)s",
+                                       "%Y-%m-%d %H:%M:%S"))
     return handler
 
 

@@ -91,6 +91,30 @@ def test_logs_before_any_watcher_is_one_clear_line(isolated_env: Path) -> None:
                                    "start `conductor pty watch`")
 
 
+def test_the_log_holds_no_secret_and_no_escape_even_in_a_traceback(tmp_path: Path) -> None:
+    handler = service.log_handler(tmp_path)
+    logger = logging.getLogger("test.safe")
+    logger.propagate = False
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    check = "mysql -pHunter2pass shop \x1b]0;owned\x07\u202e"
+    try:
+        logger.info("cycle api: running %s", check)
+        try:
+            raise ValueError(f"bad check {check}")
+        except ValueError:
+            logger.exception("cycle failed")
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+    text = (tmp_path / service.LOG_NAME).read_text(encoding="utf-8")
+    assert "running mysql -p[REDACTED] shop" in text
+    assert "ValueError: bad check mysql -p[REDACTED] shop" in text  # the traceback's last line
+    assert "Hunter2pass" not in text
+    assert not {"\x1b", "\x07", "\u202e"} & set(text)
+    assert text.count("\n") > 3  # a traceback keeps its lines
+
+
 def test_the_log_rotates_privately_and_follow_keeps_reading_across_rotations(
         tmp_path: Path) -> None:
     handler = service.log_handler(tmp_path)
