@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from app import render
-from app.cli import Context, friendly_errors, read_config
+from app.cli import Context, echo_clean, friendly_errors, read_config
 from app.errors import ConductorError
 
 
@@ -101,13 +101,12 @@ def queue(obj: Context, args: tuple[str, ...], show_all: bool, as_json: bool) ->
             text += f"  [check: {r['wait_cmd']}]"
         if r.get("detail"):
             text += f"  ({r['detail']})"
+        # An agent wrote the text and the check: cleaned before it is cut, so the cut counts
+        # what the terminal shows.
         table.append((str(r["seq"]), names.get(r["id"], r["id"]), r["kind"], r["state"] or "-",
                       render.duration(now - (r.get("created_ts") or now)),
-                      " ".join(text.split())[:100]))
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
-    for row in table:
-        click.echo("  ".join([c.ljust(widths[i]) for i, c in enumerate(row[:-1])]
-                             + [row[-1]]).rstrip())
+                      " ".join(render.clean_text(text).split())[:100]))
+    echo_clean(render.columns(table))
 
 
 @click.command()
