@@ -8,7 +8,9 @@ receiver never stalls the poll loop nor the other receivers. Every receiver fail
 ``app.adapters.notify`` and swallowed.
 
 External programs are run from an argv list, never through a shell; a receiver that outlives
-its timeout is killed together with anything it started.
+its timeout is killed together with anything it started. Every text an event carries is redacted
+and cleaned of terminal escapes before any receiver sees it (:func:`safe_event`): notes quote
+check commands, reports and goals, summaries quote screens.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from app.base.errors import ConductorError, ConfigError
 from app.base.model import Note, State
+from app.base.redact import redact
+from app.base.render import clean_text
 
 logger = logging.getLogger(__name__)
 
@@ -212,6 +216,21 @@ class NotificationEvent:
         if self.note is not None:
             return f"{self.note.source} {self.note.what}"
         return self.state.value
+
+
+def _safe(text: str) -> str:
+    return redact(clean_text(text))
+
+
+def safe_event(event: NotificationEvent) -> NotificationEvent:
+    """``event`` with every text in it redacted and cleaned of escapes and controls: what the
+    notifier hands its receivers (tmux message, desktop, ``notify_command``'s environment)."""
+    note = event.note
+    if note is not None:
+        note = replace(note, title=_safe(note.title), body=_safe(note.body))
+    return replace(event, name=_safe(event.name), session=_safe(event.session),
+                   window=_safe(event.window), summary=_safe(event.summary),
+                   actions_needed=_safe(event.actions_needed), note=note)
 
 
 @dataclass(frozen=True)
@@ -621,6 +640,7 @@ class Notifier:
             if self._closed:
                 logger.debug("notifier closed: ignored %s %s", event.worker_id, event.label)
                 return
+            event = safe_event(event)
             ok, reason = decide(event)
             if not ok:
                 logger.debug(

@@ -65,6 +65,23 @@ def clean_text(text: str) -> str:
     return "".join(out)
 
 
+def printable(text: str) -> str:
+    """``text`` cleaned as :func:`clean_text` cleans it, line by line, so its line breaks stay:
+    for whatever is printed to a person's terminal (tables, log lines) that someone else wrote
+    (an agent's report or check command, a pane's name, a screen)."""
+    return "\n".join(clean_text(line) for line in text.split("\n"))
+
+
+def columns(rows: Sequence[Sequence[str]]) -> str:
+    """Rows as aligned columns, the last one ragged; every cell cleaned (:func:`clean_text`)
+    before it is measured, so a cell's escapes can neither reach the terminal nor skew the
+    alignment."""
+    cleaned = [[clean_text(cell) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in cleaned) for i in range(len(cleaned[0]) - 1)]
+    return "\n".join("  ".join([cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
+                                + [row[-1]]).rstrip() for row in cleaned)
+
+
 def by_attention(workers: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Panes needing a human first; longest-waiting first within a state."""
     return sorted(workers, key=lambda w: (_ATTENTION.get(w.get("state") or "UNKNOWN", 9),

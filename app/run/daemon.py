@@ -31,6 +31,7 @@ from app.adapters.llm import LLMClient, LLMSettings
 from app.adapters.notify import NotificationEvent, Notifier, NotifySettings
 from app.adapters.store import StoreWriter, make_private_dir, open_private
 from app.adapters.tmux import ControlMode, Tmux
+from app.adapters.watchfiles import LOG_NAME, SafeFormatter, log_handler
 from app.base.errors import AlreadyRunning, StoreError
 from app.base.model import Note, State, Transition
 from app.base.settings import WatchSettings
@@ -92,17 +93,16 @@ class InstanceLock:
 
 def setup_logging(verbosity: int, workers_dir: Path | None = None) -> None:
     """stderr at the chosen verbosity; with ``workers_dir``, also ``watch.log`` there (rotated,
-    at least INFO even with -q, so `conductor pty logs` shows every transition)."""
+    at least INFO even with -q, so `conductor pty logs` shows every transition). Both redact
+    secrets and drop terminal escapes (:class:`app.install.service.SafeFormatter`)."""
     level = {-1: logging.WARNING, 0: logging.INFO}.get(verbosity, logging.DEBUG)
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
+    handler.setFormatter(SafeFormatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
     handler.setLevel(level)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(min(level, logging.INFO))
     if workers_dir is not None:
-        from app.install.service import LOG_NAME, log_handler
-
         try:
             root.addHandler(log_handler(workers_dir))
         except OSError as exc:

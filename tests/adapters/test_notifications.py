@@ -296,6 +296,23 @@ def test_first_sight_of_an_idle_pane_is_not_news(recorder: Recorder, clock: Fake
     assert [(e.worker_id, e.state) for e in recorder.events] == [("asking", NEEDS)]
 
 
+def test_receivers_get_every_text_redacted_and_cleaned(recorder: Recorder,
+                                                      clock: FakeClock) -> None:
+    check = "mysql -u root -pHunter2pass shop || echo sk-ant-api03-AbCdEfGhIjKlMnOpQrSt0123"
+    note = Note("cycle", "goal_met", "goal met?", f"the check `{check}` passed\x1b]0;t\x07")
+    notifier = recording_notifier(recorder, clock)
+    notifier.announce(make_event(State.READY, previous=None, note=note, name="api\u202e",
+                                 summary=f"ran {check}"))
+    notifier.on_transition(make_event(NEEDS, actions=f"Approve: {check}\x1b[2J"))
+    assert notifier.close()
+    sent = [format_message(e).line + e.summary + e.actions_needed for e in recorder.events]
+    assert len(sent) == 2
+    for text in sent:
+        assert "Hunter2pass" not in text and "AbCdEfGhIj" not in text
+        assert "mysql -u root -p[REDACTED] shop" in text
+        assert not {"\x1b", "\x07", "\u202e"} & set(text)
+
+
 def test_notes_skip_the_state_filter_and_the_transition_rate_limit(
     recorder: Recorder, clock: FakeClock
 ) -> None:

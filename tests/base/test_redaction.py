@@ -1,12 +1,16 @@
-"""Secrets never leave the machine: each common form is removed, the screen keeps its shape."""
+"""Secrets never leave the machine: each common form is removed, the screen keeps its shape, and
+no line of an ordinary screen in the corpus is touched."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import NamedTuple
 
 import pytest
 
 from app.base.redact import MASK, redact
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 
 
 class Case(NamedTuple):
@@ -106,6 +110,58 @@ CASES = [
         '"id": 4',
     ),
     Case("secret with spaces around", "SECRET = abcdefgh12345", "abcdefgh12345", "SECRET = "),
+    Case("stripe live secret", "charge with sk_live_51HxAbCdEfGhIjKlMnOpQrStUv now",
+         "sk_live_51HxAbCd", "charge with"),
+    Case("stripe test secret", "STRIPE=sk_test_4eC39HqLyjWDarjtT1zdp7dc", "4eC39HqLyjWD",
+         "STRIPE="),
+    Case("stripe restricted", "key rk_live_51HxAbCdEfGhIjKlMnOpQrStUvWx", "rk_live_51Hx", "key"),
+    Case("mysql -pPASS", "mysql -u root -pS3cretPass shop", "S3cretPass", "mysql -u root -p"),
+    Case("mysql -p PASS", "mysql -u root -p S3cretPass -e 'select 1'", "S3cretPass",
+         "-e 'select 1'"),
+    Case("mysqldump quoted", "mysqldump -uroot -p'my;pass word' shop > dump.sql", "pass word",
+         "> dump.sql"),
+    Case("mariadb", "mariadb -h db -pHunter22 app", "Hunter22", "mariadb -h db -p"),
+    Case("mysqladmin new password", "mysqladmin -u root -p password N3wPassw0rd", "N3wPassw0rd",
+         "mysqladmin -u root"),
+    Case("curl -u", "curl -u alice:s3cr3t-pw https://api.example.com/v1", "s3cr3t-pw",
+         "curl -u alice:"),
+    Case("curl --user", "curl -s --user 'alice:s3cr3t pw' https://x", "s3cr3t", "--user 'alice:"),
+    Case("curl --user=", "curl --user=alice:s3cr3t-pw https://x", "s3cr3t-pw", "alice:"),
+    Case("hugging face", "HF_TOKEN hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567 set",
+         "hf_AbCdEfGhIjKl", "set"),
+    Case("npm", "//registry.npmjs.org/ npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+         "npm_AbCdEfGhIj", "//registry.npmjs.org/"),
+    Case("slack webhook", "post to https://hooks.slack.com/services/T0AB12CD3/B0CD45EF6/"
+         "xYz0AbC1dEf2GhI3jKl4MnO5", "xYz0AbC1dEf2", "https://hooks.slack.com/services/"),
+    Case("authorization digest", 'Authorization: Digest username="bob", realm="api", '
+         'response="6629fae49393a05397450978507c4ef1"', "6629fae4939", "Authorization: Digest"),
+    Case("cookie header", "curl -H 'Cookie: sid=31d4d96e407aad42; theme=dark' https://x",
+         "31d4d96e407aad42", "https://x"),
+    Case("set-cookie", "Set-Cookie: sid=31d4d96e407aad42; Path=/; HttpOnly", "31d4d96e407aad42",
+         "Set-Cookie:"),
+    Case("curl cookie option", "curl -b 'sid=31d4d96e407aad42' https://x", "31d4d96e407aad42",
+         "https://x"),
+]
+
+# One near miss per new pattern: looks like it, holds no secret, must come out unchanged.
+NEAR_MISSES = [
+    "pk_live_51HxAbCdEfGhIjKlMnOpQrStUvWx is the publishable key",
+    "see the docs for sk_live_ keys",
+    "mysql -u root -p",
+    "mysql -u root -p -h db.local shop",
+    "mysql -h db -P 3306 -u root shop",
+    "mysql -u app -p$MYSQL_PWD shop",
+    "ssh -p 2222 host && mkdir -p build/out && docker run -p 8080:80 img",
+    "curl -u alice https://api.example.com/v1",
+    "curl --user-agent 'Mozilla/5.0 (X11; Linux)' https://x",
+    "curl -b cookies.txt https://x",
+    "git push -u origin main; sort -u a:b",
+    "from huggingface_hub import hf_hub_download",
+    "npm_config_cache=/tmp/npm npm install",
+    "see https://api.slack.com/messaging/webhooks",
+    "the cookies were stale, so clear the cookie jar",
+    "Tokens: 2.9k sent, 32 received. Cost: $0.01 message, $0.02 session.",
+    '{"max_tokens": 4096, "tokens": 70}',
 ]
 
 
@@ -115,6 +171,12 @@ def test_secret_removed(case: Case) -> None:
     assert case.secret not in out
     assert MASK in out
     assert case.kept in out
+    assert redact(out) == out
+
+
+@pytest.mark.parametrize("text", NEAR_MISSES)
+def test_near_miss_left_alone(text: str) -> None:
+    assert redact(text) == text
 
 
 def test_private_key_block_keeps_line_count() -> None:
@@ -173,3 +235,82 @@ def test_a_word_opening_the_line_under_a_token_is_not_taken_for_its_wrapped_tail
     assert redact(screen) == "deploy token [REDACTED]\nShip it to production now?\n"
     wrapped = "key sk-or-v1-0123456789abcdef0123\n456789abcdef0123456789abcdef and more\n"
     assert redact(wrapped) == "key [REDACTED]\n[REDACTED] and more\n"
+
+
+KEY = "sk-ant-api03-" + "Zq7RbW2xLm9TcV4nHp8KdY3sJf6GuA1e" * 3 + "_0AbCd"  # 113 characters
+# A session token long enough to run over three lines of a 192-column box.
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJ" + "c3ViIjoiMTIzNDU2Nzg5MCIsIm5hbWUiOiJKb2huIn0" * 8 + ".sig0123"
+
+
+def boxed_command_screen(command: str) -> tuple[str, list[str]]:
+    """Gemini CLI's shell confirmation, captured from the real CLI, with ``command`` in its inner
+    box instead of the one it showed, hard-wrapped at the box's width as Gemini CLI wraps it;
+    and the lines that hold the command."""
+    screen = (CORPUS / "shared" / "gemini-cli" / "confirm-shell-200x50.txt").read_text()
+    lines = screen.split("\n")
+    at = next(n for n, line in enumerate(lines) if line.startswith("│ │ sleep 8"))
+    width = len(lines[at]) - len("│ │ ") - len(" │ │")
+    rows = [f"│ │ {command[i:i + width].ljust(width)} │ │"
+            for i in range(0, len(command), width)]
+    return "\n".join([*lines[:at], *rows, *lines[at + 1:]]), rows
+
+
+def assert_gone(secret: str, text: str) -> None:
+    for start in range(0, len(secret) - 8, 4):
+        assert secret[start:start + 8] not in text
+
+
+@pytest.mark.parametrize(("secret", "lines"), [(KEY, 2), (JWT, 3)], ids=["key", "jwt"])
+def test_a_key_wrapped_inside_a_box_border_is_masked_on_every_line(secret: str,
+                                                                   lines: int) -> None:
+    url = "https://api.anthropic.com/v1/messages?" + "&".join(f"p{n}=v{n}" for n in range(12))
+    command = f"curl -s {url} -H 'x-api-key: {secret}' -d @body.json"
+    screen, rows = boxed_command_screen(command)
+    assert len(rows) == lines
+    out = redact(screen)
+    assert out.count("\n") == screen.count("\n")
+    assert_gone(secret, out)
+    inside = [line for line in out.split("\n") if line.startswith("│ │ ")]
+    assert inside[0].startswith(f"│ │ curl -s {url} -H 'x-api-key: [REDACTED]")
+    assert [line.split()[2] for line in inside[1:]] == ["[REDACTED]"] * (lines - 2) + [
+        "[REDACTED]'"]
+    assert inside[-1].startswith("│ │ [REDACTED]' -d @body.json")
+    assert all(line.endswith("│ │") for line in inside)
+    # The dialog around it is untouched.
+    assert "Allow execution of [Shell]?" in out and "● 1. Allow once" in out
+
+
+def test_a_box_line_under_a_full_width_key_is_not_taken_for_its_tail() -> None:
+    screen, rows = boxed_command_screen("x" * 10)
+    width = len(rows[0]) - len("│ │ ") - len(" │ │")
+    token = "ghp_" + "a1B2c3D4e5" * 20
+    first = f"│ │ {('export GH_TOKEN=' + token)[:width].ljust(width)} │ │"
+    second = f"│ │ {'Ship it now?'.ljust(width)} │ │"
+    out = redact(screen.replace(rows[0], f"{first}\n{second}"))
+    assert f"│ │ {'Ship it now?'.ljust(width)} │ │" in out
+    assert "a1B2c3D4e5" not in out
+
+
+def test_an_indented_continuation_of_a_wrapped_key_is_masked() -> None:
+    # Claude Code indents a wrapped tool call under its first line.
+    screen = f"⏺ Bash(export ANTHROPIC_KEY={KEY[:60]}\n       {KEY[60:]})\n  ⎿  done\n"
+    out = redact(screen)
+    assert out == "⏺ Bash(export ANTHROPIC_KEY=[REDACTED]\n       [REDACTED])\n  ⎿  done\n"
+
+
+# Screens the corpus holds on purpose with a (made-up) key on them; every other line of every
+# screen must come out of redact() exactly as it went in.
+EXPECTED_SECRET_LINES = {"  ANTHROPIC_API_KEY: sk-ant-...e-lab-key-0000000000"}
+
+
+def test_no_line_of_an_ordinary_screen_changes() -> None:
+    screens = sorted(CORPUS.rglob("*.txt"))
+    assert len(screens) > 900
+    changed = set()
+    for path in screens:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        out = redact(text)
+        if out != text:
+            changed |= {before for before, after in zip(text.split("\n"), out.split("\n"),
+                                                        strict=True) if before != after}
+    assert changed == EXPECTED_SECRET_LINES

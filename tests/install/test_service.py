@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from app.install import service
+from app.adapters import watchfiles
 from tests.conftest import REPO, conductor
 from tests.waiting import retry_until
 
@@ -46,7 +46,7 @@ def test_the_watcher_logs_to_its_store_and_stop_ends_it_cleanly(
         server: Any, session: Any, watcher_process: Any, isolated_env: Path, home: Path) -> None:
     proc = watcher_process("--interval", "0.3", "--quiet")
     log = isolated_env / "watch.log"
-    retry_until(lambda: service.running_pid(isolated_env) == proc.pid, 20)
+    retry_until(lambda: watchfiles.running_pid(isolated_env) == proc.pid, 20)
     retry_until(lambda: log.exists() and "watching tmux server" in log.read_text(), 20)
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
 
@@ -91,9 +91,33 @@ def test_logs_before_any_watcher_is_one_clear_line(isolated_env: Path) -> None:
                                    "start `conductor pty watch`")
 
 
+def test_the_log_holds_no_secret_and_no_escape_even_in_a_traceback(tmp_path: Path) -> None:
+    handler = watchfiles.log_handler(tmp_path)
+    logger = logging.getLogger("test.safe")
+    logger.propagate = False
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    check = "mysql -pHunter2pass shop \x1b]0;owned\x07\u202e"
+    try:
+        logger.info("cycle api: running %s", check)
+        try:
+            raise ValueError(f"bad check {check}")
+        except ValueError:
+            logger.exception("cycle failed")
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+    text = (tmp_path / watchfiles.LOG_NAME).read_text(encoding="utf-8")
+    assert "running mysql -p[REDACTED] shop" in text
+    assert "ValueError: bad check mysql -p[REDACTED] shop" in text  # the traceback's last line
+    assert "Hunter2pass" not in text
+    assert not {"\x1b", "\x07", "\u202e"} & set(text)
+    assert text.count("\n") > 3  # a traceback keeps its lines
+
+
 def test_the_log_rotates_privately_and_follow_keeps_reading_across_rotations(
         tmp_path: Path) -> None:
-    handler = service.log_handler(tmp_path)
+    handler = watchfiles.log_handler(tmp_path)
     handler.maxBytes = 300
     logger = logging.getLogger("test.rotation")
     logger.propagate = False
@@ -104,7 +128,7 @@ def test_the_log_rotates_privately_and_follow_keeps_reading_across_rotations(
     done = threading.Event()
 
     def follow() -> None:
-        for line in service.follow_log(tmp_path, poll_s=0.02, stop=done.is_set):
+        for line in watchfiles.follow_log(tmp_path, poll_s=0.02, stop=done.is_set):
             seen.append(line)
 
     def shown(text: str) -> bool:
@@ -145,7 +169,7 @@ def test_the_log_is_never_written_through_a_symlink(tmp_path: Path) -> None:
     store.mkdir()
     (store / "watch.log").symlink_to(target)
     with pytest.raises(OSError):
-        service.log_handler(store)
+        watchfiles.log_handler(store)
     assert target.read_text() == ""
 
 

@@ -495,9 +495,10 @@ def test_redaction_closes_the_probe_gaps(screen: str, secret: str) -> None:
 
 
 def test_prose_and_prompts_survive_redaction() -> None:
+    # "tokens: 12k" counts tokens; "token: 12k" could be one, and is masked.
     screen = ("Used 1.2k tokens\n--token-limit\nssh user@host\nhttps://example.com/a@b\n"
-              "tokens: 12k\n❯ ")
-    assert redact(screen) == screen.replace("12k", "[REDACTED]")
+              "tokens: 12k\ntoken: 12k\n❯ ")
+    assert redact(screen) == screen.replace("token: 12k", "token: [REDACTED]")
 
 
 def test_the_llm_client_follows_no_redirect() -> None:

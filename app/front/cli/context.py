@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from app.base import render
 from app.base.errors import ConductorError
 
 if TYPE_CHECKING:
@@ -76,6 +77,14 @@ def friendly_errors(func: F) -> F:
             raise click.ClickException(str(exc)) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def echo_clean(text: str = "", err: bool = False) -> None:
+    """``click.echo`` for a line that holds what others wrote (an agent's report or check, a
+    pane's name, a screen's summary): every line of it cleaned of terminal escapes, controls
+    and bidi overrides (:func:`app.base.render.printable`), so printing it cannot retitle, clear
+    or reorder the person's terminal."""
+    click.echo(render.printable(text), err=err)
 
 
 def read_config() -> Config:

@@ -16,7 +16,7 @@ import click
 
 from app.base import render
 from app.base.errors import ConductorError
-from app.front.cli.context import Context, friendly_errors, read_config
+from app.front.cli.context import Context, echo_clean, friendly_errors, read_config
 
 
 def target_id(obj: Context, ident: str | None) -> tuple[str, str]:
@@ -104,15 +104,12 @@ def queue(obj: Context, args: tuple[str, ...], show_all: bool, as_json: bool) ->
             text += f"  [check: {r['wait_cmd']}]"
         if r.get("detail"):
             text += f"  ({r['detail']})"
-        # Report texts and checks come from agents: nothing of theirs reaches the terminal raw.
-        table.append((render.clean_text(str(r["seq"])),
-                      render.clean_text(names.get(r["id"], r["id"])), r["kind"],
-                      r["state"] or "-", render.duration(now - (r.get("created_ts") or now)),
+        # An agent wrote the text and the check: cleaned before it is cut, so the cut counts
+        # what the terminal shows.
+        table.append((str(r["seq"]), names.get(r["id"], r["id"]), r["kind"], r["state"] or "-",
+                      render.duration(now - (r.get("created_ts") or now)),
                       " ".join(render.clean_text(text).split())[:100]))
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
-    for row in table:
-        click.echo("  ".join([c.ljust(widths[i]) for i, c in enumerate(row[:-1])]
-                             + [row[-1]]).rstrip())
+    echo_clean(render.columns(table))
 
 
 @click.command()

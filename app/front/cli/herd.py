@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from app.base import render
-from app.front.cli.context import MAX_ROWS, Context, friendly_errors, read_config
+from app.front.cli.context import MAX_ROWS, Context, echo_clean, friendly_errors, read_config
 
 if TYPE_CHECKING:
     from app.adapters.store import StoreWriter
@@ -127,13 +127,7 @@ def herd_list(obj: Context, as_json: bool) -> None:
             str(i["nudges"]), f"{render.duration(now - last)} ago" if last else "-",
             "eligible" if i["eligible_for_herd"] else i["herd_reason"] or "-", i["goal"] or "-",
         ))
-    click.echo(_columns(table))
-
-
-def _columns(rows: Sequence[tuple[str, ...]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return "\n".join("  ".join([c.ljust(widths[n]) for n, c in enumerate(r[:-1])] + [r[-1]])
-                     .rstrip() for r in rows)
+    echo_clean(render.columns(table))
 
 
 @herd.command("log")
@@ -154,12 +148,12 @@ def herd_log(obj: Context, ident: str | None, lines: int, follow: bool, as_json:
     try:
         last = 0
         for row in reader.nudges(worker_id, limit=lines):
-            click.echo(_log_line(row, as_json))
+            _print_log_line(row, as_json)
             last = row["seq"]
         while follow:
             time.sleep(1.0)
             for row in reader.nudges(worker_id, after_seq=last):
-                click.echo(_log_line(row, as_json))
+                _print_log_line(row, as_json)
                 last = row["seq"]
     except KeyboardInterrupt:
         pass
@@ -167,9 +161,14 @@ def herd_log(obj: Context, ident: str | None, lines: int, follow: bool, as_json:
         reader.close()
 
 
-def _log_line(row: dict[str, Any], as_json: bool) -> str:
-    if as_json:
-        return json.dumps({**row, "eligible": bool(row.get("eligible"))}, ensure_ascii=False)
+def _print_log_line(row: dict[str, Any], as_json: bool) -> None:
+    if as_json:  # data for programs, as `status --json` is: the rows as stored
+        click.echo(json.dumps({**row, "eligible": bool(row.get("eligible"))}, ensure_ascii=False))
+    else:
+        echo_clean(_log_line(row))
+
+
+def _log_line(row: dict[str, Any]) -> str:
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["ts"]))
     what = row["outcome"] + (f" [{row['reason']}]" if row.get("reason") else "")
     rule = f" rule {row['rule_id']}" if row.get("rule_id") else ""

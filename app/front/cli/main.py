@@ -22,7 +22,14 @@ import click
 from app.base import render, settings
 from app.base.errors import ConductorError
 from app.front.cli.completion import complete_panes
-from app.front.cli.context import MAX_ROWS, Context, Seconds, friendly_errors, read_config
+from app.front.cli.context import (
+    MAX_ROWS,
+    Context,
+    Seconds,
+    echo_clean,
+    friendly_errors,
+    read_config,
+)
 
 if TYPE_CHECKING:
     from app.observe.llm import LLMClassifier
@@ -181,7 +188,7 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching
             # terminal's height and no newline after the last row, so a small pane or popup
             # never scrolls (which would push the header out of sight).
             rows = max(1, shutil.get_terminal_size().lines)
-            lines = [*header, *body.splitlines()][:rows]
+            lines = render.printable("\n".join([*header, body])).split("\n")[:rows]
             sys.stdout.write("\x1b[H" + "\x1b[K\n".join(lines) + "\x1b[K\x1b[J")
             sys.stdout.flush()
             time.sleep(interval)
@@ -214,12 +221,12 @@ def tail(obj: Context, ident: str, lines: int, follow: bool) -> None:
         worker = find_worker(reader.workers(), ident)
         last_seq = 0
         for row in reader.history(worker["id"], limit=lines):
-            click.echo(_history(row))
+            echo_clean(_history(row))
             last_seq = row.seq
         while follow:
             time.sleep(1.0)
             for row in reader.history(worker["id"], after_seq=last_seq):
-                click.echo(_history(row))
+                echo_clean(_history(row))
                 last_seq = row.seq
     except KeyboardInterrupt:
         pass
@@ -376,10 +383,10 @@ def explain(obj: Context, ident: str, lines: int) -> None:
     finally:
         reader.close()
     for line in render.stored_assessment(worker, time.time()):
-        click.echo(line)
+        echo_clean(line)
     from app.front.cli.cycle import cycle_line
 
-    click.echo(cycle_line(jobs))
+    echo_clean(cycle_line(jobs))
     queued = sum(1 for j in jobs if j["kind"] == "message" and j["state"] == "queued")
     if queued:
         click.echo(f"  queued messages: {queued} (see `conductor pty queue`)")
@@ -392,16 +399,16 @@ def explain(obj: Context, ident: str, lines: int) -> None:
     else:
         pack = packs.get(worker.get("cli_type") or "") or detect_pack(packs, screen)
         verdict, traces = pack.explain(screen)
-        click.echo(f"live screen, pack {pack.name}: {verdict.state.value} "
+        echo_clean(f"live screen, pack {pack.name}: {verdict.state.value} "
                    f"(rule {verdict.rule_id or 'none'})")
         for line in verdict.matched_lines:
             click.echo(f"  matched: {render.clean_text(line)}")
         for trace in traces:
-            click.echo(render.rule_trace(trace))
+            echo_clean(render.rule_trace(trace))
     if history:
         click.echo("last transitions:")
         for row in history:
-            click.echo(f"  {_history(row)}")
+            echo_clean(f"  {_history(row)}")
 
 
 @pty.command()

@@ -25,7 +25,7 @@ def stop(obj: Context) -> None:
 
 
 def stop_watcher_and_say(obj: Context) -> None:
-    from app.install.service import stop_watcher
+    from app.adapters.watchfiles import stop_watcher
 
     pid = stop_watcher(obj.workers_dir)
     click.echo(f"stopped the watcher (pid {pid})")
@@ -40,7 +40,7 @@ def stop_watcher_and_say(obj: Context) -> None:
 @friendly_errors
 def logs(obj: Context, lines: int, follow: bool) -> None:
     """The watcher's log (watch.log in the store, rotated at 1 MB, 3 kept)."""
-    from app.install.service import follow_log, read_log
+    from app.adapters.watchfiles import follow_log, read_log
 
     try:
         for line in read_log(obj.workers_dir, lines):
@@ -75,6 +75,7 @@ _kind_option = click.option(
 def service_install(obj: Context, kind: str | None, no_start: bool, show_only: bool) -> None:
     """Write and start a service running `conductor pty watch` for this store and tmux socket;
     it restarts the watcher when it fails."""
+    from app.adapters import watchfiles
     from app.install import service as svc
 
     unit = svc.build(kind or svc.default_kind(), conductor_program(), obj.workers_dir,
@@ -83,7 +84,7 @@ def service_install(obj: Context, kind: str | None, no_start: bool, show_only: b
         click.echo(f"# {unit.path}")
         click.echo(unit.text, nl=False)
         return
-    pid = svc.running_pid(obj.workers_dir)
+    pid = watchfiles.running_pid(obj.workers_dir)
     if pid is not None and not no_start:
         click.echo(f"note: a watcher (pid {pid}) already runs for this store; the service's "
                    "retries give up until it stops: `conductor pty stop`, then "
