@@ -17,33 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from app.cycle import check_reaper
 from app.cycle.check_reaper import MARKER
 from app.cycle.checks import CHECK_WORKERS, Check, CheckRunner, store_tag
+from tests.processes import ESCAPE, HUNG, marked_processes, pids_in, running
 from tests.waiting import retry_until
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="the process tree is read from /proc")
-
-HUNG = "sleep 100000"
-ESCAPE = "setsid sleep 100000 &"  # a new session, and stdout still the check's pipe
-
-
-def marked_processes(tag: str) -> list[int]:
-    return check_reaper.marked(f"{MARKER}={tag}:".encode())
-
-
-def running(pid: int) -> bool:
-    """The process exists and is not a zombie waiting to be reaped."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2] != "Z"
-
-
-def pids_in(path: Path) -> list[int]:
-    return [int(word) for word in path.read_text().split()] if path.exists() else []
 
 
 def result(future: Future[Check], seconds: float = 30) -> Check:
