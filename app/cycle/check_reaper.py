@@ -182,8 +182,10 @@ def end_tree() -> None:
         tree = descendants(me, table)
         alive = [pid for pid in tree if table[pid][1] != "Z"]
         still_below = _below({me, *tree})
-        for pid in alive:  # still below us when pinned: not a pid reused since the look
-            signal_if(pid, signal.SIGKILL, still_below)
+        # Stopped first, all of them: none forks or reports a sibling's death meanwhile.
+        for signum in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in alive:  # still below us when pinned: not a pid reused since the look
+                signal_if(pid, signum, still_below)
         _reap_ready()
         if not tree:
             break

@@ -188,7 +188,7 @@ class CheckRunner:
                 if not ready and exited:  # a child that kept the pipe is not waited for
                     return tail, ""
                 chunk = _read_some(fd)
-                if chunk is None:
+                if chunk is None or run.stop:  # once stopped, what it says is our doing
                     continue
                 if not chunk:
                     selector.unregister(fd)
