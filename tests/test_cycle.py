@@ -320,6 +320,23 @@ def test_sigterm_ends_the_watcher_and_every_hung_check_it_runs(
     assert [pid for pid in shells if running(pid)] == []
 
 
+def test_a_watcher_killed_with_sigkill_still_takes_its_hung_check_with_it(
+        server: Any, session: Any, watcher_process: Any, tmp_path: Path,
+        isolated_env: Path) -> None:
+    write_config(tmp_path)
+    start_agent(session)
+    watcher = watcher_process("-v")
+    retry_until(lambda: ready(server), 20, interval=0.2)
+    ran = tmp_path / "ran"
+    job_number(pty(server, "report", "agent", "done", "--wait-cmd", hung_check(ran)))
+    tag = store_tag(isolated_env)
+    retry_until(lambda: len(marked_processes(tag)) == 4, 30, interval=0.2)
+    watcher.kill()  # no cleanup of its own: the reaper hears of it by its parent-death signal
+    watcher.wait(timeout=30)
+    retry_until(lambda: marked_processes(tag) == [], 10, interval=0.1)
+    assert not running(pids_in(ran)[0])
+
+
 def test_a_check_cut_off_by_a_restart_pauses_its_cycle_and_is_not_run_again(
         server: Any, session: Any, watcher_process: Any, tmp_path: Path,
         isolated_env: Path) -> None:

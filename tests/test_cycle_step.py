@@ -234,7 +234,8 @@ def test_a_dialog_on_screen_pauses_instead_of_typing(lab: Lab) -> None:
 
 
 def test_a_check_that_runs_too_long_is_killed_and_pauses(lab: Lab) -> None:
-    step = lab.start(CycleSettings(wait_s=0, idle_s=0.5, spin_max_s=2.0, cmd_timeout_s=1.0))
+    # The deadline counts from the start of the check's reaper (Linux): room for a slow start.
+    step = lab.start(CycleSettings(wait_s=0, idle_s=0.5, spin_max_s=2.0, cmd_timeout_s=3.0))
     seq = lab.report("done", "echo started; sleep 30")
     row = lab.run_until_done(seq)
     step.close()
@@ -378,7 +379,7 @@ def test_a_check_whose_child_escapes_with_setsid_ends_when_its_shell_does(
 def test_a_hung_check_with_an_escaped_child_pauses_at_its_deadline_and_leaves_nothing(
         lab: Lab, tmp_path: Path) -> None:
     pids = tmp_path / "pids"
-    step = lab.start(CycleSettings(wait_s=0, idle_s=0.5, spin_max_s=2.0, cmd_timeout_s=1.0))
+    step = lab.start(CycleSettings(wait_s=0, idle_s=0.5, spin_max_s=2.0, cmd_timeout_s=3.0))
     seq = lab.report("done", f"echo started; {ESCAPE} echo $! > {pids}; {HUNG}")
     row = lab.run_until_done(seq)
     [escaped] = pids_in(pids)
@@ -386,7 +387,7 @@ def test_a_hung_check_with_an_escaped_child_pauses_at_its_deadline_and_leaves_no
     step.close()
     assert row["exit_code"] is None and row["state"] == "PAUSED"
     assert "did not finish" in row["detail"]
-    assert row["output"] == "started\n\n[stopped after 1s]"
+    assert row["output"] == "started\n\n[stopped after 3s]"
 
 
 def test_a_superseded_cycle_takes_its_running_check_with_it(lab: Lab, tmp_path: Path) -> None:

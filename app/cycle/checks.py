@@ -97,7 +97,7 @@ class CheckRunner:
                 done: Future[Check] = Future()
                 done.set_result((None, f"[not run: {_STOPPING}]"))
                 return done
-            future = self._pool.submit(self._run, key, command, cwd)
+            future = self._pool.submit(self._guarded, key, command, cwd)
             self._queued[key] = future
         future.add_done_callback(lambda _: self._forget(key, future))
         return future
@@ -126,6 +126,13 @@ class CheckRunner:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     # --- on a worker thread ---------------------------------------------------------------------
+
+    def _guarded(self, key: int, command: str, cwd: str) -> Check:
+        try:
+            return self._run(key, command, cwd)
+        except Exception as exc:  # a worker thread must survive anything; the cycle pauses
+            log.exception("cycle: check of job %s failed", key)
+            return None, f"[the check could not be run to its end: {type(exc).__name__}]"
 
     def _run(self, key: int, command: str, cwd: str) -> Check:
         marker = f"{self.tag}:{os.getpid()}:{key}:{secrets.token_hex(4)}"
