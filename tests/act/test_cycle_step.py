@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from app.act.cycle import decide, jobs
+from app.act.cycle.checks import CHECK_WORKERS, store_tag
 from app.act.cycle.jobs import CycleSettings
 from app.act.cycle.step import CycleStep
 from app.adapters.llm import LLMClient, LLMSettings
@@ -35,6 +36,7 @@ from app.run.watcher import Watcher
 from tests.conftest import RECORD_ENV, REPO, conductor, read_jsonl, write_script
 from tests.dbus_notifications import NotificationBus
 from tests.openrouter_server import OpenRouterServer, Reply
+from tests.processes import ESCAPE, HUNG, marked_processes, pids_in, running
 from tests.waiting import retry_until, stays_false
 
 AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
@@ -237,7 +239,8 @@ def test_a_dialog_on_screen_pauses_instead_of_typing(lab: Lab) -> None:
 
 
 def test_a_check_that_runs_too_long_is_killed_and_pauses(lab: Lab) -> None:
-    step = lab.start(CycleSettings(wait_s=0, idle_s=0.5, spin_max_s=2.0, cmd_timeout_s=1.0))
+    # The deadline counts from the start of the check's reaper (Linux): room for a slow start.
+    step = lab.start(CycleSettings(wait_s=0, idle_s=0.5, spin_max_s=2.0, cmd_timeout_s=3.0))
     seq = lab.report("done", "echo started; sleep 30")
     row = lab.run_until_done(seq)
     step.close()
@@ -458,11 +461,11 @@ def test_a_check_that_cannot_start_ends_its_job_once_and_the_queue_moves_on(
     step.close()
     row = lab.job(seq)
     assert (row["state"], row["decision"]) == ("failed", "failed")
-    assert row["detail"].startswith("the check could not run: ValueError: ")
+    assert row["detail"].startswith("the check could not start: ValueError: ")
     assert states(row) == ["queued", "WAITING", "failed"]
     assert [(n.what, n.urgent) for n in lab.notes] == [("needs_you", True)]
     assert [r.getMessage().split(": ")[1] for r in caplog.records
-            if r.levelno >= logging.ERROR] == ["the check could not run"]
+            if r.levelno >= logging.ERROR] == ["the check could not start"]
     assert "Traceback" not in caplog.text
     retry_until(lambda: "● after" in lab.screen(), 10)
     # What an agent wrote reaches the person's terminal without its escapes.
@@ -499,3 +502,100 @@ def test_a_long_output_is_cut_at_its_start_and_stays_one_json_string() -> None:
     shown = json.loads(quoted)
     assert shown.startswith("…") and shown.endswith("$ (cmd)")
     assert shown[1:] in decide.defang(" | ".join(lines[-3:]))
+
+# --- checks that try to outlive their deadline -------------------------------------------------
+
+
+def check_processes(lab: Lab) -> list[int]:
+    return marked_processes(store_tag(lab.store.workers_dir))
+
+
+def ticked(lab: Lab, condition: Callable[[], bool]) -> Callable[[], bool]:
+    def tick_then_look() -> bool:
+        lab.tick()
+        return condition()
+    return tick_then_look
+
+
+def test_a_check_whose_child_escapes_with_setsid_ends_when_its_shell_does(
+        lab: Lab, tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    step = lab.start(CycleSettings(wait_s=0, idle_s=0.5, spin_max_s=2.0, cmd_timeout_s=600))
+    seq = lab.report("done", f"{ESCAPE} echo $! > {pids}; exit 0")
+    row = lab.run_until_done(seq)  # the output pipe is still open: no end of file to wait for
+    step.close()
+    assert (row["state"], row["exit_code"]) == ("PAUSED", 0)
+    [escaped] = pids_in(pids)
+    assert not running(escaped) and check_processes(lab) == []
+
+
+def test_a_hung_check_with_an_escaped_child_pauses_at_its_deadline_and_leaves_nothing(
+        lab: Lab, tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    step = lab.start(CycleSettings(wait_s=0, idle_s=0.5, spin_max_s=2.0, cmd_timeout_s=3.0))
+    seq = lab.report("done", f"echo started; {ESCAPE} echo $! > {pids}; {HUNG}")
+    row = lab.run_until_done(seq)
+    [escaped] = pids_in(pids)
+    assert not running(escaped) and check_processes(lab) == []
+    step.close()
+    assert row["exit_code"] is None and row["state"] == "PAUSED"
+    assert "did not finish" in row["detail"]
+    assert row["output"] == "started\n\n[stopped after 3s]"
+
+
+def test_a_superseded_cycle_takes_its_running_check_with_it(lab: Lab, tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    step = lab.start(CycleSettings(wait_s=0, idle_s=0.5, spin_max_s=2.0, cmd_timeout_s=600))
+    first = lab.report("half done", f"{ESCAPE} echo $! > {pids}; {HUNG}")
+    retry_until(ticked(lab, lambda: bool(pids_in(pids))), 20)
+    [escaped] = pids_in(pids)
+    assert running(escaped) and lab.job(first)["state"] == "WAITING"
+    second = lab.report("all done", "true")
+    retry_until(ticked(lab, lambda: not running(escaped) and check_processes(lab) == []), 20)
+    assert lab.run_until_done(second)["detail"].startswith("goal met?")
+    step.close()
+    assert lab.job(first)["state"] == "superseded"
+
+
+def test_four_hung_checks_do_not_hold_an_llm_assessment(
+        lab: Lab, session: Any, openrouter: OpenRouterServer, tmp_path: Path) -> None:
+    openrouter.script(answer(decision="continue", rationale="Docs are not built yet.",
+                             directive="Build the docs, then report again."))
+    shells = [session.new_window(window_name=f"sh{n}", window_shell="sh", attach=False)
+              .active_pane.pane_id for n in range(CHECK_WORKERS)]
+    settings = CycleSettings(wait_s=0.5, idle_s=0.5, spin_max_s=2.0, cmd_timeout_s=600)
+    step = lab.start(settings, llm=llm_for(openrouter))
+    lab.settle()
+    ran = tmp_path / "ran"
+    assert lab.watcher is not None
+    hung = [jobs.report(lab.store.workers_dir, t.worker_id, "done",
+                        f"echo $$ >> {ran}; {ESCAPE} {HUNG}", settings)
+            for t in lab.watcher.tracked.values() if t.pane.pane_id in shells]
+    assert len(hung) == CHECK_WORKERS
+    retry_until(ticked(lab, lambda: len(pids_in(ran)) == CHECK_WORKERS), 20)
+
+    seq = lab.report("docs written", settings=settings)  # no check: the LLM decides
+    row = lab.run_until_done(seq)
+    assert row["state"] == "STANDBY" and row["directive"] == "Build the docs, then report again."
+    assert [lab.job(s)["state"] for s in hung] == ["WAITING"] * CHECK_WORKERS
+    step.close()
+    assert check_processes(lab) == []
+
+
+def test_a_check_cut_off_by_a_restart_is_not_run_again_and_the_cycle_asks_for_you(
+        lab: Lab, tmp_path: Path) -> None:
+    ran = tmp_path / "ran"
+    first = lab.start(CycleSettings(wait_s=0, idle_s=0.5, spin_max_s=2.0, cmd_timeout_s=600))
+    seq = lab.report("done", f"echo $$ >> {ran}; {ESCAPE} {HUNG}")
+    retry_until(ticked(lab, lambda: bool(pids_in(ran))), 20)
+    first.close()  # the watcher stops with the check running
+    assert check_processes(lab) == [] and lab.job(seq)["state"] == "WAITING"
+
+    second = lab.start()  # the next watcher
+    row = lab.run_until_done(seq)
+    second.close()
+    assert states(row) == ["queued", "WAITING", "PAUSED"]
+    assert row["detail"] == ("needs you: the check was cut off by a restart of the watcher; "
+                             "report again to rerun it")
+    assert len(pids_in(ran)) == 1
+    assert [(n.what, n.urgent) for n in lab.notes] == [("needs_you", True)]

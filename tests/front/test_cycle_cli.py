@@ -8,6 +8,7 @@ Deliveries are read back from the store: the job rows and the ``send`` events wi
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -17,7 +18,9 @@ from typing import Any
 
 import pytest
 
+from app.act.cycle.checks import CHECK_WORKERS, store_tag
 from tests.conftest import REPO, conductor
+from tests.processes import ESCAPE, HUNG, marked_processes, pids_in, running
 from tests.waiting import retry_until, stays_false, stop_process
 
 pytestmark = pytest.mark.slow
@@ -343,3 +346,77 @@ def test_send_queue_refuses_a_nul_from_stdin_and_a_shell_pane(
     assert "not queued: " in refused.stderr and "shows a shell (bash)" in refused.stderr
     assert query(isolated_env, "SELECT COUNT(*) FROM jobs") == [(0,)]
     assert "QUEUED" not in screen(window.active_pane)
+
+# --- checks that hang and escape, against the real daemon ----------------------------------------
+
+
+def hung_check(ran: Path) -> str:
+    """A check that writes its shell's pid, leaves a child in a session of its own holding the
+    output pipe, and never ends."""
+    return f"echo $$ >> {ran}; {ESCAPE} {HUNG}"
+
+
+def test_sigterm_ends_the_watcher_and_every_hung_check_it_runs(
+        server: Any, session: Any, watcher_process: Any, tmp_path: Path,
+        isolated_env: Path) -> None:
+    write_config(tmp_path)
+    start_agent(session)
+    names = ["agent", *(f"sh{n}" for n in range(CHECK_WORKERS - 1))]
+    for name in names[1:]:
+        session.new_window(window_name=name, window_shell="sh", attach=False)
+    watcher = watcher_process("-v")
+    retry_until(lambda: ready(server) and set(names) <= set(workers(server)), 20, interval=0.2)
+    ran = tmp_path / "ran"
+    for name in names:
+        job_number(pty(server, "report", name, "done", "--wait-cmd", hung_check(ran)))
+    tag = store_tag(isolated_env)
+    # Each check: its reaper, its shell, the shell's sleep and the escaped sleep.
+    retry_until(lambda: len(marked_processes(tag)) == 4 * len(names), 30, interval=0.2)
+    shells = pids_in(ran)
+    assert len(shells) == len(names) and all(running(pid) for pid in shells)
+
+    sent = time.monotonic()
+    watcher.send_signal(signal.SIGTERM)
+    assert watcher.wait(timeout=30) == 0
+    print(f"SIGTERM to exit with {len(names)} hung checks: {time.monotonic() - sent:.2f}s")
+    assert marked_processes(tag) == []
+    assert [pid for pid in shells if running(pid)] == []
+
+
+def test_a_watcher_killed_with_sigkill_still_takes_its_hung_check_with_it(
+        server: Any, session: Any, watcher_process: Any, tmp_path: Path,
+        isolated_env: Path) -> None:
+    write_config(tmp_path)
+    start_agent(session)
+    watcher = watcher_process("-v")
+    retry_until(lambda: ready(server), 20, interval=0.2)
+    ran = tmp_path / "ran"
+    job_number(pty(server, "report", "agent", "done", "--wait-cmd", hung_check(ran)))
+    tag = store_tag(isolated_env)
+    retry_until(lambda: len(marked_processes(tag)) == 4, 30, interval=0.2)
+    watcher.kill()  # no cleanup of its own: the reaper hears of it by its parent-death signal
+    watcher.wait(timeout=30)
+    retry_until(lambda: marked_processes(tag) == [], 10, interval=0.1)
+    assert not running(pids_in(ran)[0])
+
+
+def test_a_check_cut_off_by_a_restart_pauses_its_cycle_and_is_not_run_again(
+        server: Any, session: Any, watcher_process: Any, tmp_path: Path,
+        isolated_env: Path) -> None:
+    write_config(tmp_path)
+    start_agent(session)
+    first = watcher_process("-v")
+    retry_until(lambda: ready(server), 20, interval=0.2)
+    ran = tmp_path / "ran"
+    seq = job_number(pty(server, "report", "agent", "done", "--wait-cmd", hung_check(ran)))
+    retry_until(lambda: len(pids_in(ran)) == 1, 30, interval=0.2)
+    stop_process(first, seconds=30)
+    assert first.returncode == 0 and marked_processes(store_tag(isolated_env)) == []
+    assert job(isolated_env, seq)["state"] == "WAITING"
+
+    watcher_process("-v")
+    retry_until(lambda: job(isolated_env, seq).get("state") == "PAUSED", 30, interval=0.2)
+    assert job(isolated_env, seq)["detail"] == (
+        "needs you: the check was cut off by a restart of the watcher; report again to rerun it")
+    retry_until(lambda: workers(server)["agent"]["cycle"] == "PAUSED", 10, interval=0.2)
+    assert len(pids_in(ran)) == 1

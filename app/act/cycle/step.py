@@ -1,8 +1,8 @@
 """What the watcher runs after each tick for jobs: advance every pane's cycle one step, deliver
 at most one queued message per pane, write what changed in one transaction.
 
-Nothing here blocks a poll: a check command runs on a worker thread (a subprocess with a
-timeout, its output kept to a bounded tail) and an LLM assessment on another; each tick looks
+Nothing here blocks a poll: a check command runs in its own pool (``checks``: a deadline, its
+tree killed at the end, a bounded tail of output) and an LLM assessment on another; each tick looks
 whether they are done. Typing goes through ``handoff.send``, so a pane asking for confirmation
 or holding a person's draft refuses, and nothing is typed; and prose goes only to a pane whose
 screen is an agent CLI's (``jobs.prose_refusal``): a shell or a plain program gets nothing, the
@@ -11,21 +11,20 @@ cycle pauses "needs you" and a message waits. A check's output is cleaned
 waits for the next tick (or pauses, for a cycle); a job the step cannot work at all (a check
 that will not start, an unexpected fault) ends ``failed`` with its reason, logged once, and the
 pane's queue moves on.
+
+A check that a watcher's stop cut off is not run again by the next watcher: its cycle pauses
+and asks for a person.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import signal
-import subprocess
-import threading
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from app.act.cycle import decide
+from app.act.cycle.checks import Check, CheckRunner, store_tag
 from app.act.cycle.jobs import (
     CYCLE,
     DECIDING,
@@ -61,10 +60,7 @@ log = logging.getLogger(__name__)
 
 _HOLDS_QUEUE = (QUEUED, WAITING, IDLE_SPIN, DECIDING, PAUSED)
 _PRUNE_EVERY_S = 3600.0
-_PRIVATE_ENV = frozenset({"OPENROUTER_API_KEY"})
 _KEEP_DONE_S = 7 * 86400.0
-
-Check = tuple[int | None, str]  # exit status (None: killed or failed to start), output tail
 
 
 class CycleStep:
@@ -81,10 +77,9 @@ class CycleStep:
         self.announce = announce
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="conductor-cycle")
         self._checks: dict[int, Future[Check]] = {}
+        self._runner = CheckRunner(settings.cmd_timeout_s, settings.output_chars,
+                                   store_tag(store.workers_dir))
         self._decisions: dict[int, Future[decide.Decision]] = {}
-        self._procs: set[subprocess.Popen[bytes]] = set()
-        self._lock = threading.Lock()
-        self._closed = False
         self._tick: float | None = None
         self._latest: dict[str, dict[str, Any]] = {}
         self._pruned_at = 0.0
@@ -113,6 +108,7 @@ class CycleStep:
 
     def _act(self, tracked: Mapping[str, Tracked], removed: set[str], now: float) -> None:
         jobs = self.store.open_jobs()
+        self._end_checks_of_ended_cycles(jobs)
         latest = self.store.latest_cycles()
         updates: list[tuple[int, dict[str, Any]]] = []
         transcript: list[dict[str, Any]] = []
@@ -246,8 +242,8 @@ class CycleStep:
                     return {}
                 return {"state": IDLE_SPIN, "detail": "waited"}
             future = self._checks.get(seq)
-            if future is None:  # a daemon restart lost the run: run it again
-                return self._begin_check(job, pane, now) or {}
+            if future is None:  # started by a watcher that stopped: its run is lost
+                return self._cut_off(pane, now)
             if not future.done():
                 return {}
             del self._checks[seq]
@@ -349,49 +345,24 @@ class CycleStep:
         return None
 
     def _start_check(self, seq: int, command: str, cwd: str) -> None:
-        self._checks[seq] = self._pool.submit(self._run_check, command, cwd)
+        if seq not in self._checks:  # a tick whose write failed comes again: run it once
+            self._checks[seq] = self._runner.submit(seq, command, cwd)
 
-    def _run_check(self, command: str, cwd: str) -> Check:
-        """Run ``command`` with ``sh -c`` in the pane's folder, never in the pane; the tail of
-        its output (stdout and stderr), redacted."""
-        limit = self.settings.output_chars
-        try:
-            # The check is the agent's command, not ours: it gets no LLM key of ours.
-            env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
-            proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd or None, env=env,
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-        except OSError as exc:
-            return None, f"cannot run the check: {exc}"
-        with self._lock:
-            if self._closed:
-                _kill(proc)
-            self._procs.add(proc)
-        killed = threading.Event()
+    def _cut_off(self, pane: Tracked, now: float) -> dict[str, Any]:
+        """A check a watcher's stop cut off is not run again blindly (it may not be safe to run
+        twice, and it may be why the watcher was restarted): pause, and tell the person."""
+        why = "the check was cut off by a restart of the watcher; report again to rerun it"
+        self._tell(pane, Note("cycle", "needs_you", "needs you", f"cycle paused: {why}",
+                              urgent=True))
+        return {"state": PAUSED, "decision": decide.PAUSE, "done_ts": now,
+                "detail": f"needs you: {why}"}
 
-        def expire() -> None:
-            killed.set()
-            _kill(proc)
-
-        timer = threading.Timer(self.settings.cmd_timeout_s, expire)
-        timer.daemon = True
-        timer.start()
-        tail = bytearray()
-        try:
-            assert proc.stdout is not None
-            while chunk := os.read(proc.stdout.fileno(), 65536):
-                tail += chunk
-                if len(tail) > 8 * limit:  # bytes; trimmed to characters below
-                    del tail[:-4 * limit]
-            code = proc.wait()
-        finally:
-            timer.cancel()
-            with self._lock:
-                self._procs.discard(proc)
-        text = redact(tail.decode("utf-8", errors="replace"))[-limit:]
-        if killed.is_set() or self._closed:
-            return None, f"{text}\n[stopped after {self.settings.cmd_timeout_s:g}s]"
-        return code, text
+    def _end_checks_of_ended_cycles(self, jobs: Iterable[Mapping[str, Any]]) -> None:
+        """A cycle superseded, dropped or paused by hand takes its running check with it."""
+        open_cycles = {job["seq"] for job in jobs if job["kind"] == CYCLE}
+        for seq in [seq for seq in self._checks if seq not in open_cycles]:
+            del self._checks[seq]
+            self._runner.cancel(seq)
 
     def _tell(self, pane: Tracked, note: Note) -> None:
         log.info("cycle %s: %s%s", pane.name, note.title, f": {note.body}" if note.body else "")
@@ -403,19 +374,10 @@ class CycleStep:
             log.warning("cycle notification failed: %s", exc)
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            procs = list(self._procs)
-        for proc in procs:
-            _kill(proc)
+        self._runner.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _finish(job: Mapping[str, Any], state: str, now: float, detail: str) -> dict[str, Any]:
     return {"state": state, "state_ts": now, "done_ts": now, "detail": detail,
             "timeline": stamp(job.get("timeline"), state, now)}
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
