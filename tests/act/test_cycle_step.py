@@ -462,7 +462,7 @@ def test_a_check_that_cannot_start_ends_its_job_once_and_the_queue_moves_on(
     row = lab.job(seq)
     assert (row["state"], row["decision"]) == ("failed", "failed")
     assert row["detail"].startswith("the check could not start: ValueError: ")
-    assert states(row) == ["queued", "WAITING", "failed"]
+    assert states(row) == ["queued", "failed"]  # it never started waiting on the check
     assert [(n.what, n.urgent) for n in lab.notes] == [("needs_you", True)]
     assert [r.getMessage().split(": ")[1] for r in caplog.records
             if r.levelno >= logging.ERROR] == ["the check could not start"]
