@@ -324,3 +324,47 @@ def test_eligibility_shows_for_every_pane_with_its_reason(
     retry_until(lambda: workers(server)["other"]["herd_reason"] == "not_opted_in", 30,
                 interval=0.2, message=f"{workers(server).get('other')}")
     assert workers(server)["other"]["eligible_for_herd"] is False
+
+
+# (a|aa)+ tries every split of a run of a's that does not end the line: hours on Python's re.
+RUNAWAY = ("rules:\n  - id: runaway\n    when: [stalled]\n    states: [READY]\n"
+           "    match: '(a|aa)+$'\n    command: 'never typed'\n")
+
+
+def named_decisions(workers_dir: Path, name: str) -> list[tuple[Any, ...]]:
+    with db(workers_dir) as conn:
+        return conn.execute("SELECT outcome, reason, rule_id, text FROM nudges WHERE name = ? "
+                            "ORDER BY seq", (name,)).fetchall()
+
+
+def test_a_rule_whose_pattern_runs_out_of_time_blocks_only_its_own_pane(
+        server: Any, session: Any, herded: Any, tmp_path: Path, isolated_env: Path) -> None:
+    write_config(tmp_path)
+    runaway = tmp_path / "runaway.yml"
+    runaway.write_text(RUNAWAY)
+    slow = start_agent(session, "slow")
+    agent, daemon = herded()
+    retry_until(lambda: workers(server).get("slow", {}).get("state") == "READY", 20,
+                interval=0.2)
+    assert pty(server, "herd", "on", "slow", "--rules", str(runaway)).returncode == 0
+    assert pty(server, "send", "slow", "say Shall I go on? " + "a" * 70 + "!").returncode == 0
+    assert pty(server, "send", "agent", QUESTION).returncode == 0
+
+    retry_until(lambda: ("blocked", "rule_error", "runaway", None)
+                in named_decisions(isolated_env, "slow"), 30, interval=0.2,
+                message=f"{decisions(isolated_env)}")
+    retry_until(lambda: ("nudged", "", "keep-going", NUDGE)
+                in named_decisions(isolated_env, "agent"), 30, interval=0.2)
+    retry_until(lambda: f"❯ {NUDGE}" in screen(agent), 10)
+    # Logged once, not once a tick; the pattern is not run again on the same screen.
+    assert stays_false(lambda: named_decisions(isolated_env, "slow").count(
+        ("blocked", "rule_error", "runaway", None)) > 1, 3.0, interval=0.3)
+    log = pty(server, "herd", "log", "slow").stdout
+    assert "blocked [rule_error] rule runaway" in log and "ran out of time" in log
+    assert "never typed" not in screen(slow)
+
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=15) == 0
+    _, err = daemon.communicate(timeout=5)
+    assert "Traceback" not in err
+    assert err.count("pattern /(a|aa)+$/ ran out of time") == 1, err
