@@ -368,3 +368,41 @@ def test_a_rule_whose_pattern_runs_out_of_time_blocks_only_its_own_pane(
     _, err = daemon.communicate(timeout=5)
     assert "Traceback" not in err
     assert err.count("pattern /(a|aa)+$/ ran out of time") == 1, err
+
+
+def test_a_shell_pane_is_never_nudged_and_herd_on_says_so(
+        server: Any, session: Any, herded: Any, tmp_path: Path, isolated_env: Path) -> None:
+    write_config(tmp_path)
+    marker = tmp_path / "NUDGE-RAN-AS-A-COMMAND"
+    history = tmp_path / "bash_history"
+    # A rule that matches the shell's screen and whose nudge, typed into bash, would leave a file.
+    rules_file = tmp_path / "shell.yml"
+    rules_file.write_text("rules:\n  - id: everything\n    when: [stalled]\n    states: [READY]\n"
+                          f"    match: 'Shall I continue'\n    command: 'touch {marker}'\n")
+    # Every command bash runs lands in its history file at once.
+    bash = (f"env -i HOME={tmp_path} TERM=screen PS1='lab$ ' HISTFILE={history} "
+            "PROMPT_COMMAND='history -a' bash --norc --noprofile -i")
+    shell = session.new_window(window_name="shell", window_shell=bash, attach=False).active_pane
+    retry_until(lambda: screen(shell).rstrip().endswith("lab$"), 10)
+    herded("-")
+    retry_until(lambda: workers(server).get("shell", {}).get("cli_type") == "shell", 20,
+                interval=0.2)
+
+    done = pty(server, "herd", "on", "shell", "--rules", str(rules_file))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("\n") == 1
+    assert done.stdout.startswith("not nudging shell (") and "a shell (bash)" in done.stdout
+    assert "not an agent CLI" in done.stdout
+    # A person's command, so the pane has had a turn and shows what the rule looks for.
+    assert pty(server, "send", "shell", "echo Shall I continue").returncode == 0
+    retry_until(lambda: history.exists() and "echo Shall I continue" in history.read_text(), 10)
+
+    retry_until(lambda: ("blocked", "not_an_agent", None, None)
+                in named_decisions(isolated_env, "shell"), 20, interval=0.2,
+                message="the shell pane was never blocked as not_an_agent")
+    assert stays_false(marker.exists, 3.0, interval=0.2)
+    assert history.read_text().splitlines() == ["echo Shall I continue"]
+    assert herd_sends(isolated_env) == 0
+    listed = json.loads(pty(server, "herd", "list", "--json").stdout)
+    assert [(i["name"], i["herd_reason"]) for i in listed] == [("shell", "not_an_agent")]
+    assert "not_an_agent" in pty(server, "herd", "list").stdout

@@ -22,7 +22,7 @@ from app.classify.packs import load_packs
 from app.config import WatchSettings
 from app.daemon import announce_with
 from app.herd.gate import HerdSettings
-from app.herd.step import HerdStep
+from app.herd.step import HerdStep, agent_cli
 from app.model import Note, State
 from app.notify import Notifier, NotifySettings
 from app.store import StoreWriter
@@ -316,3 +316,15 @@ def test_a_broken_rule_file_in_the_store_blocks_and_is_logged(lab: Lab, tmp_path
     assert (outcome, reason) == ("blocked", "rules_error")
     assert f"{rules}:2:" in detail and "{oops}" in detail
     assert lab.herd_sends() == 0
+
+
+def test_only_an_agent_clis_pack_takes_prose(tmp_path: Path) -> None:
+    packs = load_packs()
+    assert {name for name, pack in packs.items() if agent_cli(pack)} == {
+        "aider", "claude", "codex", "gemini", "opencode", "qwen"}
+    assert not agent_cli(None)  # not classified yet
+    # A user's pack for a plain program: no prompt box where prose goes.
+    (tmp_path / "pager.yml").write_text(
+        "name: pager\ndescription: less\ndetect:\n  commands: [less]\nrules:\n"
+        "  - id: idle\n    state: READY\n    match: 'END'\n")
+    assert not agent_cli(load_packs([tmp_path])["pager"])

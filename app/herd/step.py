@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from app.classify.packs import PatternTimeout, time_limit
+from app.classify.packs import GENERIC_PACK, PatternTimeout, time_limit
 from app.errors import ConductorError
 from app.herd import gate, rules
 from app.herd.gate import Counters, Decision, HerdSettings, PaneFacts
@@ -120,6 +120,7 @@ class HerdStep:
             state=a.state, state_entered=a.state_entered, last_change=a.last_change,
             last_send=signals.sent, confidence=a.confidence, opted_in=opted_in,
             had_turn=tracked.worker_id in self._had_turn, dead=tracked.pane.dead,
+            agent=agent_cli(tracked.pack),
         )
         counters = Counters(nudges=row.get("nudges") or 0,
                             last_nudge_ts=row.get("last_nudge_ts") or 0.0,
@@ -390,6 +391,14 @@ class HerdStep:
 
 # Blocks that say something is wrong with the rules or the code, not with the pane's moment.
 _FAULTS = frozenset({"rule_error", "herd_fault"})
+
+
+def agent_cli(pack: Pack | None) -> bool:
+    """Whether a pane judged by ``pack`` runs an agent CLI, whose prompt takes prose: a pack with
+    an input box (where a prompt is typed) that is neither a shell's (``weak``: what is typed
+    there runs as a command) nor the generic pack of any other program. None: not known yet."""
+    return pack is not None and pack.input is not None and not pack.detect.weak \
+        and pack.name != GENERIC_PACK
 
 
 def _same_text(draft: str, typed: str | None) -> bool:
