@@ -239,6 +239,9 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching
             click.echo(render.table(snap.workers, time.time(), grace, _terminal_width())
                        if snap.workers else "no panes watched yet")
         return
+    from app.views import mark_own_pane
+
+    unmark = mark_own_pane("status --watch")  # the watcher leaves this pane alone
     try:
         while True:
             now = time.time()
@@ -258,6 +261,8 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching
             time.sleep(interval)
     except KeyboardInterrupt:
         click.echo("")
+    finally:
+        unmark()
 
 
 def _terminal_width() -> int | None:
@@ -279,8 +284,10 @@ def tail(obj: Context, ident: str, lines: int, follow: bool) -> None:
     """The state history of a pane, newest last."""
     from app.status import find_worker
     from app.store import StoreReader
+    from app.views import mark_own_pane
 
     reader = StoreReader(obj.workers_dir)
+    unmark = mark_own_pane("tail -f", follow)
     try:
         worker = find_worker(reader.workers(), ident)
         last_seq = 0
@@ -295,6 +302,7 @@ def tail(obj: Context, ident: str, lines: int, follow: bool) -> None:
     except KeyboardInterrupt:
         pass
     finally:
+        unmark()
         reader.close()
 
 

@@ -178,9 +178,11 @@ def _columns(rows: Sequence[tuple[str, ...]]) -> str:
 def herd_log(obj: Context, ident: str | None, lines: int, follow: bool, as_json: bool) -> None:
     """Every herding decision: what was typed, or the gate or rule step that said no."""
     from app.store import StoreReader
+    from app.views import mark_own_pane
 
     worker_id = _worker(obj, ident)["id"] if ident else None
     reader = StoreReader(obj.workers_dir)
+    unmark = mark_own_pane("herd log -f", follow)
     try:
         last = 0
         for row in reader.nudges(worker_id, limit=lines):
@@ -194,6 +196,7 @@ def herd_log(obj: Context, ident: str | None, lines: int, follow: bool, as_json:
     except KeyboardInterrupt:
         pass
     finally:
+        unmark()
         reader.close()
 
 

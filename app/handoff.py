@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from app import store
+from app import store, views
 from app.assess import Assessment
 from app.classify.packs import Pack
 from app.config import WatchSettings
@@ -232,6 +232,7 @@ def send(tmux: Tmux, target: Target, text: str, packs: Mapping[str, Pack],
     refuse.
     """
     check_text(text)  # even with --force: it guards the paste itself, not the pane's state
+    _check_not_a_view(target)  # even with --force: keys there reach conductor, or a shell after
     text = text.replace("\r\n", "\n")
     if not force:
         _check_ready_for_input(tmux, target, packs, settings, workers_dir,
@@ -244,6 +245,13 @@ def send(tmux: Tmux, target: Target, text: str, packs: Mapping[str, Pack],
         "session_id": "", "detail": f"{len(text)} characters{'' if enter else ', no Enter'}",
     })
     tmux.send_text(target.pane.pane_id, text, enter=enter)
+
+
+def _check_not_a_view(target: Target) -> None:
+    what = views.live_view(target.pane.view)
+    if what:
+        raise Refused(f"not sent: {target.label} shows conductor's own view ({what}); nothing "
+                      "is typed there")
 
 
 def _check_ready_for_input(tmux: Tmux, target: Target, packs: Mapping[str, Pack],
