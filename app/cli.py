@@ -468,6 +468,8 @@ def explain(obj: Context, ident: str, lines: int) -> None:
         obj.tmux().capture([worker["pane_id"]]).get(worker["pane_id"])
     if screen is None:
         click.echo("live screen: the pane is gone")
+    elif worker.get("cli_type") == "conductor":
+        click.echo("live screen: conductor's own view, never read (see `status`)")
     else:
         pack = packs.get(worker.get("cli_type") or "") or detect_pack(packs, screen)
         verdict, traces = pack.explain(screen)

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from app.errors import ConductorError
+from app.render import clean_text
 from app.tmux import Tmux
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ def live_view(value: str) -> str:
         pass  # alive, another user's
     except OSError:
         return ""
-    return " ".join(what.split())[:60]
+    return " ".join(clean_text(what).split())[:60]
 
 
 def own_terminals() -> set[str]:

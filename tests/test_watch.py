@@ -397,6 +397,8 @@ def test_a_status_watch_pane_is_listed_as_conductors_view_and_never_read(
     assert "[view:" not in conductor("pty", "status", "--short").stdout
     table = conductor("pty", "status").stdout
     assert "conductor's own view: status --watch" in table
+    explained = conductor("-L", server.socket_name, "pty", "explain", "view").stdout
+    assert "conductor's own view, never read" in explained
 
     # Stopped, the view unmarks its pane, which is an ordinary shell pane again.
     view.send_keys("C-c", enter=False)
@@ -409,6 +411,19 @@ def test_a_status_watch_pane_is_listed_as_conductors_view_and_never_read(
     assert server.cmd("show-options", "-p", "-q", "-v", "-t", view.pane_id,
                       "@conductor-view").stdout == []
     assert _tracked(watcher, view.pane_id).view == ""
+
+    # Following the log is a view too.
+    view.send_keys(f"CONDUCTOR_WORKERS_DIR={isolated_env} {sys.executable} -m app pty logs -f",
+                   enter=True)
+
+    def ticked_logs() -> bool:
+        watcher.tick(time.time())
+        summary = states_by_name(isolated_env)["view"]["summary"]
+        return bool(summary == "conductor's own view: logs -f")
+
+    retry_until(ticked_logs, 20, interval=0.2)
+    view.send_keys("C-c", enter=False)
+    retry_until(ticked_shell, 20, interval=0.2)
 
 
 def test_a_marker_left_by_a_view_that_is_gone_is_ignored(
