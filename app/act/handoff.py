@@ -24,6 +24,7 @@ from app.base.errors import ConductorError, PaneNotFound, StoreError
 from app.base.model import Pane, State
 from app.base.screen import normalise, without_dim
 from app.base.settings import DEFAULT_WAIT_POLL_S, WatchSettings
+from app.observe import views
 from app.observe.assess import Assessment
 from app.observe.packs import Pack
 from app.observe.pane import PaneObserver, Tracked, worker_id
@@ -232,6 +233,7 @@ def send(tmux: Tmux, target: Target, text: str, packs: Mapping[str, Pack],
     refuse.
     """
     check_text(text)  # even with --force: it guards the paste itself, not the pane's state
+    _check_not_a_view(target)  # even with --force: keys there reach conductor, or a shell after
     text = text.replace("\r\n", "\n")
     if not force:
         _check_ready_for_input(tmux, target, packs, settings, workers_dir,
@@ -244,6 +246,13 @@ def send(tmux: Tmux, target: Target, text: str, packs: Mapping[str, Pack],
         "session_id": "", "detail": f"{len(text)} characters{'' if enter else ', no Enter'}",
     })
     tmux.send_text(target.pane.pane_id, text, enter=enter)
+
+
+def _check_not_a_view(target: Target) -> None:
+    what = views.live_view(target.pane.view)
+    if what:
+        raise Refused(f"not sent: {target.label} shows conductor's own view ({what}); nothing "
+                      "is typed there")
 
 
 def _check_ready_for_input(tmux: Tmux, target: Target, packs: Mapping[str, Pack],

@@ -36,7 +36,8 @@ _PANE_FIELDS = (
     "window_panes", "pane_current_path", "pane_current_command", "pane_pid", "pane_dead",
     "pane_dead_status", "pane_width", "pane_height", "window_activity", "cursor_x", "cursor_y",
     "history_size", "pane_in_mode", "pane_active", "window_active", "pid",
-    "session_id", "destroy-unattached",
+    "session_id", "destroy-unattached", "pane_tty",
+    "@conductor-view",  # set by conductor's own views on their pane (app.observe.views)
     "pane_title",  # title last: it may hold anything
 )
 _LIST_FORMAT = _SEP.join(f"#{{{name}}}" for name in _PANE_FIELDS)
@@ -177,6 +178,8 @@ class Tmux:
                 session_id=f["session_id"],
                 # "1" in tmux 3.3; "on", "keep-last", "keep-group" in later versions.
                 destroy_unattached=f["destroy-unattached"] not in ("", "0", "off"),
+                tty=f["pane_tty"],
+                view=f["@conductor-view"],
             ))
         return PaneListing(server_pid=server_pid, panes=panes)
 
@@ -312,6 +315,25 @@ class Tmux:
         if done.returncode != 0:
             raise PaneNotFound(f"pane {pane_id} no longer exists on tmux server {self.label}")
         return done.stdout
+
+    def pane_tty(self, pane_id: str) -> str:
+        """The terminal device of a pane (``/dev/pts/3``)."""
+        done = self.run("display-message", "-p", "-t", pane_id, "#{pane_tty}", check=False)
+        if done.returncode != 0:
+            raise PaneNotFound(f"pane {pane_id} no longer exists on tmux server {self.label}")
+        return done.stdout.strip()
+
+    def pane_option(self, pane_id: str, name: str) -> str:
+        """A pane option's own value ("" when unset)."""
+        return self.run("show-options", "-p", "-q", "-v", "-t", pane_id, name,
+                        check=False).stdout.rstrip("\n")
+
+    def set_pane_option(self, pane_id: str, name: str, value: str | None) -> None:
+        """Set a pane option (a user option such as ``@conductor-view``), or unset it (None)."""
+        if value is None:
+            self.run("set-option", "-p", "-u", "-t", pane_id, name)
+        else:
+            self.run("set-option", "-p", "-t", pane_id, name, value)
 
     def pane_exists(self, pane_id: str) -> bool:
         return self.run("display-message", "-p", "-t", pane_id, "#{pane_id}",

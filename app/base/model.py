@@ -57,6 +57,9 @@ class Pane:
     session_id: str = ""  # tmux's "$N": what a control-mode client attaches to
     # The session's destroy-unattached option: a client of ours would keep it alive.
     destroy_unattached: bool = False
+    tty: str = ""  # the pane's terminal device, /dev/pts/N
+    # The pane option a conductor view sets on its own pane ("PID WHAT"; app.observe.views), or "".
+    view: str = ""
 
     @property
     def change_hint(self) -> tuple[int, int, int, int, int, int, bool, bool]:

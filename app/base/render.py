@@ -126,13 +126,13 @@ def styles(spec: str | None) -> dict[str, str]:
 
 def short_line(workers: Sequence[Mapping[str, Any]], colour: bool = False,
                style_spec: str | None = None) -> str:
-    """``[worker-a: READY] [api: NEEDS_CONF]`` for tmux's status-right; exited panes are left
-    out (their exit was notified, and the line is for the panes you can act on)."""
+    """``[worker-a: READY] [api: NEEDS_CONF]`` for tmux's status-right; exited panes and
+    conductor's own views are left out (the line is for the panes you can act on)."""
     style = styles(style_spec) if colour else {}
     parts = []
     for w in by_attention(workers):
         state = w.get("state") or "UNKNOWN"
-        if state == "EXITED":
+        if state == "EXITED" or w.get("cli_type") == "conductor":  # nothing to act on there
             continue
         # '#' would start a tmux format in status-right; double it to print it literally.
         name = clean_text(str(w.get("name") or w.get("id"))).replace("#", "##")

@@ -74,6 +74,15 @@ class Tracked:
     pty_row: dict[str, Any] | None = None
     mode: str = POLL
     recheck_at: float = 0.0  # when a light tick should look at the quiet pane again; 0: never
+    # What conductor view the pane shows ("status --watch", "this watcher's log"), else "": such
+    # a pane is never captured, classified, notified, herded or typed into (app.observe.views).
+    view: str = ""
+
+    def forget_screen(self) -> None:
+        """Drop what was read from the screen, so the next capture is judged from scratch."""
+        self.pack, self.pack_command, self.program, self.hint = None, "", "", None
+        self.text, self.text_hash, self.stability_hash, self.verdict = "", None, None, None
+        self.captured_at, self.recheck_at = 0.0, 0.0
 
 
 class PaneObserver:

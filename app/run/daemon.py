@@ -231,6 +231,7 @@ class Daemon:
             try:
                 self._loop(watcher, store, notifier)
             finally:
+                watcher.close()
                 if control is not None:
                     control.close()
                 herd.close()

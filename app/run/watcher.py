@@ -32,6 +32,7 @@ from app.base.errors import ConductorError, TmuxServerNotRunning
 from app.base.model import Pane, State, Transition, Verdict
 from app.base.render import clean_text
 from app.base.settings import WatchSettings
+from app.observe import views
 from app.observe.assess import (
     TURN_END_ARM_S,
     Assessment,
@@ -115,6 +116,8 @@ class Watcher:
         self._server_pid = 0
         self._watched: set[str] = set()  # session ids whose output control mode reports
         self._pending: dict[str, float] = {}  # pane id -> when it printed, not yet captured
+        self._views: dict[str, str] = {}  # worker id -> the conductor view it shows
+        self._own_marker: tuple[str, str] | None = None  # (pane id, marker) of our own pane
 
     @property
     def workers_dir(self) -> Path:
@@ -181,7 +184,9 @@ class Watcher:
         socket = self.tmux.label
         listed = {p.pane_id for p in listing.panes}
         self._pending = {p: t for p, t in self._pending.items() if p in listed}
-        return {worker_id(socket, listing.server_pid, p.pane_id): p for p in listing.panes}
+        current = {worker_id(socket, listing.server_pid, p.pane_id): p for p in listing.panes}
+        self._views = self._conductor_views(current)
+        return current
 
     def _arrivals_and_departures(self, current: Mapping[str, Pane]
                                  ) -> tuple[list[str], list[str]]:
@@ -209,6 +214,12 @@ class Watcher:
                 tracked.name = pane.default_name
             if full:
                 tracked.mode = EVENTS if pane.session_id in self._watched else POLL
+            if self._leave_alone(tracked):
+                # Its output stays paused for our control client (it is not taken from
+                # _pending), so printing costs nothing until it is an ordinary pane again.
+                if full:
+                    look.add(wid)
+                continue
             if self._needs_capture(tracked, pane, now, full):
                 to_capture.append(wid)
             elif tracked.recheck_at and tracked.recheck_at <= now:
@@ -246,14 +257,18 @@ class Watcher:
                 continue
             tracked = self.tracked[wid]
             try:
-                if wid in screens:
+                if tracked.view:
+                    transition = _as_view(tracked, now)
+                elif wid in screens:
                     tracked.captured_at, tracked.hint = now, pane.change_hint
                     self.observer.classify(tracked, screens[wid])
+                    transition = self.observer.assess(tracked, now)
                 elif wid in to_capture:
                     continue  # vanished mid-capture: it will be gone from the next listing
-                transition = self.observer.assess(tracked, now)
+                else:
+                    transition = self.observer.assess(tracked, now)
                 tracked.recheck_at = self._recheck_at(tracked, now) \
-                    if tracked.mode == EVENTS else 0.0
+                    if tracked.mode == EVENTS and not tracked.view else 0.0
             except Exception:  # one bad pane must never stop the others
                 log.exception("pane %s (%s): skipped this cycle", pane.pane_id, tracked.name)
                 continue
@@ -366,6 +381,57 @@ class Watcher:
             )
         return tracked
 
+    def _conductor_views(self, current: Mapping[str, Pane]) -> dict[str, str]:
+        """The panes showing conductor's own views: this watcher's own (its log's terminal), which
+        it marks for other conductor processes, and every pane a live view marked."""
+        mine = views.own_terminals()
+        found: dict[str, str] = {}
+        for wid, pane in current.items():
+            if pane.tty and pane.tty in mine:
+                found[wid] = "this watcher's log"
+                self._mark_own(pane)
+            elif pane.view:
+                what = views.live_view(pane.view)
+                if what:
+                    found[wid] = what
+        return found
+
+    def _mark_own(self, pane: Pane) -> None:
+        value = views.marker(views.WATCHER)
+        if pane.view == value:
+            return
+        try:
+            self.tmux.set_pane_option(pane.pane_id, views.VIEW_OPTION, value)
+        except ConductorError as exc:
+            log.debug("cannot mark our own pane %s: %s", pane.pane_id, exc)
+            return
+        self._own_marker = (pane.pane_id, value)
+
+    def close(self) -> None:
+        """Unmark our own pane, so it is an ordinary pane again once we are gone."""
+        if self._own_marker is not None:
+            views.unmark(self.tmux, *self._own_marker)
+            self._own_marker = None
+
+    def _leave_alone(self, tracked: Tracked) -> bool:
+        """Whether the pane shows a conductor view now; a pane that just stopped showing one is
+        judged from scratch, as if first seen."""
+        view = self._views.get(tracked.worker_id, "")
+        if view == tracked.view:
+            return bool(view)
+        if not tracked.view:
+            log.info("%s (%s): conductor's own view (%s); left alone", tracked.name,
+                     tracked.worker_id, view)
+        elif not view:
+            log.info("%s (%s): no longer conductor's view; watched again", tracked.name,
+                     tracked.worker_id)
+            tracked.assessment = None  # first sight again: its first state is no news
+        tracked.forget_screen()
+        tracked.view = view
+        if self.llm is not None:
+            self.llm.forget(tracked.worker_id)
+        return bool(view)
+
     def _read_events(self, current: Mapping[str, Pane], server_pid: int) -> None:
         """Fold new hook and send events into the signals of the panes they name."""
         first_read, self._events_read = not self._events_read, True
@@ -393,8 +459,11 @@ class Watcher:
         times = [t.recheck_at for t in self.tracked.values()
                  if t.recheck_at and t.pane.pane_id not in self._pending]
         if self._pending:
-            captured = {t.pane.pane_id: t.captured_at for t in self.tracked.values()}
-            times += [captured.get(p, 0.0) + self.settings.min_capture_s for p in self._pending]
+            # A conductor view that printed waits for no capture: it is never captured.
+            captured = {t.pane.pane_id: t.captured_at for t in self.tracked.values()
+                        if not t.view}
+            times += [captured[p] + self.settings.min_capture_s for p in self._pending
+                      if p in captured]
         return min(times) if times else None
 
     def _recheck_at(self, tracked: Tracked, now: float) -> float:
@@ -445,7 +514,8 @@ class Watcher:
             "window_index": pane.window_index,
             "pane_index": pane.pane_index,
             "cwd": pane.cwd,
-            "cli_type": tracked.pack.name if tracked.pack else None,
+            "cli_type": views.VIEW_CLI if tracked.view else
+            tracked.pack.name if tracked.pack else None,
             "command": pane.current_command,
         }
 
@@ -493,6 +563,8 @@ class Watcher:
             transition.previous_lasted_s, ", ".join(transition.verdict.reasons),
             transition.verdict.summary,
         )
+        if tracked is not None and tracked.view:
+            return  # conductor's own view: nobody is told about it
         if self.on_transition is not None and tracked is not None:
             try:
                 self.on_transition(transition, tracked)
@@ -500,6 +572,29 @@ class Watcher:
                 log.error("transition handler failed: %s", exc)
             except Exception:
                 log.exception("transition handler failed")
+
+
+def _as_view(tracked: Tracked, now: float) -> Transition | None:
+    """The assessment of a pane showing a conductor view, made without looking at its screen:
+    UNKNOWN, so nothing treats it as READY or asking; the transition when it just became one."""
+    summary = f"conductor's own view: {tracked.view}"
+    previous = tracked.assessment
+    if previous is not None and previous.summary == summary and \
+            previous.reasons == (views.VIEW_REASON,):
+        return None
+    verdict = Verdict(state=State.UNKNOWN, confidence=100, reasons=(views.VIEW_REASON,),
+                      rule_id="conductor-view", summary=summary, classifier=views.VIEW_CLI)
+    # A view restored after a restart keeps its time.
+    entered = previous.state_entered if previous is not None and \
+        previous.state is State.UNKNOWN and previous.summary == summary else now
+    tracked.assessment = Assessment(
+        state=State.UNKNOWN, state_entered=entered, last_change=entered, verdict=verdict,
+        reasons=verdict.reasons, summary=summary, confidence=100, signals=("view=conductor",))
+    before = previous.state if previous is not None else None
+    if before is None or before is State.UNKNOWN:
+        return None
+    return Transition(tracked.worker_id, now, before, State.UNKNOWN, verdict,
+                      previous.seconds_in_state(now) if previous is not None else 0.0)
 
 
 def _history_row(transition: Transition) -> dict[str, Any]:

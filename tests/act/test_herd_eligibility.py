@@ -43,6 +43,11 @@ class Case(NamedTuple):
 CASES = [
     Case("eligible-stalled", OPEN, Counters(), True, "", STALLED),
     Case("dead", replace(OPEN, dead=True), Counters(), False, "pane_dead"),
+    # A shell, a plain program or conductor's own view: a nudge there would run as a command.
+    Case("not-an-agent", replace(OPEN, agent=False), Counters(), False, "not_an_agent"),
+    Case("not-an-agent-even-opted-out-and-busy",
+         replace(OPEN, agent=False, opted_in=False, state=State.BUSY), Counters(), False,
+         "not_an_agent"),
     Case("busy", replace(OPEN, state=State.BUSY), Counters(), False, "busy"),
     Case("unknown", replace(OPEN, state=State.UNKNOWN), Counters(), False, "unknown"),
     Case("too-recent", replace(OPEN, state_entered=NOW - 4), Counters(), False, "too_recent"),

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from app.act.herd.eligibility import HerdSettings
-from app.act.herd.step import HerdStep
+from app.act.herd.step import HerdStep, agent_cli
 from app.adapters.llm import LLMClient, LLMSettings
 from app.adapters.notify import Notifier, NotifySettings
 from app.adapters.store import StoreWriter
@@ -317,3 +317,51 @@ def test_a_broken_rule_file_in_the_store_blocks_and_is_logged(lab: Lab, tmp_path
     assert (outcome, reason) == ("blocked", "rules_error")
     assert f"{rules}:2:" in detail and "{oops}" in detail
     assert lab.herd_sends() == 0
+
+
+def test_only_an_agent_clis_pack_takes_prose(tmp_path: Path) -> None:
+    packs = load_packs()
+    assert {name for name, pack in packs.items() if agent_cli(pack)} == {
+        "aider", "claude", "codex", "gemini", "opencode", "qwen"}
+    assert not agent_cli(None)  # not classified yet
+    # A user's pack for a plain program: no prompt box where prose goes.
+    (tmp_path / "pager.yml").write_text(
+        "name: pager\ndescription: less\ndetect:\n  commands: [less]\nrules:\n"
+        "  - id: idle\n    state: READY\n    match: 'END'\n")
+    assert not agent_cli(load_packs([tmp_path])["pager"])
+
+
+RUNAWAY = ("rules:\n  - id: runaway\n    when: [stalled]\n    states: [READY]\n"
+           "    match: '(a|aa)+$'\n    command: 'never typed'\n")
+
+
+def test_a_rule_that_runs_out_of_time_leaves_the_other_panes_of_its_tick_alone(
+        lab: Lab, session: Any, caplog: pytest.LogCaptureFixture) -> None:
+    pane = session.new_window(window_name="slow", window_shell=AGENT, attach=False).active_pane
+    retry_until(lambda: "? for shortcuts" in "\n".join(pane.capture_pane()), 10)
+    slow = Lab(lab.socket_name, lab.tmux, lab.store, lab.watcher, pane, lab.tmp_path)
+    runaway = lab.tmp_path / "runaway.yml"
+    runaway.write_text(RUNAWAY)
+    # (a|aa)+$ against 70 a's and a "!": hours of backtracking without a time limit.
+    slow.send("say Shall I go on? " + "a" * 70 + "!")
+    lab.send("say Shall I continue?")
+    slow.opt_in(str(runaway))
+    lab.opt_in()
+    step = step_for(lab)
+    first, second = slow.settle(), lab.settle()
+
+    for _ in range(2):  # two ticks on the same screens
+        now = time.time() + LATER
+        step.observe(first, now)  # the runaway pane decides first
+        step.observe(second, now)
+        step.act({}, [], now)
+
+    rows = lab.store.conn.execute(
+        "SELECT name, outcome, reason, rule_id, text FROM nudges ORDER BY seq").fetchall()
+    assert rows[0] == ("slow", "blocked", "rule_error", "runaway", None)
+    assert ("agent", "nudged", "", "keep-going", "Yes, please continue.") in rows
+    assert [r for r in rows if r[0] == "slow"] == [rows[0]]  # logged once
+    assert "ran out of time" in lab.store.conn.execute(
+        "SELECT detail FROM nudges WHERE name = 'slow'").fetchone()[0]
+    assert "Traceback" not in caplog.text and "never typed" not in slow.screen()
+    retry_until(lambda: "❯ Yes, please continue." in lab.screen(), 10)

@@ -324,3 +324,85 @@ def test_eligibility_shows_for_every_pane_with_its_reason(
     retry_until(lambda: workers(server)["other"]["herd_reason"] == "not_opted_in", 30,
                 interval=0.2, message=f"{workers(server).get('other')}")
     assert workers(server)["other"]["eligible_for_herd"] is False
+
+
+# (a|aa)+ tries every split of a run of a's that does not end the line: hours on Python's re.
+RUNAWAY = ("rules:\n  - id: runaway\n    when: [stalled]\n    states: [READY]\n"
+           "    match: '(a|aa)+$'\n    command: 'never typed'\n")
+
+
+def named_decisions(workers_dir: Path, name: str) -> list[tuple[Any, ...]]:
+    with db(workers_dir) as conn:
+        return conn.execute("SELECT outcome, reason, rule_id, text FROM nudges WHERE name = ? "
+                            "ORDER BY seq", (name,)).fetchall()
+
+
+def test_a_rule_whose_pattern_runs_out_of_time_blocks_only_its_own_pane(
+        server: Any, session: Any, herded: Any, tmp_path: Path, isolated_env: Path) -> None:
+    write_config(tmp_path)
+    runaway = tmp_path / "runaway.yml"
+    runaway.write_text(RUNAWAY)
+    slow = start_agent(session, "slow")
+    agent, daemon = herded()
+    retry_until(lambda: workers(server).get("slow", {}).get("state") == "READY", 20,
+                interval=0.2)
+    assert pty(server, "herd", "on", "slow", "--rules", str(runaway)).returncode == 0
+    assert pty(server, "send", "slow", "say Shall I go on? " + "a" * 70 + "!").returncode == 0
+    assert pty(server, "send", "agent", QUESTION).returncode == 0
+
+    retry_until(lambda: ("blocked", "rule_error", "runaway", None)
+                in named_decisions(isolated_env, "slow"), 30, interval=0.2,
+                message=f"{decisions(isolated_env)}")
+    retry_until(lambda: ("nudged", "", "keep-going", NUDGE)
+                in named_decisions(isolated_env, "agent"), 30, interval=0.2)
+    retry_until(lambda: f"❯ {NUDGE}" in screen(agent), 10)
+    # Logged once, not once a tick; the pattern is not run again on the same screen.
+    assert stays_false(lambda: named_decisions(isolated_env, "slow").count(
+        ("blocked", "rule_error", "runaway", None)) > 1, 3.0, interval=0.3)
+    log = pty(server, "herd", "log", "slow").stdout
+    assert "blocked [rule_error] rule runaway" in log and "ran out of time" in log
+    assert "never typed" not in screen(slow)
+
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=15) == 0
+    _, err = daemon.communicate(timeout=5)
+    assert "Traceback" not in err
+    assert err.count("pattern /(a|aa)+$/ ran out of time") == 1, err
+
+
+def test_a_shell_pane_is_never_nudged_and_herd_on_says_so(
+        server: Any, session: Any, herded: Any, tmp_path: Path, isolated_env: Path) -> None:
+    write_config(tmp_path)
+    marker = tmp_path / "NUDGE-RAN-AS-A-COMMAND"
+    history = tmp_path / "bash_history"
+    # A rule that matches the shell's screen and whose nudge, typed into bash, would leave a file.
+    rules_file = tmp_path / "shell.yml"
+    rules_file.write_text("rules:\n  - id: everything\n    when: [stalled]\n    states: [READY]\n"
+                          f"    match: 'Shall I continue'\n    command: 'touch {marker}'\n")
+    # Every command bash runs lands in its history file at once.
+    bash = (f"env -i HOME={tmp_path} TERM=screen PS1='lab$ ' HISTFILE={history} "
+            "PROMPT_COMMAND='history -a' bash --norc --noprofile -i")
+    shell = session.new_window(window_name="shell", window_shell=bash, attach=False).active_pane
+    retry_until(lambda: screen(shell).rstrip().endswith("lab$"), 10)
+    herded("-")
+    retry_until(lambda: workers(server).get("shell", {}).get("cli_type") == "shell", 20,
+                interval=0.2)
+
+    done = pty(server, "herd", "on", "shell", "--rules", str(rules_file))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("\n") == 1
+    assert done.stdout.startswith("not nudging shell (") and "a shell (bash)" in done.stdout
+    assert "not an agent CLI" in done.stdout
+    # A person's command, so the pane has had a turn and shows what the rule looks for.
+    assert pty(server, "send", "shell", "echo Shall I continue").returncode == 0
+    retry_until(lambda: history.exists() and "echo Shall I continue" in history.read_text(), 10)
+
+    retry_until(lambda: ("blocked", "not_an_agent", None, None)
+                in named_decisions(isolated_env, "shell"), 20, interval=0.2,
+                message="the shell pane was never blocked as not_an_agent")
+    assert stays_false(marker.exists, 3.0, interval=0.2)
+    assert history.read_text().splitlines() == ["echo Shall I continue"]
+    assert herd_sends(isolated_env) == 0
+    listed = json.loads(pty(server, "herd", "list", "--json").stdout)
+    assert [(i["name"], i["herd_reason"]) for i in listed] == [("shell", "not_an_agent")]
+    assert "not_an_agent" in pty(server, "herd", "list").stdout

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import functools
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from app.adapters.notify import NotificationEvent, format_message
 from app.adapters.store import StoreReader, record_event
 from app.base.model import State, Transition
+from app.observe.pane import Tracked
 from app.run.watcher import Watcher
-from tests.waiting import retry_until, wait_for_exit_status
+from tests.conftest import RECORD_ENV, REPO, conductor, read_jsonl, write_script
+from tests.waiting import retry_until, stays_false, wait_for_exit_status
 
 PRINTER = "sh -c 'i=0; while :; do i=$((i+1)); echo line $i; sleep 0.1; done'"
 QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 60\""
@@ -291,3 +297,150 @@ def test_a_restart_with_earlier_hooks_and_sends_keeps_a_ready_pane_ready(
     assert report.transitions == []
     again = states_by_name(isolated_env)["steady"]
     assert (again["state"], again["state_entered_ts"]) == ("READY", first["state_entered_ts"])
+
+
+# --- conductor's own views (issue 19, item 9) ----------------------------------------------------
+
+
+def _own_view_config(tmp_path: Path, calls: Path) -> None:
+    script = write_script(tmp_path / "notify", RECORD_ENV)
+    (tmp_path / "config.toml").write_text(
+        "[watch]\ninterval = 0.3\n\n[notify]\nmin_interval = 0\n\n[notify.command]\n"
+        f"argv = {json.dumps([str(script), str(calls)])}\n")
+
+
+def _history_states(workers_dir: Path, worker_id: str) -> list[str]:
+    reader = StoreReader(workers_dir)
+    try:
+        return [row.state for row in reader.history(worker_id)]
+    finally:
+        reader.close()
+
+
+@pytest.mark.slow
+def test_the_watcher_run_in_a_pane_leaves_its_own_pane_alone(
+        server: Any, session: Any, isolated_env: Path, tmp_path: Path) -> None:
+    calls = tmp_path / "calls.jsonl"
+    _own_view_config(tmp_path, calls)
+    env = (f"env CONDUCTOR_WORKERS_DIR={isolated_env} CONDUCTOR_CONFIG={tmp_path / 'config.toml'}"
+           f" PYTHONPATH={REPO}")
+    # The natural place: a pane of the server it watches, its log on screen (each transition,
+    # with the question it read, lands on its last line: read as a screen, a question).
+    daemon = session.new_window(
+        window_name="daemon", attach=False, start_directory=str(REPO),
+        window_shell=f"{env} {sys.executable} -m app -L {server.socket_name} pty watch",
+    ).active_pane
+    retry_until(lambda: "watching tmux server" in "\n".join(daemon.capture_pane()), 30)
+    session.new_window(window_name="question", window_shell=QUESTION, attach=False)
+
+    def workers() -> dict[str, dict[str, Any]]:
+        return states_by_name(isolated_env) if (isolated_env / "status.db").exists() else {}
+
+    retry_until(lambda: workers().get("question", {}).get("state") == "NEEDS_CONFIRMATION", 30,
+                interval=0.2)
+    # Its log repeats the question on its last line, the screen that fooled it before.
+    retry_until(lambda: "Overwrite? (y/N)" in "\n".join(daemon.capture_pane()), 10)
+    retry_until(lambda: [c["env"]["CONDUCTOR_NAME"] for c in read_jsonl(calls)
+                         if c["env"]["CONDUCTOR_STATE"] == "NEEDS_CONFIRMATION"] == ["question"],
+                10, interval=0.2)
+
+    own = workers()["daemon"]
+    assert (own["cli_type"], own["state"], own["reasons"]) == (
+        "conductor", "UNKNOWN", ["conductor_view"])
+    assert own["summary"] == "conductor's own view: this watcher's log"
+    assert own["herd_reason"] == "not_an_agent"
+    # The daemon keeps logging (its own pane's rows among them) and still never reads it.
+    session.new_window(window_name="second", window_shell=QUESTION, attach=False)
+    retry_until(lambda: workers().get("second", {}).get("state") == "NEEDS_CONFIRMATION", 30,
+                interval=0.2)
+    assert stays_false(lambda: workers()["daemon"]["state"] != "UNKNOWN", 2.0, interval=0.2)
+    assert "NEEDS_CONFIRMATION" not in _history_states(isolated_env, own["id"])
+    assert "READY" not in _history_states(isolated_env, own["id"])
+    assert not [c for c in read_jsonl(calls) if c["env"]["CONDUCTOR_NAME"] == "daemon"]
+    # Other conductor processes know the pane too: nothing is typed into it, even forced.
+    done = conductor("-L", server.socket_name, "pty", "send", "--force", daemon.pane_id, "y")
+    assert done.returncode == 1
+    assert "conductor's own view (watch)" in done.stderr and done.stderr.count("\n") == 1
+    daemon.send_keys("C-c", enter=False)
+    retry_until(lambda: "stopped" in "\n".join(daemon.capture_pane()), 15)
+
+
+def _tracked(watcher: Watcher, pane_id: str) -> Tracked:
+    return next(t for t in watcher.tracked.values() if t.pane.pane_id == pane_id)
+
+
+def test_a_status_watch_pane_is_listed_as_conductors_view_and_never_read(
+        server: Any, session: Any, watcher: Watcher, isolated_env: Path) -> None:
+    session.new_window(window_name="question", window_shell=QUESTION, attach=False)
+    view = session.new_window(window_name="view", attach=False, start_directory=str(REPO),
+                              window_shell="bash --norc --noprofile").active_pane
+    retry_until(lambda: "\n".join(view.capture_pane()).rstrip().endswith(("$", "#")), 10)
+    view.send_keys(f"CONDUCTOR_WORKERS_DIR={isolated_env} {sys.executable} -m app "
+                   f"-L {server.socket_name} pty status --watch --interval 0.3", enter=True)
+
+    def ticked_view() -> bool:
+        watcher.tick(time.time())
+        return _tracked(watcher, view.pane_id).view == "status --watch"
+
+    retry_until(ticked_view, 20, interval=0.2)
+    # It shows the other pane's question, read by the watcher from that pane only.
+    retry_until(lambda: "Overwrite? (y/N)" in "\n".join(view.capture_pane()), 20)
+    for _ in range(3):
+        watcher.tick(time.time())
+    states = states_by_name(isolated_env)
+    assert states["question"]["state"] == "NEEDS_CONFIRMATION"
+    shown = states["view"]
+    assert (shown["cli_type"], shown["state"], shown["reasons"], shown["summary"]) == (
+        "conductor", "UNKNOWN", ["conductor_view"], "conductor's own view: status --watch")
+    tracked = _tracked(watcher, view.pane_id)
+    assert (tracked.captured_at, tracked.text, tracked.verdict, tracked.pack) == (
+        0.0, "", None, None)
+    assert "[view:" not in conductor("pty", "status", "--short").stdout
+    table = conductor("pty", "status").stdout
+    assert "conductor's own view: status --watch" in table
+    explained = conductor("-L", server.socket_name, "pty", "explain", "view").stdout
+    assert "conductor's own view, never read" in explained
+
+    # Stopped, the view unmarks its pane, which is an ordinary shell pane again.
+    view.send_keys("C-c", enter=False)
+
+    def ticked_shell() -> bool:
+        watcher.tick(time.time())
+        return bool(states_by_name(isolated_env)["view"]["cli_type"] == "shell")
+
+    retry_until(ticked_shell, 20, interval=0.2)
+    assert server.cmd("show-options", "-p", "-q", "-v", "-t", view.pane_id,
+                      "@conductor-view").stdout == []
+    assert _tracked(watcher, view.pane_id).view == ""
+
+    # Following the log is a view too.
+    view.send_keys(f"CONDUCTOR_WORKERS_DIR={isolated_env} {sys.executable} -m app pty logs -f",
+                   enter=True)
+
+    def ticked_logs() -> bool:
+        watcher.tick(time.time())
+        summary = states_by_name(isolated_env)["view"]["summary"]
+        return bool(summary == "conductor's own view: logs -f")
+
+    retry_until(ticked_logs, 20, interval=0.2)
+    view.send_keys("C-c", enter=False)
+    retry_until(ticked_shell, 20, interval=0.2)
+
+
+def test_a_marker_left_by_a_view_that_is_gone_is_ignored(
+        server: Any, session: Any, watcher: Watcher, isolated_env: Path) -> None:
+    pane = session.new_window(window_name="left", attach=False,
+                              window_shell="bash --norc --noprofile").active_pane
+    retry_until(lambda: "\n".join(pane.capture_pane()).rstrip().endswith(("$", "#")), 10)
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its pid names no process now: a view killed before it could unmark
+    server.cmd("set-option", "-p", "-t", pane.pane_id, "@conductor-view",
+               f"{gone.pid} status --watch")
+
+    def ready() -> bool:
+        watcher.tick(time.time())
+        return bool(states_by_name(isolated_env).get("left", {}).get("state") == "READY")
+
+    retry_until(ready, 20, interval=0.2)
+    assert states_by_name(isolated_env)["left"]["cli_type"] == "shell"
+    assert _tracked(watcher, pane.pane_id).view == ""

@@ -3,8 +3,9 @@ decision and, when it is no, the first gate that said so.
 
 Gates, in the order they are tried (the order is the explanation a person reads):
 
-1. ``pane_dead``, ``busy``, ``unknown``: a dead pane, a working agent and a screen nothing
-   recognises are never nudged.
+1. ``pane_dead``, ``not_an_agent``, ``busy``, ``unknown``: a dead pane, a pane whose program is
+   not an agent CLI (a shell, where a nudge would run as a command; a plain program; conductor's
+   own views), a working agent and a screen nothing recognises are never nudged.
 2. ``too_recent``: the state is younger than ``stability`` seconds.
 3. ``low_confidence``: the assessment's confidence is under ``confidence_min``.
 4. READY must follow a turn (``no_turn_yet``: a fresh agent at its first prompt has nothing to
@@ -68,6 +69,8 @@ class PaneFacts:
     had_turn: bool = True
     dead: bool = False
     draft: bool = False  # unsent text in the prompt (only looked for when it can matter)
+    # The pane runs an agent CLI, whose prompt takes prose (app.act.herd.step.agent_cli).
+    agent: bool = True
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,8 @@ def decide(facts: PaneFacts, counters: Counters, settings: HerdSettings, now: fl
     """The first gate that blocks, or an eligible decision (the module doc lists the gates)."""
     if facts.dead:
         return Decision(False, "pane_dead")
+    if not facts.agent:
+        return Decision(False, "not_an_agent")
     if facts.state is State.BUSY:
         return Decision(False, "busy")
     if facts.state is State.UNKNOWN:

@@ -6,7 +6,9 @@ fields for it (so ``status --json``, ``status.json`` and ``explain`` show them);
 after the tick's store transaction, applies the rules and types through ``handoff.send`` with
 the screen the decision was made on, so a screen that moved in between refuses. Counters and
 the decisions log are written in one transaction per tick. Nothing here may stop the watcher:
-every failure is logged and the pane simply gets no nudge.
+every failure is logged and the pane simply gets no nudge. A fault stays with its pane: a rule
+whose pattern runs out of time (``rule_error``) or anything unexpected (``herd_fault``) blocks
+that pane, logged once per change, while the other panes decide as usual.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from app.act.herd import eligibility, rules
 from app.act.herd.eligibility import Counters, Decision, HerdSettings, PaneFacts
 from app.base.errors import ConductorError
 from app.base.model import Note, State
+from app.observe.packs import GENERIC_PACK, PatternTimeout, time_limit
 
 if TYPE_CHECKING:
     from app.act.herd.llmrule import Asker
@@ -33,6 +36,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NUDGED, DRY_RUN, BLOCKED = "nudged", "dry_run", "blocked"
+# Wall-clock budget for one pane's regex rules on one screen: a rule whose pattern runs past it
+# blocks that pane (``rule_error``) and is not run again on the same screen.
+RULES_BUDGET_S = 0.5
 _PRUNE_EVERY_S = 3600.0
 _KEEP_LOG_S = 30 * 86400.0
 
@@ -77,6 +83,8 @@ class HerdStep:
         self._pruned_at = 0.0
         self._had_turn: set[str] = set()
         self._typed: dict[str, str] = {}  # the last nudge typed into each pane
+        # Per pane: the screen (hash) and rule whose pattern ran out of time on it, and why.
+        self._timed_out: dict[str, tuple[str | None, rules.Rule, str]] = {}
 
     # --- during the tick ------------------------------------------------------------------------
 
@@ -112,6 +120,7 @@ class HerdStep:
             state=a.state, state_entered=a.state_entered, last_change=a.last_change,
             last_send=signals.sent, confidence=a.confidence, opted_in=opted_in,
             had_turn=tracked.worker_id in self._had_turn, dead=tracked.pane.dead,
+            agent=agent_cli(tracked.pack),
         )
         counters = Counters(nudges=row.get("nudges") or 0,
                             last_nudge_ts=row.get("last_nudge_ts") or 0.0,
@@ -165,7 +174,7 @@ class HerdStep:
             if not pending.facts.opted_in:
                 continue
             counters = pending.counters
-            outcome = self._apply(pending, now) if pending.decision.eligible else \
+            outcome = self._apply_safely(pending, now) if pending.decision.eligible else \
                 Outcome(BLOCKED, pending.decision.reason)
             if outcome.outcome in (NUDGED, DRY_RUN):
                 counters = eligibility.nudged(counters, now, typed=outcome.outcome == NUDGED)
@@ -195,19 +204,39 @@ class HerdStep:
             self._logged.pop(wid, None)
             self._had_turn.discard(wid)
             self._typed.pop(wid, None)
+            self._timed_out.pop(wid, None)
+
+    def _apply_safely(self, pending: _Pending, now: float) -> Outcome:
+        """:meth:`_apply`, with a fault confined to its pane: the other panes still decide."""
+        try:
+            return self._apply(pending, now)
+        except Exception as exc:
+            outcome = Outcome(BLOCKED, "herd_fault", detail=f"{type(exc).__name__}: {exc}"[:300])
+            key = (outcome.outcome, outcome.reason, outcome.rule_id)
+            if self._logged.get(pending.tracked.worker_id) != key:  # a traceback per change
+                log.exception("herd: pane %s (%s) skipped", pending.tracked.name,
+                              pending.tracked.worker_id)
+            return outcome
 
     def _apply(self, pending: _Pending, now: float) -> Outcome:
-        tracked, decision = pending.tracked, pending.decision
         rule_set = self._rule_set(str(pending.row.get("rules") or self.settings.rules))
         if isinstance(rule_set, str):
             return Outcome(BLOCKED, "rules_error", detail=rule_set)
         context = self._context(pending, now)
-        state = pending.facts.state
+        with time_limit(RULES_BUDGET_S):
+            return self._first_rule(pending, rule_set, context)
+
+    def _first_rule(self, pending: _Pending, rule_set: rules.RuleSet,
+                    context: Mapping[str, object]) -> Outcome:
+        """The outcome of the first rule that applies and matches, in the rule set's order."""
+        tracked, decision, state = pending.tracked, pending.decision, pending.facts.state
         for rule in rule_set.rules:
             if not rule.applies(state, decision.when, context):
                 continue
             if rule.type == "regex":
-                found = rule.search(tracked.text)
+                found = self._search(tracked, rule)
+                if isinstance(found, Outcome):
+                    return found
                 if found is None:
                     continue
                 variables: dict[str, object] = {**context, **found}
@@ -228,6 +257,19 @@ class HerdStep:
                 return Outcome(DRY_RUN, "", rule.id, text)
             return self._type(pending, rule, text)
         return Outcome(BLOCKED, "no_rule", detail=f"rule set {rule_set.name}")
+
+    def _search(self, tracked: Tracked, rule: rules.Rule) -> dict[str, str] | Outcome | None:
+        """A regex rule's match on the pane's screen; ``rule_error`` when its pattern ran out of
+        time (then not run again on the same screen)."""
+        timed_out = self._timed_out.get(tracked.worker_id)
+        if timed_out is not None and timed_out[:2] == (tracked.text_hash, rule):
+            return Outcome(BLOCKED, "rule_error", rule.id, detail=timed_out[2])
+        try:
+            return rule.search(tracked.text)
+        except PatternTimeout as exc:
+            detail = f"{exc} on this screen (budget {RULES_BUDGET_S:g}s)"[:300]
+            self._timed_out[tracked.worker_id] = (tracked.text_hash, rule, detail)
+            return Outcome(BLOCKED, "rule_error", rule.id, detail=detail)
 
     def _type(self, pending: _Pending, rule: rules.Rule, text: str) -> Outcome:
         from app.act import handoff
@@ -313,11 +355,13 @@ class HerdStep:
         if outcome.outcome == BLOCKED and self._logged.get(tracked.worker_id) == key:
             return None
         self._logged[tracked.worker_id] = key
-        level = logging.INFO if outcome.outcome != BLOCKED else logging.DEBUG
+        level = logging.INFO if outcome.outcome != BLOCKED else \
+            logging.WARNING if outcome.reason in _FAULTS else logging.DEBUG
         log.log(level, "herd %s (%s): %s%s%s%s", tracked.name, tracked.worker_id,
                 outcome.outcome, f" [{outcome.reason}]" if outcome.reason else "",
                 f" rule {outcome.rule_id}" if outcome.rule_id else "",
-                f": {outcome.text!r}" if outcome.text else "")
+                f": {outcome.text!r}" if outcome.text else
+                f": {outcome.detail}" if outcome.reason in _FAULTS else "")
         if outcome.outcome == NUDGED:
             self._tell(tracked, Note(
                 "herd", "nudged", f"herd nudge {counters.nudges}/{self.settings.max_nudges}",
@@ -344,6 +388,18 @@ class HerdStep:
             self.announce(tracked, note)
         except Exception as exc:  # a notification is never worth a nudge or a tick
             log.warning("herd notification failed: %s", exc)
+
+
+# Blocks that say something is wrong with the rules or the code, not with the pane's moment.
+_FAULTS = frozenset({"rule_error", "herd_fault"})
+
+
+def agent_cli(pack: Pack | None) -> bool:
+    """Whether a pane judged by ``pack`` runs an agent CLI, whose prompt takes prose: a pack with
+    an input box (where a prompt is typed) that is neither a shell's (``weak``: what is typed
+    there runs as a command) nor the generic pack of any other program. None: not known yet."""
+    return pack is not None and pack.input is not None and not pack.detect.weak \
+        and pack.name != GENERIC_PACK
 
 
 def _same_text(draft: str, typed: str | None) -> bool:

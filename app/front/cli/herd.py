@@ -67,15 +67,46 @@ def herd_on(obj: Context, ident: str, rules_spec: str | None, dry_run: bool) -> 
     stored = str(rules.locate(spec)) if "/" in spec or spec.endswith((".yml", ".yaml")) \
         else spec
     worker = _worker(obj, ident)
+    program = _not_an_agent(obj, worker)
     with _writer(obj) as store, store.transaction() as conn:
         store.upsert_herd(conn, {"id": worker["id"], "enabled": 1, "rules": stored,
                                  "dry_run": int(dry_run), "nudges": 0, "turn": 0,
                                  "updated_ts": time.time()})
     mode = "dry run: decisions logged, nothing typed" if dry_run else "nudges typed"
+    if program:
+        # Opted in all the same: once an agent CLI runs at its prompt, it is herded.
+        click.echo(f"not nudging {worker['name']} ({worker['id']}): it runs {program}, not an "
+                   f"agent CLI, and nothing is typed into it until one runs there (opted in "
+                   f"with rules {loaded.name}; `herd off {worker['id']}` to undo)")
+        return
     click.echo(f"herding {worker['name']} ({worker['id']}) with rules {loaded.name} "
                f"({len(loaded.rules)} rules; {mode}); stalled after "
                f"{settings.stall_after_s:g}s, at most {settings.max_nudges} nudges "
                f"{settings.cooldown_s:g}s apart until you act on it")
+
+
+def _not_an_agent(obj: Context, worker: dict[str, Any]) -> str:
+    """What the pane runs ("a shell (bash)") when the watcher last saw it run something other
+    than an agent CLI; "" for an agent CLI or a pane not classified yet."""
+    from app.act.herd.step import agent_cli
+    from app.adapters.store import StoreReader
+    from app.observe.packs import load_packs
+
+    cli = worker.get("cli_type")
+    if not cli:
+        return ""
+    pack = load_packs().get(cli)
+    if agent_cli(pack):
+        return ""
+    reader = StoreReader(obj.workers_dir)
+    try:
+        command = render.clean_text(str((reader.pty(worker["id"]) or {}).get("command") or ""))
+    finally:
+        reader.close()
+    if cli == "conductor":
+        return "conductor's own view"
+    what = "a shell" if pack is not None and pack.detect.weak else "a program"
+    return f"{what} ({command})" if command else what
 
 
 @herd.command("off")
@@ -142,9 +173,11 @@ def herd_list(obj: Context, as_json: bool) -> None:
 def herd_log(obj: Context, ident: str | None, lines: int, follow: bool, as_json: bool) -> None:
     """Every herding decision: what was typed, or the gate or rule step that said no."""
     from app.adapters.store import StoreReader
+    from app.observe.views import mark_own_pane
 
     worker_id = _worker(obj, ident)["id"] if ident else None
     reader = StoreReader(obj.workers_dir)
+    unmark = mark_own_pane("herd log -f", follow)
     try:
         last = 0
         for row in reader.nudges(worker_id, limit=lines):
@@ -158,6 +191,7 @@ def herd_log(obj: Context, ident: str | None, lines: int, follow: bool, as_json:
     except KeyboardInterrupt:
         pass
     finally:
+        unmark()
         reader.close()
 
 

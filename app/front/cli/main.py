@@ -175,6 +175,9 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching
             click.echo(render.table(snap.workers, time.time(), grace, _terminal_width())
                        if snap.workers else "no panes watched yet")
         return
+    from app.observe.views import mark_own_pane
+
+    unmark = mark_own_pane("status --watch")  # the watcher leaves this pane alone
     try:
         while True:
             now = time.time()
@@ -194,6 +197,8 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching
             time.sleep(interval)
     except KeyboardInterrupt:
         click.echo("")
+    finally:
+        unmark()
 
 
 def _terminal_width() -> int | None:
@@ -215,8 +220,10 @@ def tail(obj: Context, ident: str, lines: int, follow: bool) -> None:
     """The state history of a pane, newest last."""
     from app.adapters.status import find_worker
     from app.adapters.store import StoreReader
+    from app.observe.views import mark_own_pane
 
     reader = StoreReader(obj.workers_dir)
+    unmark = mark_own_pane("tail -f", follow)
     try:
         worker = find_worker(reader.workers(), ident)
         last_seq = 0
@@ -231,6 +238,7 @@ def tail(obj: Context, ident: str, lines: int, follow: bool) -> None:
     except KeyboardInterrupt:
         pass
     finally:
+        unmark()
         reader.close()
 
 
@@ -396,6 +404,8 @@ def explain(obj: Context, ident: str, lines: int) -> None:
         obj.tmux().capture([worker["pane_id"]]).get(worker["pane_id"])
     if screen is None:
         click.echo("live screen: the pane is gone")
+    elif worker.get("cli_type") == "conductor":
+        click.echo("live screen: conductor's own view, never read (see `status`)")
     else:
         pack = packs.get(worker.get("cli_type") or "") or detect_pack(packs, screen)
         verdict, traces = pack.explain(screen)

@@ -49,11 +49,16 @@ def logs(obj: Context, lines: int, follow: bool) -> None:
         if not follow:
             raise
     if follow:
+        from app.observe.views import mark_own_pane
+
+        unmark = mark_own_pane("logs -f")  # the watcher leaves this pane alone
         try:
             for line in follow_log(obj.workers_dir):
                 click.echo(line)
         except KeyboardInterrupt:
             pass
+        finally:
+            unmark()
 
 
 @click.group()

@@ -1,0 +1,124 @@
+"""Conductor's own views in tmux panes: the watcher's log, ``status --watch``, ``logs -f`` and
+the other follow modes. Their screens repeat other panes' questions and summaries, so read as an
+agent's they would turn NEEDS_CONFIRMATION, notify and draw nudges. The watcher leaves them alone.
+
+How a pane is known as one, by what tmux and the kernel say, never by its screen:
+
+- The watcher's own pane: the terminal its log goes to (stdout or stderr) or whose keys it reads
+  in the foreground is the pane's ``#{pane_tty}``.
+- Any view, the watcher included: it sets the pane option ``@conductor-view`` on its own pane
+  (``"PID WHAT"``, e.g. ``"4242 status --watch"``) while it runs and unsets it when it ends. Only
+  a pane whose tty is the view's own terminal is marked (a popup, which is no pane, and a
+  ``$TMUX_PANE`` inherited from elsewhere mark nothing). A marker whose process is gone (a view
+  killed with SIGKILL) is ignored, so the pane is watched again.
+
+The popup of ``conductor-pty.tmux`` is a tmux popup, not a pane: tmux lists no pane for it, so it
+is never watched in the first place.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from app.adapters.tmux import Tmux
+from app.base.errors import ConductorError
+from app.base.render import clean_text
+
+log = logging.getLogger(__name__)
+
+VIEW_OPTION = "@conductor-view"
+WATCHER = "watch"  # what the watcher writes into its own pane's marker
+# What a view pane is listed as: its CLI column and the reason on its status row.
+VIEW_CLI = "conductor"
+VIEW_REASON = "conductor_view"
+
+
+def marker(what: str, pid: int | None = None) -> str:
+    return f"{os.getpid() if pid is None else pid} {what}"
+
+
+def live_view(value: str) -> str:
+    """What a pane's ``@conductor-view`` marker says it shows, while the process that set it runs;
+    "" for no marker, a malformed one, or one left behind by a process that is gone."""
+    pid_text, _, what = value.strip().partition(" ")
+    if not pid_text.isdigit() or not what or int(pid_text) <= 1:
+        return ""
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return ""
+    except PermissionError:
+        pass  # alive, another user's
+    except OSError:
+        return ""
+    return " ".join(clean_text(what).split())[:60]
+
+
+def own_terminals() -> set[str]:
+    """The terminals this process writes its output to, and the one whose keys it reads as the
+    foreground job: a pane on one of them is this process's own."""
+    ttys: set[str] = set()
+    for fd in (1, 2, 0):
+        try:
+            if not os.isatty(fd):
+                continue
+            if fd == 0 and os.tcgetpgrp(fd) != os.getpgrp():
+                continue  # a background job does not get the pane's keys
+            ttys.add(os.ttyname(fd))
+        except OSError:
+            continue
+    return ttys
+
+
+def _own_pane() -> tuple[Tmux, str] | None:
+    """The tmux server and pane this process runs in, when its output goes to that pane."""
+    socket = os.environ.get("TMUX", "").rsplit(",", 2)[0]
+    pane_id = os.environ.get("TMUX_PANE", "")
+    mine = own_terminals()
+    if not socket or not pane_id.startswith("%") or not mine:
+        return None
+    tmux = Tmux(socket_path=socket)
+    try:
+        tty = tmux.pane_tty(pane_id)
+    except ConductorError:
+        return None
+    return (tmux, pane_id) if tty and tty in mine else None
+
+
+def mark_own_pane(what: str, mark: bool = True) -> Callable[[], None]:
+    """Mark the pane this process shows ``what`` in as conductor's own view; returns what
+    unmarks it. Nothing to mark outside tmux, in a popup, with the output redirected, or with
+    ``mark`` False (a command that shows a view only with some option)."""
+    found = _own_pane() if mark else None
+    if found is None:
+        return lambda: None
+    tmux, pane_id = found
+    value = marker(what)
+    try:
+        tmux.set_pane_option(pane_id, VIEW_OPTION, value)
+    except ConductorError as exc:
+        log.debug("cannot mark pane %s as conductor's view: %s", pane_id, exc)
+        return lambda: None
+    return lambda: unmark(tmux, pane_id, value)
+
+
+@contextmanager
+def shown_in_pane(what: str) -> Iterator[None]:
+    """:func:`mark_own_pane` for the length of a block."""
+    undo = mark_own_pane(what)
+    try:
+        yield
+    finally:
+        undo()
+
+
+def unmark(tmux: Tmux, pane_id: str, value: str) -> None:
+    """Unset a pane's marker if it is still ``value`` (another view may have marked it since)."""
+    try:
+        if tmux.pane_option(pane_id, VIEW_OPTION) == value:
+            tmux.set_pane_option(pane_id, VIEW_OPTION, None)
+    except ConductorError:
+        pass  # the pane or its server is gone: nothing left to unmark
