@@ -21,9 +21,8 @@ from app.assess import Assessment
 from app.classify.packs import Pack
 from app.config import WatchSettings
 from app.configfile import DEFAULT_WAIT_POLL_S
-from app.errors import ConductorError, PaneNotFound, StoreError
+from app.errors import ConductorError, PaneDead, PaneNotFound, StoreError
 from app.model import Pane, State
-from app.screen import normalise, without_dim
 from app.status import find_worker
 from app.tmux import Tmux
 from app.watch import PaneObserver, Tracked, worker_id
@@ -32,7 +31,7 @@ TIMEOUT_EXIT = 124  # what timeout(1) returns, so scripts can tell a timeout fro
 
 
 class Refused(ConductorError):
-    """``send`` would type into a pane that is not ready for it."""
+    """The gate (``app.gate``) will not type into a pane as it is: one line naming the reason."""
 
 
 # What `send` will type: printable text, newlines and tabs. Any other control character is
@@ -220,64 +219,23 @@ def watcher_vouches(row: Mapping[str, Any] | None, tracked: Tracked, since: floa
 def send(tmux: Tmux, target: Target, text: str, packs: Mapping[str, Pack],
          settings: WatchSettings, workers_dir: Path, *, enter: bool = True,
          force: bool = False, origin: str = "send", expect_screen: str | None = None,
-         answer_dialog: bool = False) -> None:
-    """Type ``text`` into the pane literally (then Enter), unless it is asking for confirmation
-    or holds unsent input of the user's; record the send so ``wait`` and the watcher know a new
-    turn was asked for.
+         answer_dialog: bool = False, agent_only: bool = False) -> None:
+    """Type ``text`` into the pane literally (then Enter) through the gate in front of every
+    keystroke (``app.gate.type_text``, which has the refusals); record the send so ``wait`` and
+    the watcher know a new turn was asked for.
 
     ``origin`` names the sender in the events table ("herd" for a nudge: a person's sends reset
     the herd's counters, its own do not). ``expect_screen`` (the stability hash a decision was
     made on) refuses when the pane shows anything else by the time we look. ``answer_dialog``
-    lets a herd rule with ``approve: true`` type into a NEEDS_CONFIRMATION pane; drafts still
-    refuse.
+    lets text into a NEEDS_CONFIRMATION pane whose options cannot be read; a menu is answered
+    with ``app.gate.answer``. ``agent_only`` (prose) refuses anything but an agent CLI at its
+    own prompt.
     """
-    check_text(text)  # even with --force: it guards the paste itself, not the pane's state
-    text = text.replace("\r\n", "\n")
-    if not force:
-        _check_ready_for_input(tmux, target, packs, settings, workers_dir,
-                               expect_screen=expect_screen, answer_dialog=answer_dialog)
-    # Recorded before typing: a Stop hook of the previous turn that lands while we type must
-    # already be older than this send.
-    store.record_event(str(workers_dir), {
-        "ts": time.time(), "kind": "send", "event": "send", "name": origin, "cli": "",
-        "pane_id": target.pane.pane_id, "server_pid": target.server_pid, "socket": tmux.label,
-        "session_id": "", "detail": f"{len(text)} characters{'' if enter else ', no Enter'}",
-    })
-    tmux.send_text(target.pane.pane_id, text, enter=enter)
+    from app import gate  # the gate builds on PaneWatch, defined here
 
-
-def _check_ready_for_input(tmux: Tmux, target: Target, packs: Mapping[str, Pack],
-                           settings: WatchSettings, workers_dir: Path, *,
-                           expect_screen: str | None = None,
-                           answer_dialog: bool = False) -> None:
-    watch = PaneWatch(tmux, target, packs, settings, workers_dir)
-    assessment = watch.poll()
-    if expect_screen is not None and watch.tracked.stability_hash != expect_screen:
-        raise Refused(f"not sent: {target.label} changed its screen since the decision")
-    # The watcher may know more (an LLM verdict, a permission hook), but only about the screen
-    # it saw: once the screen moved on (the user answered), its verdict is history.
-    if assessment.state is State.NEEDS_CONFIRMATION and not answer_dialog:
-        summary = assessment.summary or "it is waiting for confirmation"
-        raise Refused(f"not sent: {target.label} is waiting for confirmation ({summary}); "
-                      "answer it first, or use --force")
-    # With a plain program in the foreground (`cat`, a REPL) the text goes to it, not to the
-    # shell's line editor: there is no shell draft to protect.
-    pack = None if watch.tracked.program else watch.pack
-    if pack is not None and pack.detect.weak and watch.text.strip() and \
-            pack.input_visible(watch.text) is False:
-        # A shell whose prompt we cannot find on the last line: typed text there cannot be ruled
-        # out, and typing after it would run a different command. Fail safe.
-        raise Refused(f"not sent: cannot find the shell prompt of {target.label} on its last "
-                      "line, so unsent input cannot be ruled out; use --force to type anyway")
-    draft = pack.draft(watch.text) if pack is not None else None
-    if draft and pack is not None:
-        # Plain text cannot tell typing from a hint the CLI draws dim in the empty box (Claude
-        # Code's suggested next prompt): look again with the styles.
-        draft = pack.draft(normalise(without_dim(tmux.capture_styled(target.pane.pane_id))))
-    if draft:
-        shown = draft if len(draft) <= 40 else draft[:39] + "…"
-        raise Refused(f"not sent: {target.label} has unsent input in its prompt ({shown!r}); "
-                      "clear it first, or use --force")
+    gate.type_text(tmux, target, text, packs, settings, workers_dir, enter=enter, force=force,
+                   origin=origin, expect_screen=expect_screen, answer_dialog=answer_dialog,
+                   agent_only=agent_only)
 
 
 @dataclass(frozen=True)
@@ -289,10 +247,22 @@ class WaitResult:
     state_seen_s: float = 0.0
 
 
+def _exited(reasons: tuple[str, ...], summary: str, started: float,
+            on_change: Callable[[Assessment], None] | None) -> WaitResult:
+    now = time.time()
+    assessment = Assessment(state=State.EXITED, state_entered=now, last_change=now,
+                            reasons=reasons, summary=summary, confidence=100)
+    if on_change is not None:
+        on_change(assessment)
+    return WaitResult(True, assessment, time.monotonic() - started)
+
+
 def wait(watch: PaneWatch, until: Collection[State], timeout_s: float | None,
          poll_s: float = DEFAULT_WAIT_POLL_S,
          on_change: Callable[[Assessment], None] | None = None) -> WaitResult:
-    """Poll until the pane's reported state is one of ``until``, or the timeout passes."""
+    """Poll until the pane's reported state is one of ``until``, or the timeout passes. A pane
+    that ends (gone, or dead and kept by remain-on-exit) ends the wait at once: reached when
+    ``until`` holds EXITED, else :class:`PaneNotFound` (:class:`PaneDead` with its status)."""
     started = time.monotonic()
     last: State | None = None
     since = started
@@ -303,12 +273,15 @@ def wait(watch: PaneWatch, until: Collection[State], timeout_s: float | None,
         except PaneNotFound:
             if State.EXITED not in until:
                 raise PaneNotFound(f"pane {watch.target.label} exited while waiting") from None
-            now = time.time()
-            assessment = Assessment(state=State.EXITED, state_entered=now, last_change=now,
-                                    reasons=("pane_gone",), summary="exited", confidence=100)
-            if on_change is not None:
-                on_change(assessment)
-            return WaitResult(True, assessment, time.monotonic() - started)
+            return _exited(("pane_gone",), "exited", started, on_change)
+        pane = watch.tracked.pane
+        if pane.dead:
+            # Kept by remain-on-exit, its program over: as final as a pane that is gone.
+            status = f"exited with status {pane.dead_status}" if pane.dead_status is not None \
+                else "exited"
+            if State.EXITED not in until:
+                raise PaneDead(f"pane {watch.target.label} {status}")
+            return _exited(("pane_dead",), status, started, on_change)
         if assessment.state is not last:
             if last is not None and not settling:
                 since = time.monotonic()
