@@ -271,13 +271,20 @@ def _keys_of(option: Option, dialog: Dialog) -> tuple[str, ...]:
 
 # A selection marker at the start of a row: where the highlight is, not what the dialog says.
 _MARKER_RE = re.compile(r"^\s*[❯›>●▶►→➜]?\s*")
+# The rows above a dialog's last option that count as the dialog (its question, its command).
+_DIALOG_ROWS = 10
 
 
-def _face(text: str, pack: Pack | None) -> str:
-    """A dialog's screen without its highlight: the same dialog with another option marked (a
-    key that only moved the highlight) has the same face."""
-    unmarked = "\n".join(_MARKER_RE.sub("", line) for line in normalise(text).split("\n"))
-    return pack.fingerprint(unmarked) if pack is not None else screen_hash(unmarked)
+def _face(text: str, dialog: Dialog) -> list[str]:
+    """The dialog's own rows without the highlight, down to its last option: the same dialog
+    with another option marked (a key that only moved the highlight) has the same face, and so
+    has one whose footer changed (an echoed key, a clock). The same options asking about another
+    command do not."""
+    rows = [_MARKER_RE.sub("", line) for line in normalise(text).split("\n") if line.strip()]
+    rows = rows[-20:]
+    label = dialog.options[-1].label
+    last = max((i for i, row in enumerate(rows) if label in row), default=len(rows) - 1)
+    return rows[max(0, last - _DIALOG_ROWS):last + 1]
 
 
 def _confirm_left(tmux: Tmux, watch: PaneWatch, dialog: Dialog, confirm_s: float,
@@ -286,7 +293,7 @@ def _confirm_left(tmux: Tmux, watch: PaneWatch, dialog: Dialog, confirm_s: float
     way is no answer), else :class:`NotAnswered` saying what the pane shows."""
     pane_id = watch.target.pane.pane_id
     labels = [o.label for o in dialog.options]
-    before = _face(watch.text, watch.pack)
+    before = _face(watch.text, dialog)
     deadline = time.monotonic() + confirm_s
     gone = 0
     text = watch.text
@@ -298,7 +305,7 @@ def _confirm_left(tmux: Tmux, watch: PaneWatch, dialog: Dialog, confirm_s: float
         text = normalise(screens[pane_id])
         now = read_options(text)
         still = now is not None and [o.label for o in now.options] == labels and \
-            _face(text, watch.pack) == before
+            _face(text, dialog) == before
         gone = 0 if still else gone + 1
         if gone >= 2:
             return
