@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 LOCK_WAIT_S = 30.0
 LOCKS_DIR = "locks"
 # How long `answer` watches for the dialog to leave after its keys, and the pause between keys.
-CONFIRM_S = 5.0
+CONFIRM_S = 10.0
 KEY_GAP_S = 0.1
 _CONFIRM_POLL_S = 0.1
 # The same refusal of the same pane from the same origin is recorded once per this many seconds.

@@ -211,6 +211,18 @@ def test_answer_takes_an_option_by_key_or_label_and_lists_them_when_none_fits(
     retry_until(lambda: "Done: ask" in screen(agent), 10)
 
 
+def test_answer_presses_a_shell_questions_letter_and_enter(
+        server: Any, shell: Any) -> None:
+    shell.send_keys("read -p 'Delete everything? (y/N) ' a; echo \"got:$a\"", enter=True)
+    retry_until(lambda: screen(shell).rstrip().endswith("(y/N)"), 10)
+
+    done = pty(server, "answer", shell.pane_id, "refuse")
+
+    assert done.returncode == 0, done.stderr
+    assert "answered 'N' (n Enter)" in done.stdout
+    retry_until(lambda: "got:n" in screen(shell), 10)
+
+
 def test_answer_refuses_a_pane_that_asks_nothing(
         server: Any, agent: Any, shell: Any, isolated_env: Path) -> None:
     for pane in (agent, shell):

@@ -242,11 +242,12 @@ class HerdStep:
             if rule.approve and pending.facts.state is State.NEEDS_CONFIRMATION:
                 # A dialog takes its own keys, never typed text: the rule's command names the
                 # option ("approve", "refuse", a key or a label), as `conductor pty answer` does.
-                from app import gate
+                from app import gate as keystrokes  # not app.herd.gate, the herd's gates
 
-                gate.answer(self.tmux, target, text, self.packs, self.watch_settings,
-                            self.store.workers_dir, origin="herd",
-                            expect_screen=tracked.stability_hash, confirm_s=_ANSWER_CONFIRM_S)
+                keystrokes.answer(self.tmux, target, text, self.packs, self.watch_settings,
+                                  self.store.workers_dir, origin="herd",
+                                  expect_screen=tracked.stability_hash,
+                                  confirm_s=_ANSWER_CONFIRM_S)
             else:
                 handoff.send(self.tmux, target, text, self.packs, self.watch_settings,
                              self.store.workers_dir, origin="herd",
