@@ -136,9 +136,10 @@ def _check_ready_for_input(tmux: Tmux, look: _Look, target: Target, *,
         summary = assessment.summary or "it is waiting for confirmation"
         raise Refused(f"not sent: {target.label} is waiting for confirmation ({summary}); "
                       "answer it first, or use --force")
-    # With a plain program in the foreground (`cat`, a REPL) the text goes to it, not to the
-    # shell's line editor: there is no shell draft to protect.
-    pack = None if watch.tracked.program else watch.pack
+    # With a plain program in the foreground of a shell (`cat`, a REPL) the text goes to it,
+    # not to the shell's line editor: there is no shell draft to protect. An agent CLI whose
+    # process no pack claims (Gemini CLI and Qwen Code run as `node`) keeps its own input box.
+    pack = watch.pack if is_agent(watch.pack) or not watch.tracked.program else None
     if pack is not None and pack.detect.weak and watch.text.strip() and \
             pack.input_visible(watch.text) is False:
         # A shell whose prompt we cannot find on the last line: typed text there cannot be ruled

@@ -245,6 +245,23 @@ def test_answer_says_so_when_the_dialog_stays_up(
                     confirm_s=1.0)
 
 
+def test_a_draft_is_kept_in_an_agent_whose_process_no_pack_claims(
+        server: Any, session: Any) -> None:
+    # Run as `python` (as Gemini CLI runs as `node`): a plain program by its name, an agent by
+    # its screen, and its prompt holds what a person typed.
+    pane = session.new_window(window_name="agent", window_shell=f"exec {AGENT}",
+                              attach=False).active_pane
+    retry_until(lambda: "? for shortcuts" in screen(pane), 10)
+    assert pane.display_message("#{pane_current_command}", get_text=True)[0].startswith("python")
+    pane.send_keys("half typed by the user", enter=False, literal=True)
+    retry_until(lambda: "❯ half typed by the user" in screen(pane), 10)
+
+    line = one_line(pty(server, "send", pane.pane_id, "work 1"))
+
+    assert "unsent input" in line and "half typed by the user" in line
+    assert "work 1" not in screen(pane)
+
+
 # --- prose only to an agent at its prompt --------------------------------------------------------
 
 def test_agent_only_types_prose_into_an_agent_at_its_prompt_and_nowhere_else(
