@@ -4,7 +4,8 @@
     work S [D]  busy for S seconds (spinner, "esc to interrupt", the prompt box still visible),
                 then an answer and the idle prompt; with D, the idle screen stays up D seconds
                 first, as real CLIs leave it up for a moment after Enter
-    ask         Claude's Bash permission dialog; any line answers it, then 2 s of work
+    ask         Claude's Bash permission dialog, a menu read key by key: 1, 2 or Enter on "Yes"
+                approve (then 2 s of work), 3 or Esc refuse
     suggest T   answers, then shows T in the empty prompt box the way Claude draws a suggested
                 next prompt (dim)
     say T       ends its turn saying T (e.g. "Shall I continue?"), as a model's reply
@@ -16,8 +17,11 @@ its race needs (a Stop lost, or a Stop from the previous turn landing late).
 
 from __future__ import annotations
 
+import os
 import sys
+import termios
 import time
+import tty
 
 RULE = "─" * 120
 SPINNER = "✻✽✶✢·"
@@ -52,15 +56,48 @@ def work(history: list[str], task: str, seconds: float) -> None:
     history += [f"❯ {task}", f"● Done: {task}", f"✻ Worked for {int(seconds)}s"]
 
 
+OPTIONS = ("Yes", "Yes, and always allow access to build/ from this project", "No")
+KEYS = {"\x1b[A": "up", "\x1bOA": "up", "\x1b[B": "down", "\x1bOB": "down", "\r": "enter",
+        "\n": "enter", "\x1b": "esc"}
+
+
+def read_key() -> str:
+    """One key press, as a menu reads it: no echo, no line editing; whatever else arrived with
+    it (an Enter right behind a digit) is dropped."""
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    tty.setcbreak(fd)
+    try:
+        return os.read(fd, 32).decode(errors="replace")
+    finally:
+        termios.tcsetattr(fd, termios.TCSAFLUSH, saved)
+
+
 def ask(history: list[str], task: str) -> None:
-    dialog = [
-        *history[-10:], f"❯ {task}", "● I will remove the build directory now.",
-        "● Bash(rm -rf build)", "  ⎿  Waiting…", RULE, " Bash command", "   rm -rf build",
-        "   Remove the build directory", " Do you want to proceed?", " ❯ 1. Yes",
-        "   2. Yes, and always allow access to build/ from this project", "   3. No", "",
-    ]
-    draw(dialog, " Esc to cancel · Tab to amend · ctrl+e to explain", prompt_box=False)
-    sys.stdin.readline()
+    """A menu like Claude's: digits pick, arrows move the highlight, Enter picks it, Esc and
+    "3" refuse. Pasted text is not a key (bracketed paste would be ignored the same way)."""
+    chosen = 0
+    while True:
+        rows = [f" {'❯' if i == chosen else ' '} {i + 1}. {label}"
+                for i, label in enumerate(OPTIONS)]
+        dialog = [
+            *history[-10:], f"❯ {task}", "● I will remove the build directory now.",
+            "● Bash(rm -rf build)", "  ⎿  Waiting…", RULE, " Bash command", "   rm -rf build",
+            "   Remove the build directory", " Do you want to proceed?", *rows, "",
+        ]
+        draw(dialog, " Esc to cancel · Tab to amend · ctrl+e to explain", prompt_box=False)
+        key = read_key()
+        name = KEYS.get(key, key[:1] if len(key) == 1 or key[1:] in ("\r", "\n") else "")
+        if name == "up":
+            chosen = max(0, chosen - 1)
+        elif name == "down":
+            chosen = min(len(OPTIONS) - 1, chosen + 1)
+        elif name in ("1", "2", "3", "enter", "esc"):
+            picked = chosen if name == "enter" else 2 if name == "esc" else int(name) - 1
+            break
+    if picked == 2:
+        history += [f"❯ {task}", "● Refused: rm -rf build was not run."]
+        return
     work(history, task, 2.0)
 
 

@@ -44,9 +44,11 @@ PUBLIC_FIELDS = (
 )
 
 # Rows of the events table: what happened to a pane besides its screen. ``kind`` is "send" (our
-# own `send`) or "hook" (an agent CLI's hook); ``event`` is what the fusion rules read
-# (turn_start, working, turn_end, permission, idle, session_end, other, or "send").
-EVENT_KINDS = ("send", "hook")
+# own `send`, or keys `answer` pressed), "hook" (an agent CLI's hook) or "refused" (the gate,
+# app/act/gate.py, would not type: ``detail`` says why, ``name`` who asked); ``event`` is what the
+# fusion rules read (turn_start, working, turn_end, permission, idle, session_end, other, or
+# "send").
+EVENT_KINDS = ("send", "hook", "refused")
 _MAX_SQL_INT = 2**63 - 1
 # app.base.model.State's values, spelled out: importing the model costs the status line several ms.
 KNOWN_STATES = ("READY", "BUSY", "NEEDS_CONFIRMATION", "ERROR", "UNKNOWN", "EXITED")

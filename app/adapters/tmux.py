@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from app.base.errors import PaneNotFound, TmuxError, TmuxServerNotRunning
+from app.base.errors import PaneDead, PaneNotFound, TmuxError, TmuxServerNotRunning
 from app.base.model import Pane
 
 if TYPE_CHECKING:
@@ -55,6 +55,20 @@ _NO_SERVER_MARKERS = ("no server running", "error connecting to", "failed to con
 class PaneListing:
     server_pid: int
     panes: list[Pane]
+
+
+@dataclass(frozen=True)
+class PaneState:
+    """One pane as tmux reports it at one moment."""
+
+    server_pid: int
+    dead: bool
+    dead_status: int | None
+
+
+# The tmux key names `send_keys` presses as keys; any other single character is sent literally.
+NAMED_KEYS = frozenset({"Up", "Down", "Left", "Right", "Enter", "Escape", "Tab", "BTab", "Space",
+                        "BSpace", "Home", "End", "PageUp", "PageDown"})
 
 
 def _to_int(text: str, default: int = 0) -> int:
@@ -339,25 +353,77 @@ class Tmux:
         return self.run("display-message", "-p", "-t", pane_id, "#{pane_id}",
                         check=False).returncode == 0
 
+    def pane_state(self, pane_id: str) -> PaneState:
+        """Whether a pane exists and is dead, read from tmux now (one call)."""
+        done = self.run("display-message", "-p", "-t", pane_id,
+                        "#{pid} #{pane_dead} #{pane_dead_status}", check=False)
+        if done.returncode != 0:
+            error = self._error("display-message", done.stderr)
+            if isinstance(error, TmuxServerNotRunning):
+                raise error
+            raise PaneNotFound(f"pane {pane_id} no longer exists on tmux server {self.label}")
+        pid, dead, status = [*done.stdout.strip().split(" "), "", "", ""][:3]
+        return PaneState(server_pid=_to_int(pid), dead=dead == "1",
+                         dead_status=_to_int(status) if dead == "1" and status else None)
+
     def send_text(self, pane_id: str, text: str, enter: bool = True,
                   enter_delay: float = 0.3) -> None:
-        """Type ``text`` into a pane literally and optionally press Enter.
+        """Type ``text`` into a pane literally and optionally press Enter. Only ``app.act.gate``
+        calls this: everything else types through the gate's checks and per-pane lock.
 
         The text goes through a named tmux buffer loaded from stdin and pasted with bracketed
         paste (``-p``): nothing in it is parsed by tmux or a shell, newlines stay inside the
         agent's input box instead of submitting it early, and its length is not bounded by the
         command line. Enter is a separate key after a pause, so the CLI sees the paste end first.
+
+        tmux 3.3a crashes (taking every pane with it) on ``paste-buffer -p`` into a dead pane, so
+        the paste is decided inside tmux: ``if-shell -F '#{pane_dead}'`` reads the flag and pastes
+        in the same command queue, with no moment between for the pane to die in. A dead pane
+        raises :class:`PaneDead` and gets nothing.
         """
-        if not self.pane_exists(pane_id):
-            raise PaneNotFound(f"pane {pane_id} no longer exists on tmux server {self.label}")
         if text:
             buffer = f"conductor-send-{secrets.token_hex(6)}"
+            refused = f"conductor-dead-{secrets.token_hex(6)}"
             self.run("load-buffer", "-b", buffer, "-", stdin=text)
-            self.run("paste-buffer", "-d", "-p", "-b", buffer, "-t", pane_id)
+            done = self.run("if-shell", "-F", "-t", pane_id, "#{pane_dead}",
+                            f"delete-buffer -b {buffer} ; display-message -p {refused}",
+                            f"paste-buffer -d -p -b {buffer} -t {pane_id}", check=False)
+            if done.returncode != 0:
+                self.run("delete-buffer", "-b", buffer, check=False)
+                error = self._error("paste-buffer", done.stderr)
+                if isinstance(error, TmuxServerNotRunning):
+                    raise error
+                raise PaneNotFound(f"pane {pane_id} no longer exists on tmux server {self.label}")
+            if refused in done.stdout:
+                raise PaneDead(f"pane {pane_id} has exited; nothing was typed into it")
             if enter and enter_delay > 0:
                 time.sleep(enter_delay)
         if enter:
-            self.run("send-keys", "-t", pane_id, "Enter")
+            self.send_keys(pane_id, ["Enter"])
+
+    def send_keys(self, pane_id: str, keys: Sequence[str], gap_s: float = 0.0) -> None:
+        """Press keys in a pane, one tmux call each, ``gap_s`` apart: tmux key names from
+        :data:`NAMED_KEYS`, or one printable character sent literally (``-l``).
+
+        Never a paste: a menu ignores pasted text, and the Enter after it would pick whatever
+        is highlighted. One key at a time, because a CLI that reads a burst of input as one
+        chunk may not tell ``Down Down Enter`` apart. tmux ignores keys sent to a dead pane.
+        """
+        for index, key in enumerate(keys):
+            if key in NAMED_KEYS:
+                args = [key]
+            elif len(key) == 1 and key.isprintable():
+                args = ["-l", key]
+            else:
+                raise TmuxError(f"not a key conductor presses: {key!r}")
+            if index and gap_s > 0:
+                time.sleep(gap_s)
+            done = self.run("send-keys", "-t", pane_id, *args, check=False)
+            if done.returncode != 0:
+                error = self._error("send-keys", done.stderr)
+                if isinstance(error, TmuxServerNotRunning):
+                    raise error
+                raise PaneNotFound(f"pane {pane_id} no longer exists on tmux server {self.label}")
 
     def switch_to(self, pane_id: str) -> str:
         """Bring a pane to the front: switch the most recently active client to it, else just

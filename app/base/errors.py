@@ -33,6 +33,10 @@ class PaneNotFound(ConductorError):
     """No pane or worker matches what the user named."""
 
 
+class PaneDead(PaneNotFound):
+    """The pane is still listed, but its program has exited (tmux's remain-on-exit)."""
+
+
 class StoreError(ConductorError):
     """The status store is missing, locked or unreadable."""
 

@@ -75,3 +75,26 @@ def clean_output(text: str) -> str:
     return "\n".join("".join(c for c in clean_text(line.replace("\t", "    "))
                              if c not in ZERO_WIDTH and c not in BIDI)
                      for line in text.split("\n"))
+
+
+class Refused(ConductorError):
+    """The gate (``app.act.gate``) will not type into a pane as it is: one line naming the
+    reason."""
+
+
+# What `send` will type: printable text, newlines and tabs. Any other control character is
+# refused, not stripped: ESC starts the bracketed-paste end marker (ESC [201~), after which the
+# rest of the text would run as typed keys, and CSI/OSC sequences move the cursor or retitle the
+# terminal. Stripping would silently send something other than what the caller asked for.
+_ALLOWED_CONTROLS = frozenset("\n\t")
+
+
+def check_text(text: str) -> None:
+    """Refuse text holding terminal control characters (ESC, CSI, BEL, C1, DEL...)."""
+    for index, char in enumerate(text):
+        code = ord(char)
+        if (code < 0x20 or 0x7F <= code <= 0x9F) and char not in _ALLOWED_CONTROLS:
+            if char == "\r" and text[index + 1:index + 2] == "\n":
+                continue  # a CRLF line end from a file piped in
+            raise Refused(f"not sent: the text holds a control character (U+{code:04X} at "
+                          f"position {index}); send types plain text, newlines and tabs only")

@@ -23,8 +23,8 @@ from app.base.errors import ConductorError
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
-    from app.act.handoff import Target
     from app.adapters.tmux import Tmux
+    from app.observe.one_pane import Target
 
 INSTRUCTIONS = """\
 conductor pty watches the tmux panes where coding agents run. When you believe your task is \
@@ -65,7 +65,7 @@ class Tools:
     def _check_server(self, tmux: Tmux, *, required: bool) -> None:
         """Refuse when the caller's pane is on another tmux server than the one this MCP server
         drives: pane ids repeat across servers, so its ``%3`` would be a stranger's ``%3``."""
-        from app.act.handoff import Refused
+        from app.base.inputs import Refused
 
         # $TMUX is "<socket path>,<server pid>,<session index>", set by tmux in every pane.
         socket_path, _, rest = self.env.get("TMUX", "").partition(",")

@@ -56,6 +56,8 @@ class Signals:
         """Fold one row of the events table in (rows arrive in store order)."""
         if kind == "send":
             return replace(self, sent=max(self.sent, ts))
+        if kind != "hook":  # a refusal (app.act.gate): nothing reached the pane
+            return self
         hooked = replace(self, last_hook=name or event, last_hook_ts=ts) \
             if ts >= self.last_hook_ts else self
         if event in TURN_START_EVENTS:

@@ -95,7 +95,7 @@ class Lab:
 
     def herd_sends(self) -> int:
         return int(self.store.conn.execute(
-            "SELECT COUNT(*) FROM events WHERE name = 'herd'").fetchone()[0])
+            "SELECT COUNT(*) FROM events WHERE kind = 'send' AND name = 'herd'").fetchone()[0])
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO, conductor
-from tests.waiting import retry_until
+from tests.waiting import retry_until, stays_false
 
 AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
 
@@ -104,22 +104,24 @@ def test_send_reads_the_text_from_stdin(server: Any, session: Any, tmp_path: Pat
     retry_until(lambda: out.read_text() == "from stdin\n", 10)
 
 
-def test_send_refuses_a_pane_asking_for_confirmation_unless_forced(
+def test_send_into_a_dialog_refuses_even_forced_and_names_answer(
         server: Any, agent: Any) -> None:
     agent.send_keys("ask", enter=True)
     retry_until(lambda: "Do you want to proceed?" in screen(agent), 10)
 
-    refused = pty(server, "send", agent.pane_id, "work 1")
+    for extra in ((), ("--force",)):
+        refused = pty(server, "send", agent.pane_id, *extra, "3")
 
-    assert refused.returncode == 1
-    assert "waiting for confirmation" in refused.stderr and "--force" in refused.stderr
-    assert len(refused.stderr.strip().splitlines()) == 1
-    time.sleep(0.5)
-    assert "Do you want to proceed?" in screen(agent)  # nothing was typed
+        assert refused.returncode == 1
+        assert "waiting for confirmation" in refused.stderr
+        assert "conductor pty answer agent" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+    assert stays_false(lambda: "Do you want to proceed?" not in screen(agent), 0.5)
 
-    forced = pty(server, "send", agent.pane_id, "--force", "")
-    assert forced.returncode == 0, forced.stderr
-    retry_until(lambda: "Do you want to proceed?" not in screen(agent), 10)
+    answered = pty(server, "answer", agent.pane_id, "approve")
+    assert answered.returncode == 0, answered.stderr
+    assert "answered 'Yes' (1)" in answered.stdout
+    retry_until(lambda: "Done: ask" in screen(agent), 10)
 
 
 def test_send_refuses_to_mix_into_half_typed_input(server: Any, agent: Any) -> None:

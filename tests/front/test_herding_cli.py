@@ -180,6 +180,10 @@ def test_a_rule_that_approves_is_the_only_way_to_answer_a_dialog(
                 message=f"{decisions(isolated_env)}")
     assert nudged(isolated_env)[0][2:] == ("yes-to-build", "yes", "NEEDS_CONFIRMATION")
     retry_until(lambda: "Done: ask" in screen(agent), 10)
+    # Through the answer path: the dialog's own key, never "yes" typed into the menu.
+    with db(isolated_env) as conn:
+        assert [r[0] for r in conn.execute("SELECT detail FROM events WHERE kind = 'send' AND "
+                                           "name = 'herd'")] == ["answer 'Yes': 1"]
 
 
 def test_a_half_typed_prompt_is_never_nudged(

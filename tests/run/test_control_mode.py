@@ -352,7 +352,7 @@ def control_clients_alive(socket_name: str) -> bool:
 
 def test_wait_takes_ready_from_a_watcher_on_control_mode_for_the_screen_it_sees(
         server: Any, session: Any, event_watcher: Watcher, isolated_env: Path) -> None:
-    from app.act.handoff import PaneWatch, resolve
+    from app.observe.one_pane import PaneWatch, resolve
 
     pane = session.new_window(window_name="asker", window_shell=SHELL, attach=False).active_pane
     retry_until(lambda: "$" in "\n".join(pane.capture_pane()), 10)

@@ -17,12 +17,12 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from app.act.handoff import Refused, check_text
 from app.adapters import store
 from app.adapters.llm import LLMClient, LLMSettings
 from app.adapters.tmux import Tmux
 from app.base.errors import LLMError, StoreError
 from app.base.files import write_atomic
+from app.base.inputs import Refused, check_text
 from app.base.model import State
 from app.base.redact import redact
 from app.base.render import clean_text

@@ -30,10 +30,10 @@ from app.base.errors import ConductorError
 from app.base.redact import redact
 
 if TYPE_CHECKING:
-    from app.act.handoff import Target
     from app.adapters.store import StoreWriter
     from app.adapters.tmux import Tmux
     from app.base.settings import WatchSettings
+    from app.observe.one_pane import Target
     from app.observe.packs import Pack
     from app.observe.pane import Tracked
 
@@ -102,7 +102,7 @@ def queue_message(workers_dir: Path, worker_id: str, text: str, ttl_s: float,
     Refused like ``send`` refuses (control characters), and longer than
     :data:`MAX_TEXT_CHARS`: what waits in the queue must be typeable when its turn comes.
     """
-    from app.act.handoff import check_text
+    from app.base.inputs import check_text
 
     if not text.strip():
         raise ConductorError("nothing to queue: the text is empty")

@@ -201,7 +201,7 @@ class CycleStep:
                                 cli_forced=pane.cli_forced)
         try:
             handoff.send(self.tmux, target, text, self.packs, self.watch_settings,
-                         self.store.workers_dir, origin=origin)
+                         self.store.workers_dir, origin=origin, agent_only=True)
         except ConductorError as exc:  # Refused, or the pane went away
             return str(exc)
         return ""

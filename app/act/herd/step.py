@@ -3,8 +3,9 @@ that every gate and a rule agree on.
 
 ``annotate`` runs while the tick builds each pane's status row and returns the eligibility
 fields for it (so ``status --json``, ``status.json`` and ``explain`` show them); ``act`` runs
-after the tick's store transaction, applies the rules and types through ``handoff.send`` with
-the screen the decision was made on, so a screen that moved in between refuses. Counters and
+after the tick's store transaction, applies the rules and types through ``handoff.send`` (or,
+for a rule that may approve a dialog, presses its keys through ``app.act.gate.answer``) with the
+screen the decision was made on, so a screen that moved in between refuses. Counters and
 the decisions log are written in one transaction per tick. Nothing here may stop the watcher:
 every failure is logged and the pane simply gets no nudge. A fault stays with its pane: a rule
 whose pattern runs out of time (``rule_error``) or anything unexpected (``herd_fault``) blocks
@@ -41,6 +42,8 @@ NUDGED, DRY_RUN, BLOCKED = "nudged", "dry_run", "blocked"
 RULES_BUDGET_S = 0.5
 _PRUNE_EVERY_S = 3600.0
 _KEEP_LOG_S = 30 * 86400.0
+# How long an approving rule's answer waits to see the dialog leave: the tick waits with it.
+_ANSWER_CONFIRM_S = 2.0
 
 
 @dataclass
@@ -279,9 +282,21 @@ class HerdStep:
                                 worker_id=tracked.worker_id, name=tracked.name,
                                 cli_forced=tracked.cli_forced)
         try:
-            handoff.send(self.tmux, target, text, self.packs, self.watch_settings,
-                         self.store.workers_dir, origin="herd",
-                         expect_screen=tracked.stability_hash, answer_dialog=rule.approve)
+            if rule.approve and pending.facts.state is State.NEEDS_CONFIRMATION:
+                # A dialog takes its own keys, never typed text: the rule's command names the
+                # option ("approve", "refuse", a key or a label), as `conductor pty answer` does.
+                from app.act import (
+                    gate as keystrokes,  # not app.act.herd.eligibility, the herd's gates
+                )
+
+                keystrokes.answer(self.tmux, target, text, self.packs, self.watch_settings,
+                                  self.store.workers_dir, origin="herd",
+                                  expect_screen=tracked.stability_hash,
+                                  confirm_s=_ANSWER_CONFIRM_S)
+            else:
+                handoff.send(self.tmux, target, text, self.packs, self.watch_settings,
+                             self.store.workers_dir, origin="herd",
+                             expect_screen=tracked.stability_hash, agent_only=True)
         except handoff.Refused as exc:
             return Outcome(BLOCKED, "refused", rule.id, text, str(exc))
         except ConductorError as exc:

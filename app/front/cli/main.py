@@ -294,8 +294,9 @@ def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force
     """Type TEXT into a pane literally, then Enter; TEXT from stdin when not given.
 
     Refuses (exit 1) when the pane is waiting for confirmation or has half-typed input in its
-    prompt, unless --force. Put `--` before text that starts with a dash. With --queue the
-    watcher delivers it, oldest first and one per turn, through the same refusals.
+    prompt, unless --force; a dead pane and a dialog's menu (use `answer`) even with --force.
+    Put `--` before text that starts with a dash. With --queue the watcher delivers it, oldest
+    first and one per turn, through the same refusals.
     """
     from app.act import handoff
     from app.observe.packs import load_packs
@@ -316,6 +317,29 @@ def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force
     target = handoff.resolve(tmux, obj.workers_dir, ident)
     handoff.send(tmux, target, text, load_packs(), read_config().watch, obj.workers_dir,
                  enter=not no_enter, force=force)
+
+
+@pty.command()
+@click.argument("ident", metavar="ID|NAME|%PANE", shell_complete=complete_panes)
+@click.argument("choice", metavar="approve|refuse|OPTION")
+@click.pass_obj
+@friendly_errors
+def answer(obj: Context, ident: str, choice: str) -> None:
+    """Answer the dialog a pane shows by pressing its own keys (never typed text).
+
+    The options are read from the screen now (`classify --json` shows them): approve or refuse
+    takes the first option that does so (refuse falls back to Esc where the dialog says Esc
+    cancels); OPTION is an option's key (2, y) or label. Exits 1 when the pane asks nothing,
+    its options cannot be read, or the dialog is still up after the keys.
+    """
+    from app.act import gate, handoff
+    from app.observe.packs import load_packs
+
+    tmux = obj.tmux()
+    target = handoff.resolve(tmux, obj.workers_dir, ident)
+    done = gate.answer(tmux, target, choice, load_packs(), read_config().watch, obj.workers_dir)
+    click.echo(f"{target.label}: answered {render.clean_text(done.label)!r} "
+               f"({' '.join(done.keys)})")
 
 
 @pty.command()
@@ -361,8 +385,9 @@ def wait(obj: Context, ident: str, until_text: str, timeout: float | None, poll:
     result = handoff.wait(watch, until, timeout, poll or cfg.wait_poll_s, on_change=report)
     a = result.assessment
     if not result.reached:
+        lasted = watch.seconds_in_state(a, result.state_seen_s)
         click.echo(f"timed out after {render.duration(result.waited_s)}: {target.label} is "
-                   f"{a.state.value} for {render.duration(watch.seconds_in_state(result))}"
+                   f"{a.state.value} for {render.duration(lasted)}"
                    f"{': ' + render.clean_text(a.summary) if a.summary else ''}", err=True)
         sys.exit(handoff.TIMEOUT_EXIT)
     if not quiet:
