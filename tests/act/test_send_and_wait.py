@@ -176,7 +176,8 @@ def test_late_stop_from_the_previous_turn_does_not_end_the_wait(
 
 
 def test_idle_prompt_box_visible_while_busy_is_not_ready(server: Any, agent: Any) -> None:
-    assert pty(server, "send", agent.pane_id, "work 4").returncode == 0
+    # Long enough that the turn cannot end during the wait, however slow the machine.
+    assert pty(server, "send", agent.pane_id, "work 30").returncode == 0
     retry_until(lambda: "esc to interrupt" in screen(agent), 10)
     assert "❯ " in screen(agent)  # Claude keeps its prompt box on screen while it works
     code, _, err = finish(start_wait(server, agent, "--timeout", "1.5"))

@@ -27,8 +27,8 @@ import pytest
 
 from tests.agents import AgentUnavailable, Install, OldCodexInTmux, install_codex
 from tests.e2e.test_claude_and_codex import (
+    RETURNS_WITHIN_S,
     SLOW_TASK,
-    STABILITY_WINDOW_S,
     finish,
     install_notify,
     pty,
@@ -77,7 +77,7 @@ def test_with_notify_each_turn_is_ready_once_the_screen_is_still(
     with old_codex:
         lags = [send_and_time_wait(old_codex, turns_before=n) for n in range(2)]
         again = pty(old_codex, "wait", old_codex.pane_id, "--timeout", "4", "-v")
-    assert all(0 < lag < STABILITY_WINDOW_S for lag in lags), f"lags after the turn end: {lags}"
+    assert all(0 < lag < RETURNS_WITHIN_S for lag in lags), f"lags after the turn end: {lags}"
     assert again.returncode != 0, again.stdout + again.stderr
     assert "no_end_mark" in again.stderr and "READY" not in again.stderr, again.stderr
 
@@ -130,9 +130,9 @@ def test_with_notify_ready_after_an_approved_command(old_codex: OldCodexInTmux) 
                 finish(until_ready, 1)
             old_codex.send_keys("y")
             end = old_codex.server.wait_for_turn_end(1, 30)
-            status, returned, output = finish(until_ready, end + STABILITY_WINDOW_S + 1
+            status, returned, output = finish(until_ready, end + RETURNS_WITHIN_S + 1
                                               - time.time())
         finally:
             stop_process(until_ready)
     assert status == 0, output
-    assert 0 < returned - end < STABILITY_WINDOW_S, f"{returned - end:.2f} s after the end"
+    assert 0 < returned - end < RETURNS_WITHIN_S, f"{returned - end:.2f} s after the end"
