@@ -65,10 +65,21 @@ def clean_text(text: str) -> str:
     return "".join(out)
 
 
+# The states that wait for a person: ordered by how long they have waited.
+_WAITING_ORDER = frozenset(("NEEDS_CONFIRMATION", "ERROR", "READY"))
+
+
+def _attention(w: Mapping[str, Any]) -> tuple[int, float, str, str]:
+    state = w.get("state") or "UNKNOWN"
+    waited = (w.get("state_entered_ts") or 0.0) if state in _WAITING_ORDER else 0.0
+    return _ATTENTION.get(state, 9), waited, str(w.get("name") or ""), str(w.get("id") or "")
+
+
 def by_attention(workers: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Panes needing a human first; longest-waiting first within a state."""
-    return sorted(workers, key=lambda w: (_ATTENTION.get(w.get("state") or "UNKNOWN", 9),
-                                          w.get("state_entered_ts") or 0.0))
+    """Panes needing a human first (NEEDS_CONFIRMATION, ERROR, READY), longest-waiting first
+    within those; the rest by state, then name and id, so panes that only change between BUSY
+    and UNKNOWN keep their places."""
+    return sorted(workers, key=_attention)
 
 
 def duration(seconds: float) -> str:
@@ -108,20 +119,71 @@ def styles(spec: str | None) -> dict[str, str]:
 
 
 def short_line(workers: Sequence[Mapping[str, Any]], colour: bool = False,
-               style_spec: str | None = None) -> str:
+               style_spec: str | None = None, width: int | None = None) -> str:
     """``[worker-a: READY] [api: NEEDS_CONF]`` for tmux's status-right; exited panes are left
-    out (their exit was notified, and the line is for the panes you can act on)."""
+    out (their exit was notified, and the line is for the panes you can act on).
+
+    With ``width``, the line shows at most that many columns: whole items only, in attention
+    order, and ``+N`` for the N panes that did not fit."""
     style = styles(style_spec) if colour else {}
-    parts = []
+    items: list[tuple[str, int]] = []  # (text as printed, columns it shows)
     for w in by_attention(workers):
         state = w.get("state") or "UNKNOWN"
         if state == "EXITED":
             continue
+        name = clean_text(str(w.get("name") or w.get("id")))
+        shown = f"[{name}: {_SHORT.get(state, state)}]"
         # '#' would start a tmux format in status-right; double it to print it literally.
-        name = clean_text(str(w.get("name") or w.get("id"))).replace("#", "##")
-        text = f"[{name}: {_SHORT.get(state, state)}]"
-        parts.append(f"#[{style[state]}]{text}#[default]" if state in style else text)
-    return " ".join(parts)
+        text = shown.replace("#", "##")
+        items.append((f"#[{style[state]}]{text}#[default]" if state in style else text,
+                      columns(shown)))
+    if width is None:
+        return " ".join(text for text, _ in items)
+    return _fit_items(items, width)
+
+
+def _fit_items(items: Sequence[tuple[str, int]], width: int) -> str:
+    """The longest run of leading items that fits in ``width`` with ``+N`` for the rest."""
+    used = 0
+    for count, (_, size) in enumerate(items):
+        rest = len(items) - count - 1
+        need = used + (1 if count else 0) + size
+        room_for_rest = len(f" +{rest}") if rest else 0
+        if need + room_for_rest > width:
+            break
+        used = need
+    else:
+        return " ".join(text for text, _ in items)
+    # The items before ``count`` were taken only with room for this ``+N`` after them.
+    more = f"+{len(items) - count}"
+    return " ".join([*(text for text, _ in items[:count]), more]) if len(more) <= width else ""
+
+
+def fit(text: str, width: int | None) -> str:
+    """``text`` cut to ``width`` columns, with an ellipsis where it was cut."""
+    if width is None or columns(text) <= width:
+        return text
+    if width <= 0:
+        return ""
+    out, used = [], 0
+    for char in text:
+        size = columns(char)
+        if used + size > width - 1:
+            break
+        out.append(char)
+        used += size
+    return "".join(out) + "…"
+
+
+def columns(text: str) -> int:
+    """How many terminal columns ``text`` takes: East Asian wide and full-width characters two,
+    combining marks none."""
+    if text.isascii():
+        return len(text)
+    import unicodedata  # only for names that are not plain ASCII
+
+    return sum(0 if unicodedata.combining(c) else
+               2 if unicodedata.east_asian_width(c) in ("W", "F") else 1 for c in text)
 
 
 WAITING_STATES = ("READY", "NEEDS_CONFIRMATION")

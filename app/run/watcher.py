@@ -191,7 +191,8 @@ class Watcher:
         if not self._cleaned_at_start:
             # Panes that vanished while no watcher ran still get their final row; folders no
             # row owns are a killed daemon's leftovers.
-            gone = sorted(set(gone) | (self.store.live_ids() - set(current)))
+            # Only this server's: another socket's panes are for a watcher of that socket.
+            gone = sorted(set(gone) | (self.store.live_ids(self.tmux.label) - set(current)))
             orphans = sorted(self._folders() - self.store.known_ids() - set(current))
         for wid in current.keys() - self.tracked.keys():
             self.tracked[wid] = self._track(wid, current[wid])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -367,3 +368,154 @@ def test_the_status_table_shows_a_goal_column_only_when_a_pane_has_a_goal() -> N
     assert goal[:GOAL_WIDTH - 1] + "…" in web and "working" in web
     api = next(line for line in lines if "api" in line)
     assert " - " in api  # no goal: a dash, so the columns stay aligned
+
+
+# --- the status views: the tmux segment in the room it has, a narrow side pane, one server's
+# panes with -L, and the panes of a tmux server that ended -----------------------------------
+
+PRINTER = "sh -c 'while :; do date +%N; sleep 0.1; done'"
+ITEM = re.compile(r"\[[^\]]*\]")
+
+
+def claim_watcher(watcher: Watcher) -> None:
+    """The in-process watcher as the store's running watcher (this process), so readers take its
+    states as current; each full tick keeps its last cycle fresh."""
+    with watcher.store.transaction() as conn:
+        watcher.store.heartbeat(conn, pid=os.getpid(), socket=watcher.tmux.label, interval=1.0,
+                                started_ts=time.time(), stopped_ts=None, problem=None)
+    watcher.tick(time.time())
+
+
+def ten_panes(server: Any, session: Any, watcher: Watcher, workers_dir: Path) -> None:
+    """A question, a crashed program, five idle shells and three busy printers, nothing else."""
+    server.cmd("set-option", "-g", "remain-on-exit", "on")
+    session.new_window(window_name="question", window_shell=QUESTION, attach=False)
+    crashed = session.new_window(window_name="crashed", window_shell="sh -c 'exit 3'",
+                                 attach=False)
+    for name in ("idle-a", "idle-b", "idle-c", "idle-d", "idle-e"):
+        session.new_window(window_name=name, attach=False)
+    for name in ("busy-a", "busy-b", "busy-c"):
+        session.new_window(window_name=name, window_shell=PRINTER, attach=False)
+    wait_for_exit_status(server, crashed.active_pane, 3)
+    for window in list(server.windows):  # the fixtures' own shells
+        if window.window_name not in TEN:
+            window.kill()
+    settle(watcher, TEN, workers_dir)
+
+
+TEN = {"question": "NEEDS_CONFIRMATION", "crashed": "ERROR",
+       **dict.fromkeys(("idle-a", "idle-b", "idle-c", "idle-d", "idle-e"), "READY"),
+       **dict.fromkeys(("busy-a", "busy-b", "busy-c"), "BUSY")}
+
+
+def attention_order(workers_dir: Path) -> list[str]:
+    """What the status line must put first: the question, the error, the idle shells by how
+    long they have waited (then by name), the busy ones by name."""
+    live = {n: w for n, w in by_name(workers_dir).items() if n in TEN}
+    idle = sorted((w["state_entered_ts"], n) for n, w in live.items() if w["state"] == "READY")
+    return ["question", "crashed", *(n for _, n in idle), "busy-a", "busy-b", "busy-c"]
+
+
+def test_status_short_in_a_given_width_shows_whole_items_the_panes_needing_you_first(
+        server: Any, session: Any, watcher: Watcher, isolated_env: Path) -> None:
+    ten_panes(server, session, watcher, isolated_env)
+    order = attention_order(isolated_env)
+    short = {f"[{n}: {TEN[n].replace('NEEDS_CONFIRMATION', 'NEEDS_CONF')}]": n for n in TEN}
+
+    def line(*extra: str) -> str:
+        watcher.tick(time.time())
+        done = conductor("-L", server.socket_name, "pty", "status", "--short", *extra)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.rstrip("\n")
+
+    claim_watcher(watcher)
+    everything = ITEM.findall(line())
+    assert [short[item] for item in everything] == order  # no width: all, in order
+    for width in (60, 120):
+        shown = line("--width", str(width))
+        print(f"--width {width} ({len(shown)} characters): {shown}")
+        assert len(shown) <= width
+        items = ITEM.findall(shown)
+        assert [short[item] for item in items] == order[:len(items)]
+        assert shown == " ".join([*items, f"+{len(order) - len(items)}"])
+        # As many as fit: one more would not, with what would still be left counted.
+        rest = len(order) - len(items) - 1
+        longer = " ".join([*items, everything[len(items)]]) + (f" +{rest}" if rest else "")
+        assert len(longer) > width
+        # The same line again (stable), and through the full command line (click) too.
+        assert line("--width", str(width)) == shown
+        assert line("--width", str(width), "--all") == shown
+        coloured = line("--colour", "--width", str(width))
+        assert re.sub(r"#\[[a-z0-9=,]+\]", "", coloured) == shown
+    assert line("--width", "3") == "+10"
+    assert line("--width", "2") == ""
+
+
+def test_L_scopes_every_reader_to_that_servers_panes(
+        server: Any, session: Any, watcher: Watcher, isolated_env: Path,
+        TestServer: Any) -> None:
+    from app.adapters.tmux import Tmux
+    from app.base.settings import WatchSettings
+    from app.observe.packs import load_packs
+
+    mine, theirs = server.socket_name, TestServer()
+    theirs.new_session(session_name="theirs", window_name="their-api")
+    session.new_window(window_name="mine-api", attach=False)
+    settle(watcher, {"mine-api": "READY"}, isolated_env)
+    # One store, two servers: their watcher ran here once too (one at a time, as the lock wants).
+    other = Watcher(Tmux(socket_name=theirs.socket_name), watcher.store, watcher.packs,
+                    WatchSettings(interval_s=1, ready_min_s=0))
+    settle(other, {"their-api": "READY", "mine-api": "READY"}, isolated_env)
+    assert load_packs()  # both watchers judged with the shipped packs
+    claim_watcher(watcher)
+    ids = {n: w["id"] for n, w in by_name(isolated_env).items()}
+
+    def names(*args: str, env: dict[str, str] | None = None) -> set[str]:
+        done = conductor(*args, "pty", "status", "--json", env=env)
+        assert done.returncode == 0, done.stderr
+        return {w["name"] for w in json.loads(done.stdout)}
+
+    assert "mine-api" in names("-L", mine) and "their-api" not in names("-L", mine)
+    assert names("-L", theirs.socket_name) == {"their-api"}
+    assert names(env={"CONDUCTOR_TMUX_SOCKET": theirs.socket_name}) == {"their-api"}
+    assert {"mine-api", "their-api"} <= names()  # without -L: every server in the store
+
+    def run(socket: str, *args: str) -> subprocess.CompletedProcess[str]:
+        watcher.tick(time.time())
+        return conductor("-L", socket, "pty", *args)
+
+    assert "[mine-api: READY]" in run(mine, "status", "--short").stdout
+    assert "their-api" not in run(mine, "status", "--short").stdout
+    assert run(theirs.socket_name, "status", "--short").stdout.strip() == \
+        f"[conductor: watching {mine}]"
+    fast = conductor("pty", "status", "--short", env={"CONDUCTOR_TMUX_SOCKET": mine})
+    assert "[mine-api: READY]" in fast.stdout and "their-api" not in fast.stdout
+    table = run(theirs.socket_name, "status")
+    assert "their-api" in table.stdout and "mine-api" not in table.stdout
+    assert f"this store's watcher watches tmux server {mine}, not this one" in table.stderr
+
+    for command in ("tail", "explain", "switch"):
+        refused = run(theirs.socket_name, command, "mine-api")
+        assert (refused.returncode, refused.stderr.strip()) == (
+            1, "Error: no pane with id or name 'mine-api'; see `conductor pty status`")
+    assert run(mine, "tail", "mine-api").returncode == 0
+    # Without -L, explain reads the live screen from the pane's own server.
+    explained = conductor("pty", "explain", "their-api")
+    assert "live screen, pack shell: READY" in explained.stdout, explained.stdout
+
+    assert run(mine, "send", "--queue", "mine-api", "hello").returncode == 0
+    assert run(theirs.socket_name, "queue").stdout.startswith("no jobs waiting")
+    assert "mine-api" in run(mine, "queue").stdout
+
+    assert run(mine, "herd", "on", "mine-api").returncode == 0
+    assert run(theirs.socket_name, "herd", "list").stdout.startswith("no pane is herded")
+    assert "mine-api" in run(mine, "herd", "list").stdout
+    with watcher.store.transaction() as conn:
+        for name in ("mine-api", "their-api"):
+            watcher.store.add_nudge(conn, {"id": ids[name], "ts": time.time(), "name": name,
+                                           "eligible": 0, "outcome": "blocked",
+                                           "reason": "no_rule", "state": "READY"})
+    assert [line.split()[2] for line in run(mine, "herd", "log").stdout.splitlines()] == \
+        ["mine-api"]
+    assert [line.split()[2] for line in
+            run(theirs.socket_name, "herd", "log").stdout.splitlines()] == ["their-api"]
