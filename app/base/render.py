@@ -200,41 +200,54 @@ def waiting(worker: Mapping[str, Any], now: float, grace_s: float) -> tuple[floa
 
 
 GOAL_WIDTH = 30  # the whole goal is in `explain`, `herd list` and --json
+# A narrow terminal loses these columns first, in this order, until the summary has at least
+# SUMMARY_MIN columns: NAME, STATE, WAITING and SUMMARY stay. A column with nothing to say
+# (every cell empty or "-") is left out, except these three always shown.
+_DROP_ORDER = ("SINCE", "CLI", "GOAL", "ID", "CYCLE")
+_ALWAYS = ("NAME", "STATE", "WAITING")
+SUMMARY_MIN = 30
 
 
 def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120.0,
           width: int | None = None) -> str:
-    """The status table; with ``width``, every line is cut to it (the summary goes first)."""
-    # The CYCLE and GOAL columns only once some pane has a post-report cycle or a goal: most
-    # never do.
-    cycles = any(w.get("cycle") for w in workers)
-    goals = any(w.get("goal") for w in workers)
-    rows = [("ID", "NAME", "CLI", "STATE", *(("CYCLE",) if cycles else ()), "SINCE", "WAITING",
-             *(("GOAL",) if goals else ()), "SUMMARY")]
-    for w in by_attention(workers):
-        entered = w.get("state_entered_ts")
-        waited, long_wait = waiting(w, now, grace_s)
-        rows.append((
-            str(w.get("id") or ""),
-            # Window names are set by programs (through escapes of their own): printable only.
-            clean_text(str(w.get("name") or "")),
-            clean_text(str(w.get("cli_type") or "-")),
-            str(w.get("state") or "UNKNOWN"),
-            *((str(w.get("cycle") or "-"),) if cycles else ()),
-            _clock(entered, now) if entered else "-",
-            "-" if waited is None else duration(waited) + (" long" if long_wait else ""),
-            *((_one_line(str(w.get("goal") or "-"), GOAL_WIDTH),) if goals else ()),
-            _one_line(str(w.get("summary") or "")),
-        ))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    """The status table; with ``width``, columns go (``_DROP_ORDER``) until the summary has
+    room, and every line is cut to it. A column with nothing to say (every cell empty or ``-``)
+    is left out."""
+    rows = [_table_row(w, now, grace_s) for w in by_attention(workers)]
+    header = ["ID", "NAME", "CLI", "STATE", "CYCLE", "SINCE", "WAITING", "GOAL", "SUMMARY"]
+    keep = [i for i, name in enumerate(header)
+            if name in _ALWAYS or any(row[i] not in ("", "-") for row in rows)]
+    widths = {i: max(len(row[i]) for row in [header, *rows]) for i in keep}
+    summary = header.index("SUMMARY")
+    if width is not None:
+        room = min(SUMMARY_MIN, widths.get(summary, 0))
+        for name in _DROP_ORDER:
+            fixed = sum(widths[i] + 2 for i in keep if i != summary)
+            if fixed + room <= width:
+                break
+            keep = [i for i in keep if header[i] != name]
     lines = []
-    for row in rows:
-        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])] + [row[-1]]
-        line = "  ".join(cells).rstrip()
-        if width is not None and len(line) > width:
-            line = line[:max(1, width - 1)] + "…"
-        lines.append(line)
+    for row in [header, *rows]:
+        cells = [row[i] if i == keep[-1] else row[i].ljust(widths[i]) for i in keep]
+        lines.append(fit("  ".join(cells).rstrip(), width))
     return "\n".join(lines)
+
+
+def _table_row(w: Mapping[str, Any], now: float, grace_s: float) -> list[str]:
+    entered = w.get("state_entered_ts")
+    waited, long_wait = waiting(w, now, grace_s)
+    return [
+        str(w.get("id") or ""),
+        # Window names are set by programs (through escapes of their own): printable only.
+        clean_text(str(w.get("name") or "")),
+        clean_text(str(w.get("cli_type") or "-")),
+        str(w.get("state") or "UNKNOWN"),
+        str(w.get("cycle") or "-"),
+        _clock(entered, now) if entered else "-",
+        "-" if waited is None else duration(waited) + (" long" if long_wait else ""),
+        _one_line(str(w.get("goal") or "-"), GOAL_WIDTH),
+        _one_line(str(w.get("summary") or "")),
+    ]
 
 
 def _clock(ts: float, now: float) -> str:

@@ -451,6 +451,47 @@ def test_status_short_in_a_given_width_shows_whole_items_the_panes_needing_you_f
     assert line("--width", "2") == ""
 
 
+def test_status_in_a_70_column_side_pane_keeps_name_state_waiting_and_summary(
+        server: Any, session: Any, watcher: Watcher, isolated_env: Path) -> None:
+    session.new_window(window_name="question", window_shell=QUESTION, attach=False)
+    session.new_window(window_name="printer", window_shell=PRINTER, attach=False)
+    settle(watcher, {"question": "NEEDS_CONFIRMATION", "printer": "BUSY"}, isolated_env)
+    claim_watcher(watcher)
+    side = server.new_session(session_name="side", x=70, y=20, start_directory=str(REPO))
+    pane = side.active_pane
+    retry_until(lambda: pane.display_message("#{pane_width}", get_text=True) == ["70"], 10)
+    # The test servers' global environment holds COLUMNS=80, which would beat the pane's size.
+    pane.send_keys(f"unset COLUMNS LINES; clear; {sys.executable} -m app pty status", enter=True)
+
+    def screen() -> list[str]:
+        return [line for line in pane.capture_pane() if line.strip()]
+
+    retry_until(lambda: any(line.startswith("printer ") for line in screen()), 20)
+    lines = screen()[:-1]  # the table, then the prompt
+    print("\n".join(lines))
+    assert lines[0].split() == ["NAME", "STATE", "WAITING", "SUMMARY"]
+    question = next(line for line in lines if line.startswith("question "))
+    assert "NEEDS_CONFIRMATION" in question and "Overwrite? (y/N)" in question
+    assert all(len(line) <= 70 for line in lines)
+
+
+def test_the_table_leaves_out_columns_with_nothing_to_say() -> None:
+    from app.base.render import table
+
+    now = 1_000_000.0
+    rows = [{"id": "a1", "name": "api", "cli_type": "claude", "state": "BUSY", "cycle": "",
+             "goal": "", "state_entered_ts": now - 5, "summary": "working"},
+            {"id": "b2", "name": "web", "cli_type": "codex", "state": "BUSY", "cycle": "-",
+             "state_entered_ts": now - 9, "summary": ""}]
+    assert table(rows, now).splitlines()[0].split() == [
+        "ID", "NAME", "CLI", "STATE", "SINCE", "WAITING", "SUMMARY"]
+    rows[1]["cycle"] = "WAITING"
+    assert "CYCLE" in table(rows, now).splitlines()[0].split()
+    narrow = table(rows, now, width=40).splitlines()
+    assert narrow[0].split() == ["NAME", "STATE", "CYCLE", "WAITING", "SUMMARY"]
+    assert all(len(line) <= 40 for line in narrow)
+
+
 def test_L_scopes_every_reader_to_that_servers_panes(
         server: Any, session: Any, watcher: Watcher, isolated_env: Path,
         TestServer: Any) -> None:
