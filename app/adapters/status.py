@@ -48,7 +48,7 @@ class Snapshot:
         return age if age > limit else None
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -62,7 +62,7 @@ def watcher_pid(daemon: Mapping[str, Any] | None) -> int | None:
     if not daemon or daemon.get("stopped_ts") or not daemon.get("pid"):
         return None
     pid = int(daemon["pid"])
-    return pid if _pid_alive(pid) else None
+    return pid if pid_alive(pid) else None
 
 
 def snapshot(workers_dir: str | Path, socket: str | None = None) -> Snapshot:

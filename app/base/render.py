@@ -206,14 +206,17 @@ GOAL_WIDTH = 30  # the whole goal is in `explain`, `herd list` and --json
 _DROP_ORDER = ("SINCE", "CLI", "GOAL", "ID", "CYCLE")
 _ALWAYS = ("NAME", "STATE", "WAITING")
 SUMMARY_MIN = 30
+# The reason code of the final row of a pane whose tmux server ended (not the pane itself).
+SERVER_ENDED = "server_ended"
 
 
 def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120.0,
           width: int | None = None) -> str:
     """The status table; with ``width``, columns go (``_DROP_ORDER``) until the summary has
     room, and every line is cut to it. A column with nothing to say (every cell empty or ``-``)
-    is left out."""
-    rows = [_table_row(w, now, grace_s) for w in by_attention(workers)]
+    is left out, and the panes of a tmux server that ended are one line each server."""
+    shown, ended = fold_ended(workers, now)
+    rows = [_table_row(w, now, grace_s) for w in by_attention(shown)]
     header = ["ID", "NAME", "CLI", "STATE", "CYCLE", "SINCE", "WAITING", "GOAL", "SUMMARY"]
     keep = [i for i, name in enumerate(header)
             if name in _ALWAYS or any(row[i] not in ("", "-") for row in rows)]
@@ -227,10 +230,10 @@ def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120
                 break
             keep = [i for i in keep if header[i] != name]
     lines = []
-    for row in [header, *rows]:
+    for row in [header, *rows] if rows else []:
         cells = [row[i] if i == keep[-1] else row[i].ljust(widths[i]) for i in keep]
         lines.append(fit("  ".join(cells).rstrip(), width))
-    return "\n".join(lines)
+    return "\n".join(lines + [fit(line, width) for line in ended])
 
 
 def _table_row(w: Mapping[str, Any], now: float, grace_s: float) -> list[str]:
@@ -248,6 +251,32 @@ def _table_row(w: Mapping[str, Any], now: float, grace_s: float) -> list[str]:
         _one_line(str(w.get("goal") or "-"), GOAL_WIDTH),
         _one_line(str(w.get("summary") or "")),
     ]
+
+
+def fold_ended(workers: Sequence[Mapping[str, Any]], now: float
+               ) -> tuple[list[Mapping[str, Any]], list[str]]:
+    """The panes to list one by one, and one line per tmux server that ended (its panes'
+    final rows say so), e.g. ``2 panes of tmux server default (pid 4242) ended 14:03:10 (api,
+    web)``."""
+    groups: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
+    kept: list[Mapping[str, Any]] = []
+    for w in workers:
+        if w.get("state") == "EXITED" and SERVER_ENDED in (w.get("reasons") or ()):
+            groups.setdefault((str(w.get("socket") or "?"), int(w.get("server_pid") or 0)),
+                              []).append(w)
+        else:
+            kept.append(w)
+    lines = []
+    for (socket, pid), panes in sorted(groups.items(), key=lambda g: _ended_at(g[1])):
+        names = sorted(clean_text(str(w.get("name") or w.get("id"))) for w in panes)
+        what = f"{len(panes)} pane{'s' if len(panes) != 1 else ''}"
+        lines.append(f"{what} of tmux server {clean_text(socket)} (pid {pid}) ended "
+                     f"{_clock(_ended_at(panes), now)} ({', '.join(names)})")
+    return kept, lines
+
+
+def _ended_at(panes: Sequence[Mapping[str, Any]]) -> float:
+    return max(float(w.get("state_entered_ts") or 0.0) for w in panes)
 
 
 def _clock(ts: float, now: float) -> str:

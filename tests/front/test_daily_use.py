@@ -560,3 +560,69 @@ def test_L_scopes_every_reader_to_that_servers_panes(
         ["mine-api"]
     assert [line.split()[2] for line in
             run(theirs.socket_name, "herd", "log").stdout.splitlines()] == ["their-api"]
+
+
+@pytest.mark.parametrize("restart", ["after_a_tick_without_it", "before_the_next_tick"])
+def test_the_panes_of_an_ended_tmux_server_say_so_and_fold_into_one_status_line(
+        server: Any, session: Any, watcher: Watcher, isolated_env: Path, restart: str) -> None:
+    socket = server.socket_name
+    for name in ("api", "web", "db"):
+        session.new_window(window_name=name, attach=False)
+    settle(watcher, {"api": "READY", "web": "READY", "db": "READY"}, isolated_env)
+    old = {w["id"]: w for w in all_rows(isolated_env)}
+    old_pid = next(iter(old.values()))["server_pid"]
+    notified: list[str] = []
+    watcher.on_transition = lambda t, tracked: notified.append(f"{tracked.name}:{t.state.value}")
+
+    server.kill()
+    if restart == "after_a_tick_without_it":
+        def all_ended() -> bool:
+            watcher.tick(time.time())
+            return all(w["state"] == "EXITED" for w in all_rows(isolated_env))
+
+        retry_until(all_ended, 15, interval=0.1)
+    # A server that is still going away refuses the new session: again until one starts.
+    retry_until(lambda: subprocess.run(
+        ["tmux", "-L", socket, "new-session", "-d", "-s", "reborn", "-n", "api"],
+        capture_output=True, check=False, timeout=30).returncode == 0, 15, interval=0.1)
+
+    def live_api() -> dict[str, Any] | None:
+        watcher.tick(time.time())
+        return next((w for w in all_rows(isolated_env) if w["name"] == "api"
+                     and w["state"] == "READY" and w["id"] not in old), None)
+
+    retry_until(live_api, 15, interval=0.1)
+    api = live_api()
+    assert api is not None
+    for row in all_rows(isolated_env):
+        if row["id"] in old:
+            assert (row["state"], row["summary"], row["reasons"]) == (
+                "EXITED", "tmux server ended", ["server_ended"])
+    # A server's end is one fact, not a notification per pane.
+    assert [n for n in notified if n.endswith(":EXITED")] == []
+
+    table = conductor("-L", socket, "pty", "status")
+    assert table.returncode == 0, table.stderr
+    print(table.stdout)
+    lines = table.stdout.splitlines()
+    assert [line.split()[1] for line in lines[1:] if line.startswith(api["id"])] == ["api"]
+    folded = [line for line in lines if "of tmux server" in line]
+    assert len(folded) == 1 and len(lines) == 3  # the header, the live api, the fold
+    assert folded[0].startswith(f"{len(old)} panes of tmux server {socket} (pid {old_pid}) "
+                                "ended ")
+    assert folded[0].endswith(f"({', '.join(sorted(w['name'] for w in old.values()))})")
+
+    tail = conductor("-L", socket, "pty", "tail", "api")
+    assert tail.returncode == 0 and "EXITED" not in tail.stdout
+    explained = conductor("-L", socket, "pty", "explain", "api")
+    assert explained.stdout.startswith(f"api ({api['id']}, pane {api['pane_id']}): READY")
+    waited = conductor("-L", socket, "pty", "wait", "api", "--timeout", "20")
+    assert waited.returncode == 0 and waited.stdout.startswith(f"api ({api['pane_id']}): READY")
+
+
+def all_rows(workers_dir: Path) -> list[dict[str, Any]]:
+    reader = StoreReader(workers_dir)
+    try:
+        return reader.workers()
+    finally:
+        reader.close()
