@@ -144,6 +144,9 @@ class Terminal:
 
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], check=False, timeout=30)
+        # kill-server leaves the socket file behind.
+        folder = Path(os.environ.get("TMUX_TMPDIR", "/tmp")) / f"tmux-{os.geteuid()}"
+        (folder / self.socket).unlink(missing_ok=True)
 
 
 def cell_styles(styled_line: str, text: str) -> set[str]:
