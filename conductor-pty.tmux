@@ -80,8 +80,17 @@ room() {  # room SIDE OFFSET: a tmux format (3.2+) for the columns the segment m
 	printf '#{e|-|:#{?#{e|<|:%s,%s},%s,%s},%s}' "$width" "$limit" "$width" "$limit" "$2"
 }
 
+format_math() {  # tmux 3.2 or newer: formats can add, subtract and compare (#{e|-|:a,b})
+	local version major minor
+	version="$(tmux -V | sed -n 's/^[^0-9]*\([0-9][0-9]*\)\.\([0-9][0-9]*\).*/\1 \2/p')"
+	[ -z "$version" ] && return 0  # a development build ("tmux master"): a new one
+	major="${version% *}"
+	minor="${version#* }"
+	[ "$major" -gt 3 ] || { [ "$major" -eq 3 ] && [ "$minor" -ge 2 ]; }
+}
+
 add_status_segment() {
-	local where side current length reserve shown interval
+	local where side current length reserve shown interval width
 	where="$(option @conductor-status right)"
 	case "$where" in
 	right | left) side="$where" ;;
@@ -98,7 +107,12 @@ add_status_segment() {
 	reserve="$(option @conductor-status-length 60)"
 	case "$reserve" in '' | *[!0-9]*) reserve=60 ;; esac
 	[ -z "$current" ] && shown=-1
-	segment="#($(style_env)$QBIN -L $QSOCKET pty status --short --colour --width $(room "$side" $((shown + 1))); : $MARK)"
+	if format_math; then
+		width="$(room "$side" $((shown + 1)))"
+	else
+		width="$reserve"  # the room raised below, at least
+	fi
+	segment="#($(style_env)$QBIN -L $QSOCKET pty status --short --colour --width $width; : $MARK)"
 	if [ -z "$current" ]; then
 		tmux set-option -g "status-$side" "$segment"
 	elif [ "$side" = right ]; then

@@ -63,6 +63,24 @@ def test_the_segment_is_appended_to_the_users_status_right_once(server: Any, ses
     assert option(server, "status-interval") == "15"  # the user's, untouched
 
 
+def test_before_tmux_3_2_the_segment_gets_the_room_reserved_for_it(
+        server: Any, session: Any, tmp_path: Path) -> None:
+    # No tmux older than 3.2 here: one that says it is 3.1c stands in front of the real one.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    real = shutil.which("tmux")
+    fake = bin_dir / "tmux"
+    fake.write_text(f'#!/bin/sh\n[ "$1" = -V ] && {{ echo "tmux 3.1c"; exit 0; }}\n'
+                    f'exec {real} "$@"\n')
+    fake.chmod(0o755)
+    server.cmd("set-environment", "-g", "PATH", f"{bin_dir}:{os.environ['PATH']}")
+    server.cmd("set-option", "-g", "status-right", "MINE %H:%M")
+    run_plugin(server)
+    right = option(server, "status-right")
+    assert "pty status --short --colour --width 60;" in right  # no format math before 3.2
+    assert "#{e|" not in right
+
+
 def test_a_long_enough_status_right_length_is_left_alone_and_left_or_off_work(
         server: Any, session: Any) -> None:
     server.cmd("set-option", "-g", "status-right-length", "200")
