@@ -71,8 +71,26 @@ style_env() {  # CONDUCTOR_STATUS_STYLE from the @conductor-colour-* options tha
 	[ -n "$spec" ] && printf "CONDUCTOR_STATUS_STYLE='%s' " "$spec"
 }
 
+room() {  # room SIDE OFFSET: a tmux format (3.2+) for the columns the segment may use
+	# tmux shows at most status-SIDE-length of that side and at most the client's width (on
+	# the right, less the left part's room), and the user's part takes OFFSET of it. Expanded
+	# per client whenever the line is drawn, so a resize or a new length counts at once.
+	local limit="#{status-$1-length}" width="#{client_width}"
+	[ "$1" = right ] && width="#{e|-|:#{client_width},#{status-left-length}}"
+	printf '#{e|-|:#{?#{e|<|:%s,%s},%s,%s},%s}' "$width" "$limit" "$width" "$limit" "$2"
+}
+
+format_math() {  # tmux 3.2 or newer: formats can add, subtract and compare (#{e|-|:a,b})
+	local version major minor
+	version="$(tmux -V | sed -n 's/^[^0-9]*\([0-9][0-9]*\)\.\([0-9][0-9]*\).*/\1 \2/p')"
+	[ -z "$version" ] && return 0  # a development build ("tmux master"): a new one
+	major="${version% *}"
+	minor="${version#* }"
+	[ "$major" -gt 3 ] || { [ "$major" -eq 3 ] && [ "$minor" -ge 2 ]; }
+}
+
 add_status_segment() {
-	local where side current length reserve shown interval
+	local where side current length reserve shown interval width
 	where="$(option @conductor-status right)"
 	case "$where" in
 	right | left) side="$where" ;;
@@ -88,10 +106,15 @@ add_status_segment() {
 	[ "$shown" -gt "$length" ] && shown="$length"
 	reserve="$(option @conductor-status-length 60)"
 	case "$reserve" in '' | *[!0-9]*) reserve=60 ;; esac
-	segment="#($(style_env)$QBIN pty status --short --colour; : $MARK)"
+	[ -z "$current" ] && shown=-1
+	if format_math; then
+		width="$(room "$side" $((shown + 1)))"
+	else
+		width="$reserve"  # the room raised below, at least
+	fi
+	segment="#($(style_env)$QBIN -L $QSOCKET pty status --short --colour --width $width; : $MARK)"
 	if [ -z "$current" ]; then
 		tmux set-option -g "status-$side" "$segment"
-		shown=-1
 	elif [ "$side" = right ]; then
 		tmux set-option -g "status-$side" "$current $segment"
 	else

@@ -22,16 +22,19 @@ STALE_MIN_S = 10.0
 
 
 class Snapshot:
-    __slots__ = ("interval", "last_cycle_ts", "watcher_pid", "watcher_problem", "workers")
+    __slots__ = ("interval", "last_cycle_ts", "other_socket", "watcher_pid", "watcher_problem",
+                 "workers")
 
     def __init__(self, workers: list[dict[str, Any]], watcher_pid: int | None,
                  watcher_problem: str | None, last_cycle_ts: float | None = None,
-                 interval: float | None = None) -> None:
+                 interval: float | None = None, other_socket: str | None = None) -> None:
         self.workers = workers
-        self.watcher_pid = watcher_pid  # None: no live watcher
+        self.watcher_pid = watcher_pid  # None: no live watcher (for the socket asked about)
         self.watcher_problem = watcher_problem
         self.last_cycle_ts = last_cycle_ts
         self.interval = interval
+        # The socket the store's live watcher watches when that is not the one asked about.
+        self.other_socket = other_socket
 
     def stale_for(self, now: float) -> float | None:
         """Seconds since the last cycle when that is too long ago for a live watcher; None while
@@ -45,7 +48,7 @@ class Snapshot:
         return age if age > limit else None
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -59,17 +62,24 @@ def watcher_pid(daemon: Mapping[str, Any] | None) -> int | None:
     if not daemon or daemon.get("stopped_ts") or not daemon.get("pid"):
         return None
     pid = int(daemon["pid"])
-    return pid if _pid_alive(pid) else None
+    return pid if pid_alive(pid) else None
 
 
-def snapshot(workers_dir: str | Path) -> Snapshot:
+def snapshot(workers_dir: str | Path, socket: str | None = None) -> Snapshot:
+    """The panes of the store (of one tmux socket, by its label, when given) and its watcher.
+    A watcher of another socket keeps none of these panes current: it counts as none."""
     reader = StoreReader(workers_dir)
     try:
         daemon = reader.daemon() or {}
-        return Snapshot(reader.workers(), watcher_pid(daemon), daemon.get("problem") or None,
-                        daemon.get("last_cycle_ts"), daemon.get("interval"))
+        workers = reader.workers(socket)
     finally:
         reader.close()
+    pid = watcher_pid(daemon)
+    watched = daemon.get("socket") or None
+    if socket is not None and pid is not None and watched not in (None, socket):
+        return Snapshot(workers, None, None, other_socket=watched)
+    return Snapshot(workers, pid, daemon.get("problem") or None, daemon.get("last_cycle_ts"),
+                    daemon.get("interval"))
 
 
 def find_worker(workers: list[dict[str, Any]], ident: str) -> dict[str, Any]:
@@ -90,29 +100,35 @@ def find_worker(workers: list[dict[str, Any]], ident: str) -> dict[str, Any]:
     raise PaneNotFound(f"no pane with id or name {ident!r}; see `conductor pty status`")
 
 
-def short_line(workers_dir: str | Path, colour: bool = False) -> str:
-    """The tmux status-right line; never raises, so the status line stays clean."""
+def short_line(workers_dir: str | Path, colour: bool = False, width: int | None = None,
+               socket: str | None = None) -> str:
+    """The tmux status-right line, at most ``width`` columns when given; never raises, so the
+    status line stays clean."""
     from app.adapters.store import StoreMissing
     from app.base import render
     from app.base.errors import ConductorError
 
     try:
-        snap = snapshot(workers_dir)
+        snap = snapshot(workers_dir, socket)
     except StoreMissing:
-        return "[conductor: no store]"
+        return render.fit("[conductor: no store]", width)
     except ConductorError:
-        return "[conductor: store unreadable]"
+        return render.fit("[conductor: store unreadable]", width)
+    if snap.other_socket is not None:
+        return render.fit(f"[conductor: watching {render.clean_text(snap.other_socket)}]"
+                          .replace("#", "##"), width)
     if snap.watcher_pid is None:
-        return "[conductor: watcher stopped]"
+        return render.fit("[conductor: watcher stopped]", width)
     import time
 
     stale = snap.stale_for(time.time())
     if stale is not None:
         # Old states are worse than none on a status line: a READY there may be long over.
-        return f"[conductor: stale {render.coarse(stale)}]"
+        return render.fit(f"[conductor: stale {render.coarse(stale)}]", width)
+    if all(w.get("state") == "EXITED" for w in snap.workers):
+        return render.fit("[conductor: no panes]", width)
     return render.short_line(snap.workers, colour=colour,
-                             style_spec=os.environ.get(render.ENV_STYLE)) or \
-        "[conductor: no panes]"
+                             style_spec=os.environ.get(render.ENV_STYLE), width=width)
 
 
 def watcher_warnings(snap: Snapshot, now: float) -> list[str]:
@@ -120,6 +136,10 @@ def watcher_warnings(snap: Snapshot, now: float) -> list[str]:
     cannot show: not running, its own last problem, or states left stale."""
     from app.base import render
 
+    if snap.other_socket is not None:
+        return [f"conductor pty: this store's watcher watches tmux server "
+                f"{render.clean_text(snap.other_socket)}, not this one; these states may be "
+                "stale (a watcher per server needs a store per server: --workers-dir)"]
     if snap.watcher_pid is None:
         return ["conductor pty: the watcher is not running; states may be stale "
                 "(start `conductor pty watch`)"]

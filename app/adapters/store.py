@@ -34,6 +34,8 @@ BUSY_TIMEOUT_MS = 5000
 # Columns of status.json and of `status --json`, in display order.
 PUBLIC_FIELDS = (
     "id", "name", "tmux_session", "tmux_window", "window_index", "pane_id", "cwd", "cli_type",
+    # The tmux server: its socket (the -L name, "default", or a -S path) and its pid then.
+    "socket", "server_pid",
     "state", "summary", "actions_needed", "confidence", "reasons", "rule_id", "classifier",
     "state_entered_ts", "last_change_ts", "signals",
     # Herding (app/herd): whether the watcher would nudge the pane now, else the gate that says
@@ -400,11 +402,13 @@ class StoreWriter:
     def known_ids(self) -> set[str]:
         return {row[0] for row in self.conn.execute("SELECT id FROM ptys")}
 
-    def live_ids(self) -> set[str]:
-        """Panes not yet given their final EXITED row."""
+    def live_ids(self, socket: str | None = None) -> set[str]:
+        """Panes not yet given their final EXITED row (of one tmux socket, or of none known,
+        when given)."""
         return {row[0] for row in self.conn.execute(
             "SELECT p.id FROM ptys p LEFT JOIN status s ON s.id = p.id "
-            "WHERE s.state IS NULL OR s.state != 'EXITED'")}
+            "WHERE (s.state IS NULL OR s.state != 'EXITED') AND "
+            "(? IS NULL OR p.socket = ? OR p.socket IS NULL)", (socket, socket))}
 
     def prune_exited(self, conn: sqlite3.Connection, older_than_ts: float) -> list[str]:
         """Remove the panes that exited before the cut-off, with their history; their ids."""
@@ -564,16 +568,18 @@ class StoreReader:
         except sqlite3.Error as exc:
             raise _locked(exc, self.path) from exc
 
-    def workers(self) -> list[dict[str, Any]]:
-        """Every known pane with its status, as plain dicts with :data:`PUBLIC_FIELDS`."""
+    def workers(self, socket: str | None = None) -> list[dict[str, Any]]:
+        """Every known pane with its status, as plain dicts with :data:`PUBLIC_FIELDS`; only
+        the panes of one tmux socket (its label: the ``-L`` name or "default") when given, and
+        rows that name none."""
         rows = self._query(
             "SELECT p.id, p.name, p.tmux_session, p.tmux_window, p.window_index, p.pane_id, "
-            "p.cwd, p.cli_type, s.state, s.summary, s.actions_needed, s.confidence, s.reasons, "
-            "s.rule_id, s.classifier, s.state_entered_ts, s.last_change_ts, s.signals, "
-            "s.herd_eligible, s.herd_reason, h.goal, s.cycle "
+            "p.cwd, p.cli_type, p.socket, p.server_pid, s.state, s.summary, s.actions_needed, "
+            "s.confidence, s.reasons, s.rule_id, s.classifier, s.state_entered_ts, "
+            "s.last_change_ts, s.signals, s.herd_eligible, s.herd_reason, h.goal, s.cycle "
             "FROM ptys p LEFT JOIN status s ON s.id = p.id LEFT JOIN herd h ON h.id = p.id "
-            "ORDER BY p.tmux_session, "
-            "p.window_index, p.pane_index"
+            "WHERE ? IS NULL OR p.socket = ? OR p.socket IS NULL "
+            "ORDER BY p.tmux_session, p.window_index, p.pane_index", (socket, socket)
         )
         return [public_row(dict(row)) for row in rows]
 

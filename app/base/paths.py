@@ -7,6 +7,8 @@ import os
 from collections.abc import Mapping
 
 ENV_WORKERS_DIR = "CONDUCTOR_WORKERS_DIR"
+# The tmux socket name (as `tmux -L`) every command means when not given -L.
+ENV_TMUX_SOCKET = "CONDUCTOR_TMUX_SOCKET"
 
 
 def workers_dir(env: Mapping[str, str] | None = None) -> str:

@@ -82,10 +82,21 @@ def columns(rows: Sequence[Sequence[str]]) -> str:
                                 + [row[-1]]).rstrip() for row in cleaned)
 
 
+# The states that wait for a person: ordered by how long they have waited.
+_WAITING_ORDER = frozenset(("NEEDS_CONFIRMATION", "ERROR", "READY"))
+
+
+def _attention(w: Mapping[str, Any]) -> tuple[int, float, str, str]:
+    state = w.get("state") or "UNKNOWN"
+    waited = (w.get("state_entered_ts") or 0.0) if state in _WAITING_ORDER else 0.0
+    return _ATTENTION.get(state, 9), waited, str(w.get("name") or ""), str(w.get("id") or "")
+
+
 def by_attention(workers: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Panes needing a human first; longest-waiting first within a state."""
-    return sorted(workers, key=lambda w: (_ATTENTION.get(w.get("state") or "UNKNOWN", 9),
-                                          w.get("state_entered_ts") or 0.0))
+    """Panes needing a human first (NEEDS_CONFIRMATION, ERROR, READY), longest-waiting first
+    within those; the rest by state, then name and id, so panes that only change between BUSY
+    and UNKNOWN keep their places."""
+    return sorted(workers, key=_attention)
 
 
 def duration(seconds: float) -> str:
@@ -125,20 +136,71 @@ def styles(spec: str | None) -> dict[str, str]:
 
 
 def short_line(workers: Sequence[Mapping[str, Any]], colour: bool = False,
-               style_spec: str | None = None) -> str:
+               style_spec: str | None = None, width: int | None = None) -> str:
     """``[worker-a: READY] [api: NEEDS_CONF]`` for tmux's status-right; exited panes and
-    conductor's own views are left out (the line is for the panes you can act on)."""
+    conductor's own views are left out (the line is for the panes you can act on).
+
+    With ``width``, the line shows at most that many columns: whole items only, in attention
+    order, and ``+N`` for the N panes that did not fit."""
     style = styles(style_spec) if colour else {}
-    parts = []
+    items: list[tuple[str, int]] = []  # (text as printed, columns it shows)
     for w in by_attention(workers):
         state = w.get("state") or "UNKNOWN"
         if state == "EXITED" or w.get("cli_type") == "conductor":  # nothing to act on there
             continue
+        name = clean_text(str(w.get("name") or w.get("id")))
+        shown = f"[{name}: {_SHORT.get(state, state)}]"
         # '#' would start a tmux format in status-right; double it to print it literally.
-        name = clean_text(str(w.get("name") or w.get("id"))).replace("#", "##")
-        text = f"[{name}: {_SHORT.get(state, state)}]"
-        parts.append(f"#[{style[state]}]{text}#[default]" if state in style else text)
-    return " ".join(parts)
+        text = shown.replace("#", "##")
+        items.append((f"#[{style[state]}]{text}#[default]" if state in style else text,
+                      display_width(shown)))
+    if width is None:
+        return " ".join(text for text, _ in items)
+    return _fit_items(items, width)
+
+
+def _fit_items(items: Sequence[tuple[str, int]], width: int) -> str:
+    """The longest run of leading items that fits in ``width`` with ``+N`` for the rest."""
+    used = 0
+    for count, (_, size) in enumerate(items):
+        rest = len(items) - count - 1
+        need = used + (1 if count else 0) + size
+        room_for_rest = len(f" +{rest}") if rest else 0
+        if need + room_for_rest > width:
+            break
+        used = need
+    else:
+        return " ".join(text for text, _ in items)
+    # The items before ``count`` were taken only with room for this ``+N`` after them.
+    more = f"+{len(items) - count}"
+    return " ".join([*(text for text, _ in items[:count]), more]) if len(more) <= width else ""
+
+
+def fit(text: str, width: int | None) -> str:
+    """``text`` cut to ``width`` columns, with an ellipsis where it was cut."""
+    if width is None or display_width(text) <= width:
+        return text
+    if width <= 0:
+        return ""
+    out, used = [], 0
+    for char in text:
+        size = display_width(char)
+        if used + size > width - 1:
+            break
+        out.append(char)
+        used += size
+    return "".join(out) + "…"
+
+
+def display_width(text: str) -> int:
+    """How many terminal columns ``text`` takes: East Asian wide and full-width characters two,
+    combining marks none."""
+    if text.isascii():
+        return len(text)
+    import unicodedata  # only for names that are not plain ASCII
+
+    return sum(0 if unicodedata.combining(c) else
+               2 if unicodedata.east_asian_width(c) in ("W", "F") else 1 for c in text)
 
 
 WAITING_STATES = ("READY", "NEEDS_CONFIRMATION")
@@ -155,41 +217,83 @@ def waiting(worker: Mapping[str, Any], now: float, grace_s: float) -> tuple[floa
 
 
 GOAL_WIDTH = 30  # the whole goal is in `explain`, `herd list` and --json
+# A narrow terminal loses these columns first, in this order, until the summary has at least
+# SUMMARY_MIN columns: NAME, STATE, WAITING and SUMMARY stay. A column with nothing to say
+# (every cell empty or "-") is left out, except these three always shown.
+_DROP_ORDER = ("SINCE", "CLI", "GOAL", "ID", "CYCLE")
+_ALWAYS = ("NAME", "STATE", "WAITING")
+SUMMARY_MIN = 30
+# The reason code of the final row of a pane whose tmux server ended (not the pane itself).
+SERVER_ENDED = "server_ended"
 
 
 def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120.0,
           width: int | None = None) -> str:
-    """The status table; with ``width``, every line is cut to it (the summary goes first)."""
-    # The CYCLE and GOAL columns only once some pane has a post-report cycle or a goal: most
-    # never do.
-    cycles = any(w.get("cycle") for w in workers)
-    goals = any(w.get("goal") for w in workers)
-    rows = [("ID", "NAME", "CLI", "STATE", *(("CYCLE",) if cycles else ()), "SINCE", "WAITING",
-             *(("GOAL",) if goals else ()), "SUMMARY")]
-    for w in by_attention(workers):
-        entered = w.get("state_entered_ts")
-        waited, long_wait = waiting(w, now, grace_s)
-        rows.append((
-            str(w.get("id") or ""),
-            # Window names are set by programs (through escapes of their own): printable only.
-            clean_text(str(w.get("name") or "")),
-            clean_text(str(w.get("cli_type") or "-")),
-            str(w.get("state") or "UNKNOWN"),
-            *((str(w.get("cycle") or "-"),) if cycles else ()),
-            _clock(entered, now) if entered else "-",
-            "-" if waited is None else duration(waited) + (" long" if long_wait else ""),
-            *((_one_line(str(w.get("goal") or "-"), GOAL_WIDTH),) if goals else ()),
-            _one_line(str(w.get("summary") or "")),
-        ))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    """The status table; with ``width``, columns go (``_DROP_ORDER``) until the summary has
+    room, and every line is cut to it. A column with nothing to say (every cell empty or ``-``)
+    is left out, and the panes of a tmux server that ended are one line each server."""
+    shown, ended = fold_ended(workers, now)
+    rows = [_table_row(w, now, grace_s) for w in by_attention(shown)]
+    header = ["ID", "NAME", "CLI", "STATE", "CYCLE", "SINCE", "WAITING", "GOAL", "SUMMARY"]
+    keep = [i for i, name in enumerate(header)
+            if name in _ALWAYS or any(row[i] not in ("", "-") for row in rows)]
+    widths = {i: max(len(row[i]) for row in [header, *rows]) for i in keep}
+    summary = header.index("SUMMARY")
+    if width is not None:
+        room = min(SUMMARY_MIN, widths.get(summary, 0))
+        for name in _DROP_ORDER:
+            fixed = sum(widths[i] + 2 for i in keep if i != summary)
+            if fixed + room <= width:
+                break
+            keep = [i for i in keep if header[i] != name]
     lines = []
-    for row in rows:
-        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])] + [row[-1]]
-        line = "  ".join(cells).rstrip()
-        if width is not None and len(line) > width:
-            line = line[:max(1, width - 1)] + "…"
-        lines.append(line)
-    return "\n".join(lines)
+    for row in [header, *rows] if rows else []:
+        cells = [row[i] if i == keep[-1] else row[i].ljust(widths[i]) for i in keep]
+        lines.append(fit("  ".join(cells).rstrip(), width))
+    return "\n".join(lines + [fit(line, width) for line in ended])
+
+
+def _table_row(w: Mapping[str, Any], now: float, grace_s: float) -> list[str]:
+    entered = w.get("state_entered_ts")
+    waited, long_wait = waiting(w, now, grace_s)
+    return [
+        str(w.get("id") or ""),
+        # Window names are set by programs (through escapes of their own): printable only.
+        clean_text(str(w.get("name") or "")),
+        clean_text(str(w.get("cli_type") or "-")),
+        str(w.get("state") or "UNKNOWN"),
+        str(w.get("cycle") or "-"),
+        _clock(entered, now) if entered else "-",
+        "-" if waited is None else duration(waited) + (" long" if long_wait else ""),
+        _one_line(str(w.get("goal") or "-"), GOAL_WIDTH),
+        _one_line(str(w.get("summary") or "")),
+    ]
+
+
+def fold_ended(workers: Sequence[Mapping[str, Any]], now: float
+               ) -> tuple[list[Mapping[str, Any]], list[str]]:
+    """The panes to list one by one, and one line per tmux server that ended (its panes'
+    final rows say so), e.g. ``2 panes of tmux server default (pid 4242) ended 14:03:10 (api,
+    web)``."""
+    groups: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
+    kept: list[Mapping[str, Any]] = []
+    for w in workers:
+        if w.get("state") == "EXITED" and SERVER_ENDED in (w.get("reasons") or ()):
+            groups.setdefault((str(w.get("socket") or "?"), int(w.get("server_pid") or 0)),
+                              []).append(w)
+        else:
+            kept.append(w)
+    lines = []
+    for (socket, pid), panes in sorted(groups.items(), key=lambda g: _ended_at(g[1])):
+        names = sorted(clean_text(str(w.get("name") or w.get("id"))) for w in panes)
+        what = f"{len(panes)} pane{'s' if len(panes) != 1 else ''}"
+        lines.append(f"{what} of tmux server {clean_text(socket)} (pid {pid}) ended "
+                     f"{_clock(_ended_at(panes), now)} ({', '.join(names)})")
+    return kept, lines
+
+
+def _ended_at(panes: Sequence[Mapping[str, Any]]) -> float:
+    return max(float(w.get("state_entered_ts") or 0.0) for w in panes)
 
 
 def _clock(ts: float, now: float) -> str:

@@ -14,7 +14,7 @@ from app.base import paths
 from app.base.errors import ConfigError
 
 ENV_WORKERS_DIR = paths.ENV_WORKERS_DIR
-ENV_TMUX_SOCKET = "CONDUCTOR_TMUX_SOCKET"
+ENV_TMUX_SOCKET = paths.ENV_TMUX_SOCKET
 
 DEFAULT_INTERVAL_S = 5.0
 DEFAULT_STABLE_POLLS: int | None = None  # None: each pack's own stable_polls

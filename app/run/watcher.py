@@ -20,17 +20,18 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from app.act.steps import Step
 from app.adapters import statusfile
+from app.adapters.status import pid_alive
 from app.adapters.store import StoreWriter, public_row
 from app.adapters.tmux import ControlMode, Tmux
 from app.base.errors import ConductorError, TmuxServerNotRunning
 from app.base.model import Pane, State, Transition, Verdict
-from app.base.render import clean_text
+from app.base.render import SERVER_ENDED, clean_text
 from app.base.settings import WatchSettings
 from app.observe import views
 from app.observe.assess import (
@@ -138,7 +139,9 @@ class Watcher:
         current = self._list_panes(report) if full else \
             {wid: t.pane for wid, t in self.tracked.items()}
         if current is None:
-            return report
+            if not self._server_ended():
+                return report  # unreachable for now: its panes keep their states (stale)
+            current = {}  # every pane of the server that ended gets its final row
         report.panes = len(current)
         gone, orphans = self._arrivals_and_departures(current)
         self._read_events(current, self._server_pid)
@@ -188,6 +191,17 @@ class Watcher:
         self._views = self._conductor_views(current)
         return current
 
+    def _server_ended(self) -> bool:
+        """Whether the server that did not answer is gone for good: no process left of the
+        servers this socket's panes were on (a busy server can fail to answer a connection)."""
+        rows = set() if self._cleaned_at_start else self.store.live_ids(self.tmux.label)
+        if not self.tracked and not rows:
+            return False  # nothing to end
+        pids = {self._server_pid}
+        pids.update(int((t.pty_row or {}).get("server_pid") or 0) for t in self.tracked.values())
+        pids.update(int((self.store.pty(wid) or {}).get("server_pid") or 0) for wid in rows)
+        return not any(pid_alive(pid) for pid in pids if pid > 0)
+
     def _arrivals_and_departures(self, current: Mapping[str, Pane]
                                  ) -> tuple[list[str], list[str]]:
         """Track new panes; the ids that ended, and folders no row owns (first tick only)."""
@@ -196,7 +210,8 @@ class Watcher:
         if not self._cleaned_at_start:
             # Panes that vanished while no watcher ran still get their final row; folders no
             # row owns are a killed daemon's leftovers.
-            gone = sorted(set(gone) | (self.store.live_ids() - set(current)))
+            # Only this server's: another socket's panes are for a watcher of that socket.
+            gone = sorted(set(gone) | (self.store.live_ids(self.tmux.label) - set(current)))
             orphans = sorted(self._folders() - self.store.known_ids() - set(current))
         for wid in current.keys() - self.tracked.keys():
             self.tracked[wid] = self._track(wid, current[wid])
@@ -292,7 +307,9 @@ class Watcher:
                gone: list[str], orphans: list[str], now: float) -> _Written | None:
         """One transaction: rows, history, final rows of ended panes, pruning (None: nothing
         to write on a light tick)."""
-        exits = [exit_row(wid, self.tracked.get(wid), self.store, now) for wid in gone]
+        server_pid = self._server_pid if report.server_running else None
+        exits = [exit_row(wid, self.tracked.get(wid), self.store, now, server_pid)
+                 for wid in gone]
         # Transitions of a cycle whose write failed are written (and notified) with this one.
         transitions = [t for t in self._unwritten if t.pane_key in current]
         transitions += report.transitions
@@ -311,7 +328,7 @@ class Watcher:
                     self.store.upsert_pty(conn, {**pty, "last_seen_ts": now})
                 self.store.upsert_status(conn, status_rows)
                 self.store.add_history(conn, history_rows)
-                if full:
+                if full and report.server_running:
                     self.store.heartbeat(conn, last_cycle_ts=now)
                 if full and self._cycles % _PRUNE_EVERY == 1:
                     cutoff = now - self.settings.history_days * 86400
@@ -350,7 +367,10 @@ class Watcher:
             self._write_status_file(self.tracked[wid])
         for final in written.exits:
             self._write_final_file(final)
-            self._notify(final.transition, final.tracked, final.name)
+            # A server that ended took every pane with it, most often on purpose: logged, and
+            # one line per server in `status`, never a notification per pane.
+            self._notify(final.transition, None if final.server_ended else final.tracked,
+                         final.name)
         for transition in written.transitions:
             self._notify(transition)
         for step in self.steps:
@@ -656,11 +676,14 @@ class FinalRow:
     status_row: dict[str, Any]
     public: dict[str, Any]  # status.json: the pty row as last seen plus the final status
     tracked: Tracked | None
+    server_ended: bool = False  # the pane went with its tmux server
 
 
-def exit_row(wid: str, tracked: Tracked | None, store: StoreWriter, now: float) -> FinalRow:
+def exit_row(wid: str, tracked: Tracked | None, store: StoreWriter, now: float,
+             server_pid: int | None = None) -> FinalRow:
     """The final row of a pane that left the server. ``tracked`` is None for a pane that vanished
-    while no watcher ran: what it was is then read back from the store."""
+    while no watcher ran: what it was is then read back from the store. ``server_pid`` is the
+    server's now, None when none answers: a pane of another (earlier) server went with it."""
     if tracked is not None:
         a = tracked.assessment
         previous, entered = (a.state, a.state_entered) if a is not None else (None, now)
@@ -675,9 +698,14 @@ def exit_row(wid: str, tracked: Tracked | None, store: StoreWriter, now: float) 
         entered = row.get("state_entered_ts") or now
         cli, name = pty.get("cli_type"), pty.get("name") or wid
         last_hash = row.get("last_snapshot_hash")
+    was_on = int(pty.get("server_pid") or 0)
+    server_ended = server_pid is None or bool(was_on and was_on != server_pid)
     verdict = Verdict(state=State.EXITED, confidence=100, reasons=("pane_gone",),
                       rule_id="pane-gone", summary=f"{program_label(cli)} exited",
                       classifier="tmux")
+    if server_ended:
+        verdict = replace(verdict, reasons=(SERVER_ENDED,), rule_id="server-ended",
+                          summary="tmux server ended")
     transition = Transition(wid, now, previous, State.EXITED, verdict,
                             max(0.0, now - entered) if previous is not None else 0.0)
     status_row = {
@@ -686,4 +714,6 @@ def exit_row(wid: str, tracked: Tracked | None, store: StoreWriter, now: float) 
         "classifier": verdict.classifier, "last_snapshot_hash": last_hash,
         "state_entered_ts": now, "last_change_ts": now, "stable_count": 0, "signals": [],
     }
-    return FinalRow(wid, name, transition, status_row, {**pty, **status_row}, tracked)
+    return FinalRow(wid, name, transition, status_row, {**pty, **status_row}, tracked,
+                    server_ended)
+

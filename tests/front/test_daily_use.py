@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -367,3 +368,271 @@ def test_the_status_table_shows_a_goal_column_only_when_a_pane_has_a_goal() -> N
     assert goal[:GOAL_WIDTH - 1] + "…" in web and "working" in web
     api = next(line for line in lines if "api" in line)
     assert " - " in api  # no goal: a dash, so the columns stay aligned
+
+
+# --- the status views: the tmux segment in the room it has, a narrow side pane, one server's
+# panes with -L, and the panes of a tmux server that ended -----------------------------------
+
+PRINTER = "sh -c 'while :; do date +%N; sleep 0.1; done'"
+ITEM = re.compile(r"\[[^\]]*\]")
+
+
+def claim_watcher(watcher: Watcher) -> None:
+    """The in-process watcher as the store's running watcher (this process), so readers take its
+    states as current; each full tick keeps its last cycle fresh."""
+    with watcher.store.transaction() as conn:
+        watcher.store.heartbeat(conn, pid=os.getpid(), socket=watcher.tmux.label, interval=1.0,
+                                started_ts=time.time(), stopped_ts=None, problem=None)
+    watcher.tick(time.time())
+
+
+def ten_panes(server: Any, session: Any, watcher: Watcher, workers_dir: Path) -> None:
+    """A question, a crashed program, five idle shells and three busy printers, nothing else."""
+    server.cmd("set-option", "-g", "remain-on-exit", "on")
+    session.new_window(window_name="question", window_shell=QUESTION, attach=False)
+    crashed = session.new_window(window_name="crashed", window_shell="sh -c 'exit 3'",
+                                 attach=False)
+    for name in ("idle-a", "idle-b", "idle-c", "idle-d", "idle-e"):
+        session.new_window(window_name=name, attach=False)
+    for name in ("busy-a", "busy-b", "busy-c"):
+        session.new_window(window_name=name, window_shell=PRINTER, attach=False)
+    wait_for_exit_status(server, crashed.active_pane, 3)
+    for window in list(server.windows):  # the fixtures' own shells
+        if window.window_name not in TEN:
+            window.kill()
+    settle(watcher, TEN, workers_dir)
+
+
+TEN = {"question": "NEEDS_CONFIRMATION", "crashed": "ERROR",
+       **dict.fromkeys(("idle-a", "idle-b", "idle-c", "idle-d", "idle-e"), "READY"),
+       **dict.fromkeys(("busy-a", "busy-b", "busy-c"), "BUSY")}
+
+
+RANK = {"NEEDS_CONFIRMATION": 0, "ERROR": 1, "READY": 2, "BUSY": 3, "UNKNOWN": 4}
+
+
+def attention_order(workers_dir: Path) -> list[tuple[str, str]]:
+    """(name, item) of the ten panes as the status line must put them: the question, the error,
+    the idle shells by how long they have waited, then the rest by state and name; ties by
+    name. From the store as it is now (a printer a loaded machine starved may read UNKNOWN)."""
+    live = [w for n, w in by_name(workers_dir).items() if n in TEN]
+    live.sort(key=lambda w: (RANK[w["state"]], w["state_entered_ts"] if RANK[w["state"]] < 3
+                             else 0.0, w["name"]))
+    short = {"NEEDS_CONFIRMATION": "NEEDS_CONF"}
+    return [(w["name"], f"[{w['name']}: {short.get(w['state'], w['state'])}]") for w in live]
+
+
+def test_status_short_in_a_given_width_shows_whole_items_the_panes_needing_you_first(
+        server: Any, session: Any, watcher: Watcher, isolated_env: Path) -> None:
+    ten_panes(server, session, watcher, isolated_env)
+
+    def line(*extra: str) -> tuple[str, list[str]]:
+        """The line, and the items it must take from (the store it read, no tick since)."""
+        watcher.tick(time.time())
+        done = conductor("-L", server.socket_name, "pty", "status", "--short", *extra)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.rstrip("\n"), [item for _, item in attention_order(isolated_env)]
+
+    claim_watcher(watcher)
+    everything, order = line()
+    assert ITEM.findall(everything) == order  # no width: all of them, in that order
+    assert [name for name, _ in attention_order(isolated_env)][:2] == ["question", "crashed"]
+    for width in (60, 120):
+        shown, order = line("--width", str(width))
+        print(f"--width {width} ({len(shown)} characters): {shown}")
+        assert len(shown) <= width
+        items = ITEM.findall(shown)
+        assert items == order[:len(items)]
+        assert shown == " ".join([*items, f"+{len(order) - len(items)}"])
+        # As many as fit: one more would not, with what would still be left counted.
+        rest = len(order) - len(items) - 1
+        longer = " ".join(order[:len(items) + 1]) + (f" +{rest}" if rest else "")
+        assert len(longer) > width
+        # The same line again (stable), and through the full command line (click) too.
+        again, now = line("--width", str(width))
+        assert again == shown or now[:len(items)] != order[:len(items)]
+        clicked, now = line("--width", str(width), "--all")
+        assert clicked == shown or now[:len(items)] != order[:len(items)]
+        coloured, now = line("--colour", "--width", str(width))
+        assert re.sub(r"#\[[a-z0-9=,]+\]", "", coloured) == shown or \
+            now[:len(items)] != order[:len(items)]
+    assert line("--width", "3")[0] == "+10"
+    assert line("--width", "2")[0] == ""
+
+
+def test_status_in_a_70_column_side_pane_keeps_name_state_waiting_and_summary(
+        server: Any, session: Any, watcher: Watcher, isolated_env: Path) -> None:
+    session.new_window(window_name="question", window_shell=QUESTION, attach=False)
+    session.new_window(window_name="printer", window_shell=PRINTER, attach=False)
+    settle(watcher, {"question": "NEEDS_CONFIRMATION", "printer": "BUSY"}, isolated_env)
+    claim_watcher(watcher)
+    side = server.new_session(session_name="side", x=70, y=20, start_directory=str(REPO))
+    pane = side.active_pane
+    retry_until(lambda: pane.display_message("#{pane_width}", get_text=True) == ["70"], 10)
+    # The test servers' global environment holds COLUMNS=80, which would beat the pane's size.
+    pane.send_keys(f"unset COLUMNS LINES; clear; {sys.executable} -m app pty status", enter=True)
+
+    def screen() -> list[str]:
+        return [line for line in pane.capture_pane() if line.strip()]
+
+    retry_until(lambda: any(line.startswith("printer ") for line in screen()), 20)
+    lines = screen()[:-1]  # the table, then the prompt
+    print("\n".join(lines))
+    assert lines[0].split() == ["NAME", "STATE", "WAITING", "SUMMARY"]
+    question = next(line for line in lines if line.startswith("question "))
+    assert "NEEDS_CONFIRMATION" in question and "Overwrite? (y/N)" in question
+    assert all(len(line) <= 70 for line in lines)
+
+
+def test_the_table_leaves_out_columns_with_nothing_to_say() -> None:
+    from app.base.render import table
+
+    now = 1_000_000.0
+    rows = [{"id": "a1", "name": "api", "cli_type": "claude", "state": "BUSY", "cycle": "",
+             "goal": "", "state_entered_ts": now - 5, "summary": "working"},
+            {"id": "b2", "name": "web", "cli_type": "codex", "state": "BUSY", "cycle": "-",
+             "state_entered_ts": now - 9, "summary": ""}]
+    assert table(rows, now).splitlines()[0].split() == [
+        "ID", "NAME", "CLI", "STATE", "SINCE", "WAITING", "SUMMARY"]
+    rows[1]["cycle"] = "WAITING"
+    assert "CYCLE" in table(rows, now).splitlines()[0].split()
+    narrow = table(rows, now, width=40).splitlines()
+    assert narrow[0].split() == ["NAME", "STATE", "CYCLE", "WAITING", "SUMMARY"]
+    assert all(len(line) <= 40 for line in narrow)
+
+
+def test_L_scopes_every_reader_to_that_servers_panes(
+        server: Any, session: Any, watcher: Watcher, isolated_env: Path,
+        TestServer: Any) -> None:
+    from app.adapters.tmux import Tmux
+    from app.base.settings import WatchSettings
+    from app.observe.packs import load_packs
+
+    mine, theirs = server.socket_name, TestServer()
+    theirs.new_session(session_name="theirs", window_name="their-api")
+    session.new_window(window_name="mine-api", attach=False)
+    settle(watcher, {"mine-api": "READY"}, isolated_env)
+    # One store, two servers: their watcher ran here once too (one at a time, as the lock wants).
+    other = Watcher(Tmux(socket_name=theirs.socket_name), watcher.store, watcher.packs,
+                    WatchSettings(interval_s=1, ready_min_s=0))
+    settle(other, {"their-api": "READY", "mine-api": "READY"}, isolated_env)
+    assert load_packs()  # both watchers judged with the shipped packs
+    claim_watcher(watcher)
+    ids = {n: w["id"] for n, w in by_name(isolated_env).items()}
+
+    def names(*args: str, env: dict[str, str] | None = None) -> set[str]:
+        done = conductor(*args, "pty", "status", "--json", env=env)
+        assert done.returncode == 0, done.stderr
+        return {w["name"] for w in json.loads(done.stdout)}
+
+    assert "mine-api" in names("-L", mine) and "their-api" not in names("-L", mine)
+    assert names("-L", theirs.socket_name) == {"their-api"}
+    assert names(env={"CONDUCTOR_TMUX_SOCKET": theirs.socket_name}) == {"their-api"}
+    assert {"mine-api", "their-api"} <= names()  # without -L: every server in the store
+
+    def run(socket: str, *args: str) -> subprocess.CompletedProcess[str]:
+        watcher.tick(time.time())
+        return conductor("-L", socket, "pty", *args)
+
+    assert "[mine-api: READY]" in run(mine, "status", "--short").stdout
+    assert "their-api" not in run(mine, "status", "--short").stdout
+    assert run(theirs.socket_name, "status", "--short").stdout.strip() == \
+        f"[conductor: watching {mine}]"
+    fast = conductor("pty", "status", "--short", env={"CONDUCTOR_TMUX_SOCKET": mine})
+    assert "[mine-api: READY]" in fast.stdout and "their-api" not in fast.stdout
+    table = run(theirs.socket_name, "status")
+    assert "their-api" in table.stdout and "mine-api" not in table.stdout
+    assert f"this store's watcher watches tmux server {mine}, not this one" in table.stderr
+
+    for command in ("tail", "explain", "switch"):
+        refused = run(theirs.socket_name, command, "mine-api")
+        assert (refused.returncode, refused.stderr.strip()) == (
+            1, "Error: no pane with id or name 'mine-api'; see `conductor pty status`")
+    assert run(mine, "tail", "mine-api").returncode == 0
+    # Without -L, explain reads the live screen from the pane's own server.
+    explained = conductor("pty", "explain", "their-api")
+    assert "live screen, pack shell: READY" in explained.stdout, explained.stdout
+
+    # A report (a queued message would be refused: the pane is a shell, and prose is for agents).
+    assert run(mine, "report", "mine-api", "done").returncode == 0
+    assert run(theirs.socket_name, "queue").stdout.startswith("no jobs waiting")
+    assert "mine-api" in run(mine, "queue").stdout
+
+    assert run(mine, "herd", "on", "mine-api").returncode == 0
+    assert run(theirs.socket_name, "herd", "list").stdout.startswith("no pane is herded")
+    assert "mine-api" in run(mine, "herd", "list").stdout
+    with watcher.store.transaction() as conn:
+        for name in ("mine-api", "their-api"):
+            watcher.store.add_nudge(conn, {"id": ids[name], "ts": time.time(), "name": name,
+                                           "eligible": 0, "outcome": "blocked",
+                                           "reason": "no_rule", "state": "READY"})
+    assert [line.split()[2] for line in run(mine, "herd", "log").stdout.splitlines()] == \
+        ["mine-api"]
+    assert [line.split()[2] for line in
+            run(theirs.socket_name, "herd", "log").stdout.splitlines()] == ["their-api"]
+
+
+@pytest.mark.parametrize("restart", ["after_a_tick_without_it", "before_the_next_tick"])
+def test_the_panes_of_an_ended_tmux_server_say_so_and_fold_into_one_status_line(
+        server: Any, session: Any, watcher: Watcher, isolated_env: Path, restart: str) -> None:
+    socket = server.socket_name
+    for name in ("api", "web", "db"):
+        session.new_window(window_name=name, attach=False)
+    settle(watcher, {"api": "READY", "web": "READY", "db": "READY"}, isolated_env)
+    old = {w["id"]: w for w in all_rows(isolated_env)}
+    old_pid = next(iter(old.values()))["server_pid"]
+    notified: list[str] = []
+    watcher.on_transition = lambda t, tracked: notified.append(f"{tracked.name}:{t.state.value}")
+
+    server.kill()
+    if restart == "after_a_tick_without_it":
+        def all_ended() -> bool:
+            watcher.tick(time.time())
+            return all(w["state"] == "EXITED" for w in all_rows(isolated_env))
+
+        retry_until(all_ended, 15, interval=0.1)
+    # A server that is still going away refuses the new session: again until one starts.
+    retry_until(lambda: subprocess.run(
+        ["tmux", "-L", socket, "new-session", "-d", "-s", "reborn", "-n", "api"],
+        capture_output=True, check=False, timeout=30).returncode == 0, 15, interval=0.1)
+
+    def live_api() -> dict[str, Any] | None:
+        watcher.tick(time.time())
+        return next((w for w in all_rows(isolated_env) if w["name"] == "api"
+                     and w["state"] == "READY" and w["id"] not in old), None)
+
+    retry_until(live_api, 15, interval=0.1)
+    api = live_api()
+    assert api is not None
+    for row in all_rows(isolated_env):
+        if row["id"] in old:
+            assert (row["state"], row["summary"], row["reasons"]) == (
+                "EXITED", "tmux server ended", ["server_ended"])
+    # A server's end is one fact, not a notification per pane.
+    assert [n for n in notified if n.endswith(":EXITED")] == []
+
+    table = conductor("-L", socket, "pty", "status")
+    assert table.returncode == 0, table.stderr
+    print(table.stdout)
+    lines = table.stdout.splitlines()
+    assert [line.split()[1] for line in lines[1:] if line.startswith(api["id"])] == ["api"]
+    folded = [line for line in lines if "of tmux server" in line]
+    assert len(folded) == 1 and len(lines) == 3  # the header, the live api, the fold
+    assert folded[0].startswith(f"{len(old)} panes of tmux server {socket} (pid {old_pid}) "
+                                "ended ")
+    assert folded[0].endswith(f"({', '.join(sorted(w['name'] for w in old.values()))})")
+
+    tail = conductor("-L", socket, "pty", "tail", "api")
+    assert tail.returncode == 0 and "EXITED" not in tail.stdout
+    explained = conductor("-L", socket, "pty", "explain", "api")
+    assert explained.stdout.startswith(f"api ({api['id']}, pane {api['pane_id']}): READY")
+    waited = conductor("-L", socket, "pty", "wait", "api", "--timeout", "20")
+    assert waited.returncode == 0 and waited.stdout.startswith(f"api ({api['pane_id']}): READY")
+
+
+def all_rows(workers_dir: Path) -> list[dict[str, Any]]:
+    reader = StoreReader(workers_dir)
+    try:
+        return reader.workers()
+    finally:
+        reader.close()

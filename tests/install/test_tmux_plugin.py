@@ -55,10 +55,30 @@ def test_the_segment_is_appended_to_the_users_status_right_once(server: Any, ses
     right = option(server, "status-right")
     assert right.startswith("MINE %H:%M #(")
     assert right.count("pty status --short --colour") == 1
-    assert f"'{CONDUCTOR}' pty status --short --colour" in right
+    # This server's panes only, in the room the line has (a format tmux expands per client).
+    assert f"'{CONDUCTOR}' -L '{server.socket_name}' pty status --short --colour --width #{{" \
+        in right
     # The user's part (10 characters) + a space + the default 60 for ours.
     assert option(server, "status-right-length") == "71"
     assert option(server, "status-interval") == "15"  # the user's, untouched
+
+
+def test_before_tmux_3_2_the_segment_gets_the_room_reserved_for_it(
+        server: Any, session: Any, tmp_path: Path) -> None:
+    # No tmux older than 3.2 here: one that says it is 3.1c stands in front of the real one.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    real = shutil.which("tmux")
+    fake = bin_dir / "tmux"
+    fake.write_text(f'#!/bin/sh\n[ "$1" = -V ] && {{ echo "tmux 3.1c"; exit 0; }}\n'
+                    f'exec {real} "$@"\n')
+    fake.chmod(0o755)
+    server.cmd("set-environment", "-g", "PATH", f"{bin_dir}:{os.environ['PATH']}")
+    server.cmd("set-option", "-g", "status-right", "MINE %H:%M")
+    run_plugin(server)
+    right = option(server, "status-right")
+    assert "pty status --short --colour --width 60;" in right  # no format math before 3.2
+    assert "#{e|" not in right
 
 
 def test_a_long_enough_status_right_length_is_left_alone_and_left_or_off_work(
@@ -115,11 +135,11 @@ def test_hostile_option_values_never_reach_tmux_or_a_shell(server: Any, session:
 class Terminal:
     """A person's terminal showing a client attached to ``server``: an outer tmux pane."""
 
-    def __init__(self, server: Any, session: Any) -> None:
+    def __init__(self, server: Any, session: Any, width: int = 160) -> None:
         self.socket = f"{server.socket_name}-outer"
         env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
         subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", "new-session", "-d",
-                        "-x", "160", "-y", "16",
+                        "-x", str(width), "-y", "16",
                         f"tmux -L {server.socket_name} attach -t {session.session_id}"],
                        check=True, env=env, timeout=30)
         retry_until(lambda: server.cmd("list-clients").stdout != [], 10)
@@ -133,11 +153,18 @@ class Terminal:
     def status_line(self, styled: bool = False) -> str:
         return self.screen(styled)[-1]
 
+    def resize(self, width: int) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "resize-window", "-x", str(width)],
+                       check=True, timeout=30)
+
     def keys(self, *keys: str) -> None:
         subprocess.run(["tmux", "-L", self.socket, "send-keys", *keys], check=True, timeout=30)
 
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], check=False, timeout=30)
+        # kill-server leaves the socket file behind.
+        folder = Path(os.environ.get("TMUX_TMPDIR", "/tmp")) / f"tmux-{os.geteuid()}"
+        (folder / self.socket).unlink(missing_ok=True)
 
 
 def cell_styles(styled_line: str, text: str) -> set[str]:
@@ -219,3 +246,47 @@ def test_the_plugin_can_start_the_watcher(server: Any, session: Any, isolated_en
         os.kill(pid, 15)
         retry_until(lambda: conductor("pty", "status", "--short").stdout.strip() ==
                     "[conductor: watcher stopped]", 20, interval=0.2)
+
+
+ITEM = re.compile(r"\[[^\]]*\]")
+
+
+@pytest.mark.slow
+def test_the_segment_shows_whole_items_and_a_count_in_the_room_tmux_gives_it(
+        server: Any, session: Any, watcher_process: Any, isolated_env: Path) -> None:
+    server.cmd("set-option", "-g", "status-interval", "1")
+    server.cmd("set-option", "-g", "status-right", "MINE")
+    for n in range(9):
+        session.new_window(window_name=f"agent-{n}", attach=False)
+    panes = len(server.panes)  # ours and the fixtures' own shells
+    watcher = watcher_process("--interval", "0.5")
+    run_plugin(server)
+    # The user's part and a space (5), in status-right-length 65 (5 + the default 60) and in
+    # the client's width less status-left-length (10).
+    rooms = {160: 65 - 5, 60: 60 - 10 - 5}
+    term = Terminal(server, session, width=160)
+    try:
+        for width, room in rooms.items():
+            term.resize(width)
+
+            def segment() -> str:
+                line = term.status_line().rstrip()
+                return line.split("MINE ", 1)[1] if "MINE " in line else ""
+
+            def all_counted() -> bool:  # every pane READY, shown or counted in +N
+                shown = segment()
+                more = re.fullmatch(r".*\] \+(\d+)", shown)
+                items = ITEM.findall(shown)
+                return more is not None and len(items) + int(more[1]) == panes and \
+                    all(item.endswith(": READY]") for item in items)
+
+            retry_until(all_counted, 30, interval=0.2)
+            shown = segment()
+            print(f"client {width} columns, room {room}: {shown!r}")
+            assert len(shown) <= room
+            assert ITEM.sub("", shown).replace(" ", "").startswith("+")  # whole items, then +N
+            one_more = len(shown) + len("[agent-0: READY] ")
+            assert one_more > room or shown.endswith("+1")
+    finally:
+        term.close()
+        stop_process(watcher)

@@ -89,7 +89,8 @@ def test_a_new_user_installs_adds_the_plugin_line_and_sees_the_states(
                     message=f"status line: {status_line()!r}")
         seen_after = time.monotonic() - started
         right = tmux("show-option", "-gv", "status-right").stdout
-        assert f"'{tool_bin}/conductor' pty status --short --colour" in right
+        assert f"'{tool_bin}/conductor' -L '{socket}' pty status --short --colour --width" \
+            in right
         styled = tmux("capture-pane", "-p", "-e", sock=outer).stdout.rstrip("\n").split("\n")[-1]
         print(f"\nstatus line {seen_after:.1f} s after starting tmux: {status_line().strip()!r}")
         print("with its colours:", styled.encode("unicode_escape").decode())

@@ -82,12 +82,16 @@ def queue(obj: Context, args: tuple[str, ...], show_all: bool, as_json: bool) ->
         raise ConductorError("usage: conductor pty queue [ID] | conductor pty queue drop JOB")
     reader = StoreReader(obj.workers_dir)
     try:
-        workers = reader.workers()
+        workers = reader.workers(obj.socket_name)
         worker_id = find_worker(workers, args[0])["id"] if args else None
-        rows = reader.jobs(worker_id, open_only=not show_all, limit=50 if show_all else None)
+        rows = reader.jobs(worker_id, open_only=not show_all)
     finally:
         reader.close()
     names = {w["id"]: w["name"] for w in workers}
+    if obj.socket_name is not None:  # -L: that server's panes only
+        rows = [r for r in rows if r["id"] in names]
+    if show_all:
+        rows = rows[-50:]
     if as_json:
         click.echo(json.dumps([{**r, "name": names.get(r["id"], ""),
                                 "timeline": jobs.timeline(r)} for r in rows],

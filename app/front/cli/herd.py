@@ -28,7 +28,7 @@ def _worker(obj: Context, ident: str) -> dict[str, Any]:
 
     reader = StoreReader(obj.workers_dir)
     try:
-        return find_worker(reader.workers(), ident)
+        return find_worker(reader.workers(obj.socket_name), ident)
     finally:
         reader.close()
 
@@ -131,7 +131,7 @@ def herd_list(obj: Context, as_json: bool) -> None:
 
     reader = StoreReader(obj.workers_dir)
     try:
-        workers = {w["id"]: w for w in reader.workers()}
+        workers = {w["id"]: w for w in reader.workers(obj.socket_name)}
         rows = [r for r in reader.herd().values() if r.get("enabled") and r["id"] in workers]
     finally:
         reader.close()
@@ -179,15 +179,21 @@ def herd_log(obj: Context, ident: str | None, lines: int, follow: bool, as_json:
     reader = StoreReader(obj.workers_dir)
     unmark = mark_own_pane("herd log -f", follow)
     try:
+        # With -L and no pane named: that server's panes only (the rest of the log is skipped).
+        scope = None if worker_id or obj.socket_name is None else \
+            {w["id"] for w in reader.workers(obj.socket_name)}
         last = 0
-        for row in reader.nudges(worker_id, limit=lines):
+        rows = reader.nudges(worker_id) if scope is not None else \
+            reader.nudges(worker_id, limit=lines)
+        for row in [r for r in rows if scope is None or r["id"] in scope][-lines:]:
             _print_log_line(row, as_json)
-            last = row["seq"]
+        last = rows[-1]["seq"] if rows else 0
         while follow:
             time.sleep(1.0)
             for row in reader.nudges(worker_id, after_seq=last):
-                _print_log_line(row, as_json)
                 last = row["seq"]
+                if scope is None or row["id"] in scope:
+                    _print_log_line(row, as_json)
     except KeyboardInterrupt:
         pass
     finally:

@@ -134,6 +134,9 @@ def create(obj: Context, directory: Path, name: str | None, cli_name: str | None
 @click.option("--json", "as_json", is_flag=True, help="A JSON list of status objects.")
 @click.option("--colour", "--color", "--tmux-colours", "colour", is_flag=True,
               help="With --short: tmux colour markup.")
+@click.option("--width", type=click.IntRange(min=0, clamp=True), default=None, metavar="N",
+              help="At most N columns: with --short whole items, the panes needing you first, "
+                   "and +K for the rest; the table instead of the terminal's width.")
 @click.option("--watch", "keep_watching", is_flag=True,
               help="Redraw in place every --interval seconds until Ctrl-C.")
 @click.option("--interval", type=Seconds(0.2, 86400), default=2.0, show_default=True,
@@ -142,27 +145,33 @@ def create(obj: Context, directory: Path, name: str | None, cli_name: str | None
               help="Also panes that exited longer ago than states.exited_shown.")
 @click.pass_obj
 @friendly_errors
-def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching: bool,
-           interval: float, show_all: bool) -> None:
-    """Every watched pane, the ones needing a human first, with how long each has waited."""
+def status(obj: Context, short: bool, as_json: bool, colour: bool, width: int | None,
+           keep_watching: bool, interval: float, show_all: bool) -> None:
+    """Every watched pane, the ones needing a human first, with how long each has waited.
+
+    With -L (or $CONDUCTOR_TMUX_SOCKET), only that tmux server's panes; without, every
+    server's panes in the store."""
     from app.adapters import status as status_module
 
     if short and (as_json or keep_watching):
         raise click.UsageError("--short is one line for tmux; it cannot be combined with "
                                "--json or --watch")
-    if as_json and keep_watching:
-        raise click.UsageError("--json and --watch cannot be combined")
+    if as_json and (keep_watching or width is not None):
+        raise click.UsageError("--json cannot be combined with --watch or --width")
     if short:
-        click.echo(status_module.short_line(obj.workers_dir, colour))
+        click.echo(status_module.short_line(obj.workers_dir, colour, width, obj.socket_name))
         return
     settings = read_config().watch
     grace = settings.waiting_grace_s
     keep_s = float("inf") if show_all else settings.exited_shown_s
 
     def snapshot(workers_dir: Path) -> status_module.Snapshot:
-        snap = status_module.snapshot(workers_dir)
+        snap = status_module.snapshot(workers_dir, obj.socket_name)
         snap.workers = status_module.shown(snap.workers, time.time(), keep_s)
         return snap
+
+    def columns() -> int | None:
+        return width if width is not None else _terminal_width()
 
     if not keep_watching:
         snap = snapshot(obj.workers_dir)
@@ -172,7 +181,7 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching
             now = time.time()
             click.echo(render.as_json(snap.workers, now, grace, snap.stale_for(now)))
         else:
-            click.echo(render.table(snap.workers, time.time(), grace, _terminal_width())
+            click.echo(render.table(snap.workers, time.time(), grace, columns())
                        if snap.workers else "no panes watched yet")
         return
     from app.observe.views import mark_own_pane
@@ -182,7 +191,7 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching
         while True:
             now = time.time()
             snap = snapshot(obj.workers_dir)
-            body = render.table(snap.workers, now, grace, _terminal_width()) if snap.workers \
+            body = render.table(snap.workers, now, grace, columns()) if snap.workers \
                 else "no panes watched yet"
             header = [time.strftime("%H:%M:%S", time.localtime(now)) + "  conductor pty status"
                       f"  (every {interval:g}s, Ctrl-C to stop)",
@@ -191,7 +200,8 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, keep_watching
             # terminal's height and no newline after the last row, so a small pane or popup
             # never scrolls (which would push the header out of sight).
             rows = max(1, shutil.get_terminal_size().lines)
-            lines = render.printable("\n".join([*header, body])).split("\n")[:rows]
+            lines = [render.fit(render.printable(line), columns()) for line in header]
+            lines = (lines + render.printable(body).split("\n"))[:rows]
             sys.stdout.write("\x1b[H" + "\x1b[K\n".join(lines) + "\x1b[K\x1b[J")
             sys.stdout.flush()
             time.sleep(interval)
@@ -225,7 +235,7 @@ def tail(obj: Context, ident: str, lines: int, follow: bool) -> None:
     reader = StoreReader(obj.workers_dir)
     unmark = mark_own_pane("tail -f", follow)
     try:
-        worker = find_worker(reader.workers(), ident)
+        worker = find_worker(reader.workers(obj.socket_name), ident)
         last_seq = 0
         for row in reader.history(worker["id"], limit=lines):
             echo_clean(_history(row))
@@ -262,20 +272,23 @@ def switch(obj: Context, ident: str | None, go_next: bool, current_pane: str | N
 
     if go_next == bool(ident):
         raise ConductorError("give a pane ID|NAME or --next, not both")
-    workers = [w for w in snapshot(obj.workers_dir).workers if w.get("state") != "EXITED"]
+    tmux = obj.tmux()
+    # Only the panes of the server it switches on, even without -L (the default server's).
+    workers = [w for w in snapshot(obj.workers_dir, tmux.label).workers
+               if w.get("state") != "EXITED"]
     if go_next:
         found = next_needing_human(workers, current_pane)
         if found is None:
             message = "no pane needs you: none is NEEDS_CONFIRMATION, ERROR or READY"
             if current_pane:
                 # From the tmux key binding, where stdout goes nowhere: say it on the status line.
-                obj.tmux().display_message(f"conductor: {message}")
+                tmux.display_message(f"conductor: {message}")
             click.echo(message)
             return
         worker = found
     else:
         worker = find_worker(workers, str(ident))
-    done = obj.tmux().switch_to(worker["pane_id"])
+    done = tmux.switch_to(worker["pane_id"])
     click.echo(f"{worker['name']} ({worker['id']}): {done}")
 
 
@@ -410,7 +423,7 @@ def explain(obj: Context, ident: str, lines: int) -> None:
 
     reader = StoreReader(obj.workers_dir)
     try:
-        worker = find_worker(reader.workers(), ident)
+        worker = find_worker(reader.workers(obj.socket_name), ident)
         history = reader.history(worker["id"], limit=lines) if lines else []
         jobs = reader.jobs(worker["id"], limit=20)
     finally:
@@ -424,9 +437,7 @@ def explain(obj: Context, ident: str, lines: int) -> None:
     if queued:
         click.echo(f"  queued messages: {queued} (see `conductor pty queue`)")
     packs = load_packs()
-    # An exited pane's %N may belong to another pane by now (a new tmux server reuses them).
-    screen = None if worker["state"] == "EXITED" else \
-        obj.tmux().capture([worker["pane_id"]]).get(worker["pane_id"])
+    screen = _live_screen(worker)
     if screen is None:
         click.echo("live screen: the pane is gone")
     elif worker.get("cli_type") == "conductor":
@@ -444,6 +455,25 @@ def explain(obj: Context, ident: str, lines: int) -> None:
         click.echo("last transitions:")
         for row in history:
             echo_clean(f"  {_history(row)}")
+
+
+def _live_screen(worker: dict[str, Any]) -> str | None:
+    """The pane's screen from its own tmux server; None when the pane or its server is gone (an
+    exited pane's %N may belong to another pane by now: a new tmux server reuses them)."""
+    from app.adapters.tmux import Tmux
+    from app.base.errors import TmuxServerNotRunning
+
+    if worker["state"] == "EXITED":
+        return None
+    socket = worker.get("socket") or "default"
+    tmux = Tmux(socket_path=socket) if socket.startswith("/") else \
+        Tmux(socket_name=None if socket == "default" else socket)
+    try:
+        if worker.get("server_pid") and tmux.list_panes().server_pid != worker["server_pid"]:
+            return None
+        return tmux.capture([worker["pane_id"]]).get(worker["pane_id"])
+    except TmuxServerNotRunning:
+        return None
 
 
 @pty.command()
