@@ -93,8 +93,9 @@ def wait(watch: PaneWatch, until: Collection[State], timeout_s: float | None,
         pane = watch.tracked.pane
         if pane.dead:
             # Kept by remain-on-exit, its program over: as final as a pane that is gone.
-            status = f"exited with status {pane.dead_status}" if pane.dead_status is not None \
-                else "exited"
+            code = pane.dead_status if pane.dead_status is not None else \
+                watch.tmux.dead_status(pane.pane_id)
+            status = f"exited with status {code}" if code is not None else "exited"
             if State.EXITED not in until:
                 raise PaneDead(f"pane {watch.target.label} {status}")
             return _exited(("pane_dead",), status, started, on_change)

@@ -366,6 +366,19 @@ class Tmux:
         return PaneState(server_pid=_to_int(pid), dead=dead == "1",
                          dead_status=_to_int(status) if dead == "1" and status else None)
 
+    def dead_status(self, pane_id: str, wait_s: float = 1.0) -> int | None:
+        """The exit status of a dead pane. tmux can mark a pane dead before it has reaped its
+        process (3.3a misses a SIGCHLD when several things end together), and then knows no
+        status yet; a ``run-shell true`` of ours ends a child of the server, whose SIGCHLD makes
+        it reap every child. Looked at again for up to ``wait_s``; None if it still knows none."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            state = self.pane_state(pane_id)
+            if not state.dead or state.dead_status is not None or time.monotonic() > deadline:
+                return state.dead_status
+            self.run("run-shell", "true", check=False)
+            time.sleep(0.05)
+
     def send_text(self, pane_id: str, text: str, enter: bool = True,
                   enter_delay: float = 0.3) -> None:
         """Type ``text`` into a pane literally and optionally press Enter. Only ``app.act.gate``
