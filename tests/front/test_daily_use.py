@@ -116,6 +116,29 @@ def test_create_keeps_a_crashed_program_on_screen_as_error_with_its_status(
     assert by_name(isolated_env)["crash"]["summary"] == "Process exited (status 4)"
 
 
+@pytest.mark.parametrize(("command", "status"), [('sh -c "echo boom; exit 3"', 3),
+                                                  ("no-such-program-xq --flag", 127)])
+def test_create_of_a_program_that_exits_at_once_keeps_its_dead_pane_as_error(
+    server: Any, session: Any, watcher: Watcher, isolated_env: Path, tmp_path: Path,
+    command: str, status: int,
+) -> None:
+    done = conductor("-L", server.socket_name, "pty", "create", str(tmp_path), "--name", "quick",
+                     "--cmd", command)
+    assert done.returncode == 0, done.stderr
+    created_id = done.stdout.strip()
+    assert created_id and "\n" not in created_id
+    pane = server.windows.get(window_name="quick").active_pane
+    wait_for_exit_status(server, pane, status)
+    settle(watcher, {"quick": "ERROR"}, isolated_env)
+    row = by_name(isolated_env)["quick"]
+    assert row["id"] == created_id
+    assert row["summary"] == f"Process exited (status {status})"
+    if status == 3:
+        # tmux 3.3a scrolls the last screen into the history as it writes "Pane is dead".
+        history = server.cmd("capture-pane", "-p", "-S", "-", "-t", pane.pane_id).stdout
+        assert "boom" in history
+
+
 def test_create_leaves_remain_on_exit_alone_when_the_setting_is_off(
     server: Any, session: Any, tmp_path: Path
 ) -> None:
