@@ -61,9 +61,13 @@ def remove_worktree(folder: Path) -> None:
 
 
 def _check_branch_name(branch: str, directory: Path) -> None:
-    valid = not branch.startswith("-") and _git(
-        directory if directory.is_dir() else Path.cwd(), "check-ref-format", "--branch", branch,
-        check=False).returncode == 0
+    if branch.startswith("-"):
+        valid = False
+    else:
+        done = _git(directory if directory.is_dir() else Path.cwd(), "check-ref-format",
+                    "--branch", branch, check=False)
+        # `--branch` expands shorthands such as @{-1}: only a name that stays itself is taken.
+        valid = done.returncode == 0 and done.stdout.strip() == branch
     if not valid:
         raise ConductorError(f"{branch!r} is not a valid branch name; nothing created")
 

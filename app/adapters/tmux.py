@@ -313,7 +313,12 @@ class Tmux:
             self.run("set-option", "-w", "-t", pane_id, "remain-on-exit", "on",
                      check=deferred is not None)
         if deferred is not None and pane_id:
-            self.run("respawn-pane", "-k", "-t", pane_id, "-c", directory, deferred)
+            try:
+                self.run("respawn-pane", "-k", "-t", pane_id, "-c", directory, deferred)
+            except TmuxError:
+                # Not a window left sleeping in the placeholder, looking like a worker.
+                self.run("kill-window", "-t", pane_id, check=False)
+                raise
         for pane in self.list_panes().panes:
             if pane.pane_id == pane_id:
                 return pane

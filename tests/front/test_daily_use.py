@@ -202,7 +202,8 @@ def test_create_worktree_errors_are_one_line_and_create_nothing(
              (plain, "feat", f"{plain.resolve()} is not inside a git repository; nothing "
                              "created"),
              (repo, "bad..name", "'bad..name' is not a valid branch name; nothing created"),
-             (repo, "--force", "'--force' is not a valid branch name; nothing created"))
+             (repo, "--force", "'--force' is not a valid branch name; nothing created"),
+             (repo, "@{-1}", "'@{-1}' is not a valid branch name; nothing created"))
     for folder, branch, says in cases:
         done = conductor("-L", server.socket_name, "pty", "create", str(folder), "--worktree",
                          f"{branch}")
