@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
 # Install conductor pty into ./.venv, with tmux if the machine lacks it.
 #   scripts/install.sh          the tool
-#   scripts/install.sh --test   the tool, its test extras, and what the tests use (dbus,
-#                               notify-send, npm to fetch the real agent CLIs the e2e tests run)
+#   scripts/install.sh --mcp    the tool with its MCP extra (`conductor pty mcp`)
+#   scripts/install.sh --test   the tool, its test extras (the MCP extra among them), and what the
+#                               tests use (dbus, notify-send, npm to fetch the real agent CLIs the
+#                               e2e tests run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 with_tests=0
-[ "${1:-}" = "--test" ] && with_tests=1
+with_mcp=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) with_tests=1 ;;
+    --mcp) with_mcp=1 ;;
+    *) echo "install.sh: unknown option $arg (use --mcp, --test)" >&2; exit 2 ;;
+  esac
+done
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -34,6 +43,8 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 if [ "$with_tests" = 1 ]; then
   .venv/bin/python -m pip install -q -e '.[test]'
+elif [ "$with_mcp" = 1 ]; then
+  .venv/bin/python -m pip install -q '.[mcp]'
 else
   .venv/bin/python -m pip install -q .
 fi

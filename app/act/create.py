@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.act.worktree import DEFAULT_WORKTREES, add_worktree, remove_worktree
 from app.adapters.store import StoreWriter
 from app.adapters.tmux import Tmux
 from app.base.errors import ConductorError
@@ -19,13 +21,17 @@ class Created:
     name: str
     pane_id: str
     session: str
+    worktree: str | None = None
 
 
 def create_worker(tmux: Tmux, workers_dir: Path, directory: Path, name: str | None = None,
                   cli: str | None = None, command: str | None = None,
-                  remain_on_exit: bool = True) -> Created:
+                  remain_on_exit: bool = True, worktree_branch: str | None = None,
+                  worktrees: str = DEFAULT_WORKTREES) -> Created:
     """A new tmux window rooted in ``directory``, registered in the store at once so ``status``
-    lists it before the watcher's next cycle."""
+    lists it before the watcher's next cycle. With ``worktree_branch``, the window is rooted in a
+    new git worktree of ``directory``'s repository on that branch (placed by ``worktrees``),
+    removed again when the window cannot be made."""
     if name is not None and (not name.strip() or not name.isprintable() or len(name) > 200):
         # tmux keeps a newline in a window name, and every listing of panes then splits there.
         raise ConductorError("--name must be printable text of at most 200 characters, with no "
@@ -50,8 +56,17 @@ def create_worker(tmux: Tmux, workers_dir: Path, directory: Path, name: str | No
     window_name = name or f"worker-{secrets.token_hex(2)}"
     store = StoreWriter(workers_dir)  # before the window: a broken store creates nothing
     try:
-        pane = tmux.new_window(str(directory.resolve()), window_name, command,
-                               remain_on_exit=remain_on_exit)
+        folder = directory.resolve()
+        if worktree_branch is not None:
+            folder = add_worktree(folder, worktree_branch, worktrees)
+        try:
+            pane = tmux.new_window(str(folder), window_name, command,
+                                   remain_on_exit=remain_on_exit)
+        except ConductorError:
+            if worktree_branch is not None:
+                with contextlib.suppress(ConductorError):  # the window's error is the one to show
+                    remove_worktree(folder)
+            raise
         server_pid = tmux.list_panes().server_pid
         wid = worker_id(tmux.label, server_pid, pane.pane_id)
         with store.transaction() as conn:
@@ -59,10 +74,12 @@ def create_worker(tmux: Tmux, workers_dir: Path, directory: Path, name: str | No
                 "id": wid, "name": window_name, "socket": tmux.label, "server_pid": server_pid,
                 "pane_id": pane.pane_id, "tmux_session": pane.session_name,
                 "tmux_window": pane.window_name, "window_index": pane.window_index,
-                "pane_index": pane.pane_index, "cwd": str(directory.resolve()), "cli_type": cli,
+                "pane_index": pane.pane_index, "cwd": str(folder), "cli_type": cli,
                 "cli_forced": cli, "command": command, "created_by": "create",
                 "first_seen_ts": time.time(), "last_seen_ts": time.time(),
+                "worktree": str(folder) if worktree_branch is not None else None,
             })
     finally:
         store.close()
-    return Created(wid, window_name, pane.pane_id, pane.session_name)
+    return Created(wid, window_name, pane.pane_id, pane.session_name,
+                   str(folder) if worktree_branch is not None else None)

@@ -43,6 +43,8 @@ PUBLIC_FIELDS = (
     "eligible_for_herd", "herd_reason", "goal",
     # The post-report cycle (app/cycle): the state of the pane's latest cycle, "" when none.
     "cycle",
+    # The git worktree `create --worktree` made for the pane (a path), None when it has none.
+    "worktree",
 )
 
 # Rows of the events table: what happened to a pane besides its screen. ``kind`` is "send" (our
@@ -142,6 +144,12 @@ def _migrations() -> Migrations:
         # The check the person declared for a pane (`goal ID TEXT --check CMD`): the one
         # command an agent's report may ask the watcher to run there.
         table(db, "herd").add_column("check_cmd", str)
+
+    @migrations()
+    def m006_worktree(db: Database) -> None:
+        # The git worktree `create --worktree BRANCH` made for the pane (its path), so
+        # `worktree remove ID` finds it and `status --json` shows it.
+        table(db, "ptys").add_column("worktree", str)
 
     return migrations
 
@@ -291,6 +299,9 @@ class StoreWriter:
 
     def upsert_pty(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
         _insert(conn, "ptys", row, conflict_key="id")
+
+    def set_worktree(self, conn: sqlite3.Connection, worker_id: str, path: str | None) -> None:
+        conn.execute("UPDATE ptys SET worktree = ? WHERE id = ?", (path, worker_id))
 
     def upsert_status(self, conn: sqlite3.Connection, rows: Iterable[Mapping[str, Any]]) -> None:
         for row in rows:
@@ -576,7 +587,8 @@ class StoreReader:
             "SELECT p.id, p.name, p.tmux_session, p.tmux_window, p.window_index, p.pane_id, "
             "p.cwd, p.cli_type, p.socket, p.server_pid, s.state, s.summary, s.actions_needed, "
             "s.confidence, s.reasons, s.rule_id, s.classifier, s.state_entered_ts, "
-            "s.last_change_ts, s.signals, s.herd_eligible, s.herd_reason, h.goal, s.cycle "
+            "s.last_change_ts, s.signals, s.herd_eligible, s.herd_reason, h.goal, s.cycle, "
+            "p.worktree "
             "FROM ptys p LEFT JOIN status s ON s.id = p.id LEFT JOIN herd h ON h.id = p.id "
             "WHERE ? IS NULL OR p.socket = ? OR p.socket IS NULL "
             "ORDER BY p.tmux_session, p.window_index, p.pane_index", (socket, socket)

@@ -47,6 +47,9 @@ _CLIENT_ROW = "client"
 _CLIENT_FORMAT = _SEP.join((_CLIENT_ROW, "#{client_control_mode}", "#{session_name}"))
 _CAPTURE_BATCH = 100
 _TIMEOUT_S = 10.0
+# What a window made by new_window runs until its real command is started in it: it sleeps
+# until respawn-pane -k replaces it, long after that happens.
+_PLACEHOLDER = "sleep 2147483647"
 _NO_SERVER_MARKERS = ("no server running", "error connecting to", "failed to connect to server",
                       "server exited", "lost server")
 
@@ -271,19 +274,26 @@ class Tmux:
                    session_name: str | None = None, remain_on_exit: bool = False) -> Pane:
         """A new window rooted in ``directory``, in the session the caller sits in, else the most
         recently used session, else a new ``conductor`` session. ``remain_on_exit`` keeps the
-        window (dead, with its last screen) when its program ends."""
+        window (dead, with its last screen) when its program ends.
+
+        With ``remain_on_exit`` and a ``command``, the window first runs a placeholder that waits;
+        the option is set on the window, and only then does ``respawn-pane -k`` start the command.
+        So a command that exits at once (or a typo: status 127) leaves a dead pane that shows why,
+        instead of a window tmux removed before anyone could look up its id."""
         import libtmux.exc
 
         if not self.is_running():
             raise TmuxServerNotRunning(f"no tmux server running on socket {self.label}; "
                                        "start tmux first")
         server = self._libtmux_server()
+        deferred = command if remain_on_exit and command is not None else None
+        first = _PLACEHOLDER if deferred is not None else command
         try:
             target = session_name or self._preferred_session()
             if target is None:
                 session = server.new_session(
                     session_name="conductor", start_directory=directory, window_name=name,
-                    window_command=command, attach=False,
+                    window_command=first, attach=False,
                 )
                 window = session.active_window
             else:
@@ -292,7 +302,7 @@ class Tmux:
                 if found is None:
                     raise TmuxError(f"no tmux session {target!r}")
                 window = found.new_window(
-                    window_name=name, start_directory=directory, window_shell=command,
+                    window_name=name, start_directory=directory, window_shell=first,
                     attach=False,
                 )
         except (libtmux.exc.LibTmuxException, ValueError) as exc:
@@ -300,7 +310,15 @@ class Tmux:
         pane_id = window.active_pane.pane_id if window.active_pane else None
         if remain_on_exit and pane_id:
             # Window scope: the user's other windows keep their own setting.
-            self.run("set-option", "-w", "-t", pane_id, "remain-on-exit", "on", check=False)
+            self.run("set-option", "-w", "-t", pane_id, "remain-on-exit", "on",
+                     check=deferred is not None)
+        if deferred is not None and pane_id:
+            try:
+                self.run("respawn-pane", "-k", "-t", pane_id, "-c", directory, deferred)
+            except TmuxError:
+                # Not a window left sleeping in the placeholder, looking like a worker.
+                self.run("kill-window", "-t", pane_id, check=False)
+                raise
         for pane in self.list_panes().panes:
             if pane.pane_id == pane_id:
                 return pane

@@ -237,6 +237,6 @@ def run(socket_name: str | None, workers_dir: Path) -> None:
     try:
         import mcp  # noqa: F401  # the optional extra
     except ImportError:
-        raise ConductorError("the MCP server needs the optional extra: pip install "
-                             "'conductor-pty[mcp]'") from None
+        raise ConductorError("the MCP server needs the optional extra: from a checkout, run "
+                             "scripts/install.sh --mcp (or pip install '.[mcp]')") from None
     server(Tools(socket_name, workers_dir)).run("stdio")

@@ -35,6 +35,7 @@ from tomlkit.container import OutOfOrderTableProxy
 from tomlkit.exceptions import ParseError, TOMLKitError
 from tomlkit.items import Comment, InlineTable, Item, Table, Whitespace
 
+from app.act import worktree
 from app.act.cycle import jobs as cycle_jobs
 from app.act.herd import eligibility
 from app.adapters import llm
@@ -202,6 +203,10 @@ poll_interval = {_v(DEFAULT_WAIT_POLL_S)}
 # (tmux remain-on-exit), so a crashed agent shows what happened and reads ERROR with its status.
 remain_on_exit = {_v(True)}
 
+# Where `conductor pty create DIR --worktree BRANCH` puts each agent's git worktree: a folder
+# relative to the repository's top, {{repo}} standing for its name (one subfolder per branch).
+worktrees = {_v(worktree.DEFAULT_WORKTREES)}
+
 [herd]
 # Herding nudges only panes opted in with `conductor pty herd on ID`. Seconds a READY pane
 # must sit with no screen change, no send and no nudge before it counts as stalled.
@@ -285,6 +290,7 @@ class Config:
     wait_poll_s: float
     path: Path
     remain_on_exit: bool = True  # [create]: tmux remain-on-exit on windows `create` makes
+    worktrees: str = worktree.DEFAULT_WORKTREES  # [create]: where `create --worktree` puts them
     herd: eligibility.HerdSettings = field(default_factory=eligibility.HerdSettings)
     cycle: cycle_jobs.CycleSettings = field(default_factory=cycle_jobs.CycleSettings)
     added: tuple[str, ...] = ()
@@ -574,6 +580,10 @@ def _check(user: dict[str, Any], defaults: dict[str, Any], path: Path) -> dict[s
     if any(not entry.strip() for entry in values.get("mcp.send_to", ())):
         raise ConfigError(f"{path}: mcp.send_to must list pane names or ids, got an empty one")
     _check_allowed_checks(values.get("cycle.allowed_checks", []), path)
+    try:
+        worktree.check_worktrees_pattern(values.get("create.worktrees", "{repo}"))
+    except ConductorError as e:
+        raise ConfigError(f"{path}: {e}") from None
     return values
 
 
@@ -697,6 +707,7 @@ def _settings(values: dict[str, Any], path: Path, added: tuple[str, ...], create
         wait_poll_s=values["wait.poll_interval"],
         path=path,
         remain_on_exit=values["create.remain_on_exit"],
+        worktrees=values["create.worktrees"].strip(),
         herd=eligibility.HerdSettings(
             stall_after_s=values["herd.stall_after"],
             stability_s=values["herd.stability"],

@@ -3,6 +3,7 @@ next pane that needs you, completion, and `--version` where people type it."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -114,6 +115,143 @@ def test_create_keeps_a_crashed_program_on_screen_as_error_with_its_status(
     wait_for_exit_status(server, pane, 4)
     settle(watcher, {"crash": "ERROR"}, isolated_env)
     assert by_name(isolated_env)["crash"]["summary"] == "Process exited (status 4)"
+
+
+@pytest.mark.parametrize(("command", "status"), [('sh -c "echo boom; exit 3"', 3),
+                                                  ("no-such-program-xq --flag", 127)])
+def test_create_of_a_program_that_exits_at_once_keeps_its_dead_pane_as_error(
+    server: Any, session: Any, watcher: Watcher, isolated_env: Path, tmp_path: Path,
+    command: str, status: int,
+) -> None:
+    done = conductor("-L", server.socket_name, "pty", "create", str(tmp_path), "--name", "quick",
+                     "--cmd", command)
+    assert done.returncode == 0, done.stderr
+    created_id = done.stdout.strip()
+    assert created_id and "\n" not in created_id
+    pane = server.windows.get(window_name="quick").active_pane
+    wait_for_exit_status(server, pane, status)
+    settle(watcher, {"quick": "ERROR"}, isolated_env)
+    row = by_name(isolated_env)["quick"]
+    assert row["id"] == created_id
+    assert row["summary"] == f"Process exited (status {status})"
+    if status == 3:
+        # tmux 3.3a scrolls the last screen into the history as it writes "Pane is dead".
+        history = server.cmd("capture-pane", "-p", "-S", "-", "-t", pane.pane_id).stdout
+        assert "boom" in history
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid",
+                           "-C", str(cwd), *args], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def a_repository(folder: Path) -> Path:
+    folder.mkdir()
+    git(folder, "init", "-q", "-b", "main")
+    (folder / "README").write_text("hello\n")
+    git(folder, "add", "README")
+    git(folder, "commit", "-q", "-m", "first")
+    git(folder, "branch", "existing")
+    return folder.resolve()
+
+
+def in_folder(pane: Any, folder: Path) -> bool:
+    return bool(pane.display_message("#{pane_current_path}", get_text=True) == [str(folder)])
+
+
+def worktrees_listed(repo: Path) -> set[str]:
+    return {line.removeprefix("worktree ") for line in
+            git(repo, "worktree", "list", "--porcelain").splitlines()
+            if line.startswith("worktree ")}
+
+
+def test_create_worktree_on_a_new_and_an_existing_branch_roots_the_window_there(
+    server: Any, session: Any, tmp_path: Path
+) -> None:
+    repo = a_repository(tmp_path / "proj")
+    made: dict[str, Path] = {}
+    for name, branch, folder in (("fresh", "feat/new", "feat-new"),
+                                 ("older", "existing", "existing")):
+        done = conductor("-L", server.socket_name, "pty", "create", str(repo), "--name", name,
+                         "--worktree", branch)
+        assert done.returncode == 0, done.stderr
+        made[name] = tmp_path / "proj-worktrees" / folder
+        assert git(made[name], "branch", "--show-current") == branch
+        assert (made[name] / "README").read_text() == "hello\n"
+        pane = server.windows.get(window_name=name).active_pane
+        retry_until(functools.partial(in_folder, pane, made[name]), 15, interval=0.1)
+    assert worktrees_listed(repo) == {str(repo), *(str(p) for p in made.values())}
+
+    rows = {w["name"]: w for w in json.loads(conductor("pty", "status", "--json").stdout)}
+    assert rows["fresh"]["worktree"] == str(made["fresh"])
+    assert rows["older"]["worktree"] == str(made["older"])
+    assert rows["fresh"]["cwd"] == str(made["fresh"])
+
+
+def test_create_worktree_errors_are_one_line_and_create_nothing(
+    server: Any, session: Any, tmp_path: Path
+) -> None:
+    repo = a_repository(tmp_path / "proj")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    windows_before = len(server.windows)
+    cases = ((repo, "main", "git worktree add: 'main' is already checked out at"),
+             (plain, "feat", f"{plain.resolve()} is not inside a git repository; nothing "
+                             "created"),
+             (repo, "bad..name", "'bad..name' is not a valid branch name; nothing created"),
+             (repo, "--force", "'--force' is not a valid branch name; nothing created"),
+             (repo, "@{-1}", "'@{-1}' is not a valid branch name; nothing created"))
+    for folder, branch, says in cases:
+        done = conductor("-L", server.socket_name, "pty", "create", str(folder), "--worktree",
+                         f"{branch}")
+        assert done.returncode == 1, done.stdout
+        [line] = done.stderr.splitlines()
+        assert line.startswith(f"Error: {says}"), line
+    (tmp_path / "config.toml").write_text('[create]\nworktrees = "../{branch}"\n')
+    done = conductor("-L", server.socket_name, "pty", "create", str(repo), "--worktree", "x")
+    assert done.returncode == 1
+    [line] = done.stderr.splitlines()
+    assert line.endswith("create.worktrees may use only {repo}, got '../{branch}'"), line
+    assert worktrees_listed(repo) == {str(repo)}
+    assert len(server.windows) == windows_before
+
+
+def test_worktree_remove_refuses_a_dirty_tree_and_removes_a_clean_one(
+    server: Any, session: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "config.toml").write_text('[create]\nworktrees = "trees/{repo}"\n')
+    repo = a_repository(tmp_path / "proj")
+    done = conductor("-L", server.socket_name, "pty", "create", str(repo), "--name", "agent",
+                     "--worktree", "work")
+    assert done.returncode == 0, done.stderr
+    folder = repo / "trees" / "proj" / "work"
+    assert folder.is_dir()
+    (folder / "notes.txt").write_text("unsaved\n")
+
+    refused = conductor("-L", server.socket_name, "pty", "worktree", "remove", "agent")
+    assert refused.returncode == 1
+    assert refused.stderr.splitlines() == [
+        f"Error: worktree {folder} has uncommitted changes (1 file); commit or discard them "
+        "first, nothing removed"]
+    assert (folder / "notes.txt").is_file()
+
+    (folder / "notes.txt").unlink()
+    done = conductor("-L", server.socket_name, "pty", "worktree", "remove", "agent")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"removed worktree {folder}"
+    assert not folder.exists()
+    assert worktrees_listed(repo) == {str(repo)}
+    assert git(repo, "branch", "--list", "work") == "work"  # the branch and its commits stay
+    [row] = [w for w in json.loads(conductor("pty", "status", "--json").stdout)
+             if w["name"] == "agent"]
+    assert row["worktree"] is None
+    again = conductor("-L", server.socket_name, "pty", "worktree", "remove", "agent")
+    assert again.returncode == 1
+    assert again.stderr.splitlines() == [
+        "Error: pane agent has no worktree (only `create --worktree` makes one); nothing removed"]
 
 
 def test_create_leaves_remain_on_exit_alone_when_the_setting_is_off(

@@ -117,15 +117,20 @@ def watch(obj: Context, interval: float | None, stable_polls: int | None, once: 
 @click.option("--name", default=None, help="Window name (default worker-<short id>).")
 @click.option("--cli", "cli_name", default=None, help="Force the classifier pack, e.g. claude.")
 @click.option("--cmd", "command", default=None, help="Command to run in the new window.")
+@click.option("--worktree", "branch", default=None, metavar="BRANCH",
+              help="Root the window in a new git worktree of DIRECTORY's repository on BRANCH "
+                   "(new or existing), placed by the config's create.worktrees.")
 @click.pass_obj
 @friendly_errors
 def create(obj: Context, directory: Path, name: str | None, cli_name: str | None,
-           command: str | None) -> None:
+           command: str | None, branch: str | None) -> None:
     """Open a new tmux window rooted in DIRECTORY and register it; prints its id."""
     from app.act.create import create_worker
 
+    cfg = read_config()
     created = create_worker(obj.tmux(), obj.workers_dir, directory, name, cli_name, command,
-                            remain_on_exit=read_config().remain_on_exit)
+                            remain_on_exit=cfg.remain_on_exit, worktree_branch=branch,
+                            worktrees=cfg.worktrees)
     click.echo(created.id)
 
 
@@ -553,9 +558,10 @@ def _register_groups() -> None:
     from app.front.cli.cycle import dispatch, pause, queue, report, resume
     from app.front.cli.herd import goal, herd
     from app.front.cli.service import logs, service, stop
+    from app.front.cli.worktree import worktree
 
     for command in (hook, hooks, mcp, report, queue, dispatch, pause, resume, herd, goal,
-                    stop, logs, service):
+                    stop, logs, service, worktree):
         pty.add_command(command)
 
 
