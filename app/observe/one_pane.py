@@ -126,10 +126,10 @@ class PaneWatch:
         elif assessment.state in (State.BUSY, State.UNKNOWN) and watcher_vouches(
                 watcher_row, self.tracked, self.turn_asked_at):
             # A watcher on control mode saw this very screen go quiet (a minute ago or just
-            # now): no need to wait out our own stability window.
+            # now): no need to wait out our own stability window (nor to say we settle).
             assessment = replace(
                 assessment, state=State.READY,
-                reasons=(*assessment.reasons, "watcher_verdict"),
+                reasons=(*(r for r in assessment.reasons if r != "settling"), "watcher_verdict"),
                 summary=(watcher_row or {}).get("summary") or assessment.summary)
         return assessment
 

@@ -279,7 +279,8 @@ def test_a_cycle_moves_on_light_ticks_and_status_says_what_explain_says(
     retry_until(lambda: job(isolated_env, second).get("state") == "PAUSED", 30, interval=0.2)
     assert job(isolated_env, second)["detail"].startswith("goal met?")
     retry_until(lambda: workers(server)["agent"]["cycle"] == "PAUSED", 20, interval=0.2)
-    assert "cycle: PAUSED" in pty(server, "explain", "agent").stdout
+    explained = pty(server, "explain", "agent").stdout
+    assert "cycle: PAUSED" in explained and "QUEUED +0.0s → WAITING +" in explained
     row = job(isolated_env, second)
     print(f"instant check to decision: {row['done_ts'] - row['created_ts']:.2f}s")
 
