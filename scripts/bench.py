@@ -17,6 +17,8 @@ Figures:
 - CPU per minute of a running watcher (its process, its tmux clients, control clients included)
   and of the tmux server, control mode against polling only, in one run: 50 idle panes, 10 panes
   printing nonstop plus 40 idle, 200 idle.
+- Handing over at every default: `conductor pty wait` on a pane the watcher has seen READY for
+  a while (wall time of the command), and a report whose check is `true` to its cycle's decision.
 - `conductor pty status --short` wall time against `python3 -c pass`, same run.
 """
 
@@ -391,6 +393,56 @@ def states(db: Path, names: Mapping[str, object]) -> dict[str, str | None]:
     return {name: found.get(name) for name in names}
 
 
+# --- handing over: wait and the report cycle ------------------------------------------------------
+
+def handoff_times(runs: int) -> tuple[list[float], list[float]]:
+    """(wall seconds of `conductor pty wait` on a pane the daemon has seen READY for a while,
+    seconds from a report with check `true` to its cycle's decision), with every default (control
+    mode, --interval 5), the pane running tests/fake_agent.py (Claude Code's screens)."""
+    agent = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
+    with tmux_server(1) as socket, tempfile.TemporaryDirectory() as folder:
+        tmux(socket, "respawn-pane", "-k", "-t", "bench:0", agent)
+        db = Path(folder) / "status.db"
+        env = {**os.environ, "CONDUCTOR_WORKERS_DIR": folder,
+               "CONDUCTOR_CONFIG": str(Path(folder) / "config.toml")}
+        daemon = subprocess.Popen([*conductor_argv(), "-L", socket, "pty", "watch", "-q"],
+                                  env=env, cwd=REPO)
+        pane = tmux(socket, "display-message", "-p", "-t", "bench:0", "#{pane_id}").strip()
+        try:
+            wait_for(lambda: state(db) == "READY", 30)
+            time.sleep(5)  # READY for a while: what the user had open for minutes
+            waits = [ms / 1000 for ms in wall_times(
+                [*conductor_argv(), "-L", socket, "pty", "wait", pane, "--timeout", "30"], runs,
+                env)]
+            decisions = []
+            for _ in range(max(3, runs // 2)):
+                done = subprocess.run([*conductor_argv(), "-L", socket, "pty", "report", pane,
+                                       "done", "--wait-cmd", "true"], env=env, cwd=REPO,
+                                      capture_output=True, text=True, check=True)
+                words = done.stdout.split()
+                seq = int(words[words.index("job") + 1].rstrip(";"))
+                decisions.append(job_decided(db, seq))
+                wait_for(lambda: state(db) == "READY", 30)
+        finally:
+            daemon.terminate()
+            daemon.wait(timeout=15)
+    return waits, decisions
+
+
+def job_decided(db: Path, seq: int) -> float:
+    """Seconds from the cycle job's creation to its decision, both as the store has them."""
+    found: list[tuple[float, float]] = []
+
+    def decided() -> bool:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+            found[:] = conn.execute("SELECT created_ts, done_ts FROM jobs WHERE seq = ? AND "
+                                    "done_ts IS NOT NULL", (seq,)).fetchall()
+        return bool(found)
+
+    wait_for(decided, 60)
+    return found[0][1] - found[0][0]
+
+
 def figures(values: list[float]) -> str:
     """Median and max; a value never reached (inf: the watcher missed it) is counted apart."""
     seen = [v for v in values if v != float("inf")]
@@ -400,7 +452,7 @@ def figures(values: list[float]) -> str:
     return f"median {statistics.median(seen):.2f}, max {max(seen):.2f} (n={len(values)}{missed})"
 
 
-SECTIONS = ("cycles", "latency", "replay", "cost", "startup")
+SECTIONS = ("cycles", "latency", "replay", "cost", "handoff", "startup")
 
 
 def main() -> None:
@@ -453,6 +505,12 @@ def main() -> None:
         for label, events in (("control mode", True), ("polling only", False)):
             ours, server = watcher_cost(panes, streaming, cost_s, events)
             print(f"  {what:32} {label:13} ours {ours:6.2f}  server {server:6.2f}")
+
+    if "handoff" in only:
+        waits, decisions = handoff_times(runs)
+        print("\nHanding over, every default (s): `conductor pty wait` on a pane READY for a "
+              f"while (wall, the CLI's start included): {figures(waits)}; a report with check "
+              f"`true` -> its cycle's decision: {figures(decisions)}")
 
     if "startup" not in only:
         return

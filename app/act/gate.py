@@ -103,7 +103,8 @@ def type_text(tmux: Tmux, target: Target, text: str, packs: Mapping[str, Pack],
             look = _look(tmux, target, packs, settings, workers_dir, expect_screen, "not sent")
             _refuse_menu(look, target)
             if not force:
-                _check_ready_for_input(tmux, look, target, answer_dialog=answer_dialog)
+                _check_ready_for_input(tmux, look, target, answer_dialog=answer_dialog,
+                                       agent_only=agent_only)
             if agent_only:
                 _check_agent_prompt(look, target)
             # Recorded before typing: a Stop hook of the previous turn that lands while we type
@@ -130,8 +131,15 @@ def _refuse_menu(look: _Look, target: Target) -> None:
 
 
 def _check_ready_for_input(tmux: Tmux, look: _Look, target: Target, *,
-                           answer_dialog: bool) -> None:
+                           answer_dialog: bool, agent_only: bool = False) -> None:
     watch, assessment = look.watch, look.assessment
+    program = watch.tracked.program
+    if program and assessment.state is State.BUSY and not is_agent(watch.pack) \
+            and not agent_only:  # prose has its own refusal: "not an agent CLI"
+        # The shell is running a plain program (`sleep 20`, a build): the text would wait in
+        # the terminal and run as a command when the program ends, when nobody is looking.
+        raise Refused(f"not sent: {target.label} is busy running {program!r}; the text would "
+                      "be typed ahead and run when it ends, unseen; use --force to type anyway")
     # The watcher may know more (an LLM verdict, a permission hook), but only about the screen
     # it saw: once the screen moved on (the user answered), its verdict is history.
     if assessment.state is State.NEEDS_CONFIRMATION and not answer_dialog:

@@ -21,5 +21,9 @@ class Step(Protocol):
     def act(self, panes: Mapping[str, Tracked], gone: Collection[str], now: float) -> None:
         """After the tick's rows are written: act on the panes (``gone``: ids that ended)."""
 
+    def next_due(self, now: float) -> float | None:
+        """When (epoch seconds) this step needs a turn although no pane changed (a check it
+        runs may have finished); None: only when a tick writes something."""
+
     def close(self) -> None:
         """The watcher stops: let go of threads and processes."""

@@ -387,6 +387,19 @@ class StoreWriter:
         return _events(self.conn, f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY seq",
                        tuple(wanted))
 
+    def set_cycle(self, conn: sqlite3.Connection, worker_id: str, shown: str) -> None:
+        """The status row's ``cycle`` column, as the cycle step just moved it (``status`` reads
+        it; the watcher would otherwise rewrite it only with the pane's next change)."""
+        conn.execute("UPDATE status SET cycle = ? WHERE id = ?", (shown, worker_id))
+
+    def others_wrote(self) -> int:
+        """A number that changes whenever another connection (a report, a hook, a send)
+        committed to the store: a cheap way to know whether to look at the jobs again."""
+        try:
+            return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+        except sqlite3.Error as exc:
+            raise _locked(exc, self.path) from exc
+
     def latest_cycles(self) -> dict[str, dict[str, Any]]:
         """The newest cycle job of every pane that has one."""
         rows = _events(self.conn, "SELECT * FROM jobs WHERE seq IN (SELECT MAX(seq) FROM jobs "

@@ -84,7 +84,11 @@ class PaneWatch:
     """One pane, observed by this process: capture, classify, fold in events, assess."""
 
     def __init__(self, tmux: Tmux, target: Target, packs: Mapping[str, Pack],
-                 settings: WatchSettings, workers_dir: Path) -> None:
+                 settings: WatchSettings, workers_dir: Path,
+                 turn_asked_at: float | None = None) -> None:
+        """``turn_asked_at``: when a turn was just asked for in a way the store does not record
+        (a READY the watcher saw before it is the idle screen still up, not the turn's end);
+        sends and turn starts the store records are guarded against without it."""
         self.tmux = tmux
         self.target = target
         self.workers_dir = workers_dir
@@ -93,7 +97,7 @@ class PaneWatch:
                                named_by_user=True, cli_forced=target.cli_forced)
         self._event_seq = 0
         self._watcher_row: dict[str, Any] | None = None
-        self.started = time.time()
+        self.turn_asked_at = turn_asked_at or 0.0
 
     def poll(self, now: float | None = None) -> Assessment:
         now = time.time() if now is None else now
@@ -120,12 +124,12 @@ class PaneWatch:
                 reasons=(*assessment.reasons, "watcher_verdict"),
                 summary=(watcher_row or {}).get("summary") or assessment.summary)
         elif assessment.state in (State.BUSY, State.UNKNOWN) and watcher_vouches(
-                watcher_row, self.tracked, self.started):
-            # A watcher on control mode saw this very screen go quiet: no need to wait out our
-            # own stability window.
+                watcher_row, self.tracked, self.turn_asked_at):
+            # A watcher on control mode saw this very screen go quiet (a minute ago or just
+            # now): no need to wait out our own stability window (nor to say we settle).
             assessment = replace(
                 assessment, state=State.READY,
-                reasons=(*assessment.reasons, "watcher_verdict"),
+                reasons=(*(r for r in assessment.reasons if r != "settling"), "watcher_verdict"),
                 summary=(watcher_row or {}).get("summary") or assessment.summary)
         return assessment
 
@@ -179,8 +183,10 @@ def watcher_asks(row: Mapping[str, Any] | None, stability_hash: str | None) -> b
 def watcher_vouches(row: Mapping[str, Any] | None, tracked: Tracked, since: float) -> bool:
     """The watcher's row says READY about the screen that is up now, judged on output (control
     mode), and it became READY after ``since`` and after the last send and turn start: an
-    older READY may be the idle screen still up right after Enter. Our own verdict of the
-    screen must be READY too (only the stability window is taken from the watcher)."""
+    older READY may be the idle screen still up right after Enter. A READY from before the wait
+    began does count when no turn was asked for since: the same screen is still up, so the
+    pane has been idle all along. Our own verdict of the screen must be READY too (only the
+    stability window is taken from the watcher)."""
     if row is None or row.get("state") != State.READY.value or tracked.verdict is None:
         return False
     signals = row.get("signals") or ""

@@ -153,9 +153,28 @@ class Watcher:
         judged = self._judge(current, look, screens, to_capture, now, full, report)
         written = self._write(judged, report, current, gone, orphans, now)
         if written is None:
-            return report  # a light tick that changed nothing the store shows
+            # A light tick that changed nothing the store shows: only a step that asked for a
+            # turn (a check it runs may be done) gets one.
+            self._run_due_steps(now)
+            return report
         self._after_write(judged, written, current, gone, report, now)
         return report
+
+    def _run_due_steps(self, now: float) -> None:
+        due = [step for step in self.steps
+               if (when := step.next_due(now)) is not None and when <= now]
+        if due:
+            self._act_steps(due, [], now)
+
+    def _act_steps(self, steps: Sequence[Step], gone: list[str], now: float) -> None:
+        """Let ``steps`` act; a status column a step moved (the cycle's state) reaches
+        status.json too, as the store already holds it."""
+        before = {wid: dict(t.status_row or {}) for wid, t in self.tracked.items()}
+        for step in steps:
+            step.act(self.tracked, gone, now)
+        for wid, tracked in self.tracked.items():
+            if wid not in gone and (tracked.status_row or {}) != before.get(wid, {}):
+                self._write_status_file(tracked)
 
     # --- the phases of a tick ------------------------------------------------------------------
 
@@ -373,8 +392,7 @@ class Watcher:
                          final.name)
         for transition in written.transitions:
             self._notify(transition)
-        for step in self.steps:
-            step.act(self.tracked, gone, now)
+        self._act_steps(self.steps, gone, now)
 
     # --- per pane ------------------------------------------------------------------------------
 
@@ -474,7 +492,8 @@ class Watcher:
 
     def next_due(self) -> float | None:
         """When (epoch seconds) a light tick has something to do: a pane that printed may be
-        captured again, or a quiet pane is due a second look. None: nothing until new output."""
+        captured again, a quiet pane is due a second look, or a step asked for a turn. None:
+        nothing until new output."""
         # A pane that printed is not looked at again before its next capture.
         times = [t.recheck_at for t in self.tracked.values()
                  if t.recheck_at and t.pane.pane_id not in self._pending]
@@ -484,6 +503,11 @@ class Watcher:
                         if not t.view}
             times += [captured[p] + self.settings.min_capture_s for p in self._pending
                       if p in captured]
+        now = time.time()
+        for step in self.steps:
+            due = step.next_due(now)
+            if due is not None:
+                times.append(due)
         return min(times) if times else None
 
     def _recheck_at(self, tracked: Tracked, now: float) -> float:

@@ -262,6 +262,23 @@ def test_a_draft_is_kept_in_an_agent_whose_process_no_pack_claims(
     assert "work 1" not in screen(pane)
 
 
+# --- a busy shell -------------------------------------------------------------------------------
+
+def test_send_into_a_shell_busy_with_a_program_refuses_unless_forced(
+        server: Any, shell: Any, tmp_path: Path, isolated_env: Path) -> None:
+    shell.send_keys("sleep 20", enter=True)
+    retry_until(lambda: "sleep" in server.cmd("display-message", "-p", "-t", shell.pane_id,
+                                              "#{pane_current_command}").stdout[0], 10)
+    line = one_line(pty(server, "send", shell.pane_id, "touch TYPED_AHEAD"))
+    assert "busy running 'sleep'" in line and "typed ahead" in line and "--force" in line
+    assert any("busy running" in detail for _, _, detail in refusals(isolated_env))
+
+    assert pty(server, "send", shell.pane_id, "--force", "touch TYPED_AHEAD").returncode == 0
+    retry_until(lambda: "touch TYPED_AHEAD" in screen(shell), 10)  # waits in the terminal
+    assert not (tmp_path / "TYPED_AHEAD").exists()  # to run only once sleep ends
+    shell.send_keys("C-c", enter=False)
+
+
 # --- prose only to an agent at its prompt --------------------------------------------------------
 
 def test_agent_only_types_prose_into_an_agent_at_its_prompt_and_nowhere_else(

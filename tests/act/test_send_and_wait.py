@@ -212,6 +212,36 @@ def test_wait_works_alongside_a_running_watcher(
     assert "Done: work 2" in screen(agent)
 
 
+def test_wait_on_a_pane_the_watcher_saw_ready_takes_its_word_on_the_first_look(
+        server: Any, agent: Any, watcher_process: Any, isolated_env: Path) -> None:
+    watcher_process("--interval", "60")
+    db = isolated_env / "status.db"
+
+    def watcher_says_ready() -> bool:
+        if not db.exists():
+            return False
+        try:
+            with sqlite3.connect(db) as conn:
+                rows = conn.execute("SELECT s.state FROM status s JOIN ptys p ON p.id = s.id "
+                                    "WHERE p.pane_id = ?", (agent.pane_id,)).fetchall()
+        except sqlite3.OperationalError:  # the watcher is still creating its tables
+            return False
+        return rows == [("READY",)]
+
+    retry_until(watcher_says_ready, 30)
+    code, out, err = finish(start_wait(server, agent, "--timeout", "30", "-v"))
+    assert code == 0, err
+    # Taken from the watcher on the first look, not after our own stability window.
+    assert "watcher_verdict" in err.splitlines()[0], err
+    assert "READY after" in out
+
+    # After a send, that READY is the idle screen from before: the wait sees the turn end.
+    assert pty(server, "send", agent.pane_id, "work 2").returncode == 0
+    code, out, err = finish(start_wait(server, agent, "--timeout", "30"))
+    assert code == 0, err
+    assert "Done: work 2" in screen(agent)
+
+
 def test_wait_for_a_pane_that_goes_away_is_an_error(server: Any, session: Any) -> None:
     window = session.new_window(window_name="short", window_shell="sleep 2", attach=False)
     code, _, err = finish(start_wait(server, window.active_pane, "--until", "ERROR",

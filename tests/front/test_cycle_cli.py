@@ -255,6 +255,36 @@ def test_report_runs_the_cycle_in_the_daemon_and_shows_it_everywhere(
     retry_until(lambda: workers(server)["agent"]["cycle"] == "PAUSED", 10, interval=0.2)
 
 
+def test_a_cycle_moves_on_light_ticks_and_status_says_what_explain_says(
+        server: Any, session: Any, watcher_process: Any, tmp_path: Path,
+        isolated_env: Path) -> None:
+    # Default cycle settings, and a poll too rare to explain anything below: only the light
+    # ticks between polls can.
+    (tmp_path / "config.toml").write_text("[watch]\ninterval = 60\n")
+    start_agent(session)
+    watcher_process("-v")
+    retry_until(lambda: ready(server), 30, interval=0.2)
+    assert pty(server, "goal", "agent", "the check passes").returncode == 0
+
+    first = job_number(pty(server, "report", "agent", "part one", "--wait-cmd", "sleep 120"))
+    retry_until(lambda: job(isolated_env, first).get("state") == "WAITING", 20, interval=0.2)
+    # One vocabulary, one state: the table says what explain says.
+    retry_until(lambda: workers(server)["agent"]["cycle"] == "WAITING", 20, interval=0.2)
+    assert "WAITING" in pty(server, "status").stdout
+    assert "cycle: WAITING" in pty(server, "explain", "agent").stdout
+
+    # A new report supersedes it (its check is ended); an instant check reaches its decision
+    # long before the next poll.
+    second = job_number(pty(server, "report", "agent", "all done", "--wait-cmd", "true"))
+    retry_until(lambda: job(isolated_env, second).get("state") == "PAUSED", 30, interval=0.2)
+    assert job(isolated_env, second)["detail"].startswith("goal met?")
+    retry_until(lambda: workers(server)["agent"]["cycle"] == "PAUSED", 20, interval=0.2)
+    explained = pty(server, "explain", "agent").stdout
+    assert "cycle: PAUSED" in explained and "QUEUED +0.0s → WAITING +" in explained
+    row = job(isolated_env, second)
+    print(f"instant check to decision: {row['done_ts'] - row['created_ts']:.2f}s")
+
+
 def test_a_job_queued_while_the_daemon_is_down_runs_after_it_starts(
         server: Any, session: Any, watcher_process: Any, tmp_path: Path,
         isolated_env: Path) -> None:

@@ -165,6 +165,12 @@ def test_a_dialog_is_never_answered_under_the_bundled_rules(
     assert stays_false(lambda: herd_sends(isolated_env) > 0, 3.0, interval=0.2)
     assert "Do you want to proceed?" in screen(agent)
     assert workers(server)["agent"]["state"] == "NEEDS_CONFIRMATION"
+    # The list says what the log says, in its words: the gate is open, no rule matched.
+    listed = json.loads(pty(server, "herd", "list", "--json").stdout)
+    assert [(i["name"], i["eligible_for_herd"], i["now"]) for i in listed] == \
+        [("agent", True, "blocked [no_rule]")]
+    assert "blocked [no_rule]" in pty(server, "herd", "list").stdout
+    assert "blocked [no_rule]" in pty(server, "herd", "log", "agent").stdout
 
 
 def test_a_rule_that_approves_is_the_only_way_to_answer_a_dialog(
@@ -270,6 +276,19 @@ def test_nudges_and_giving_up_are_desktop_and_command_notifications(
         agent.pane_id, "claude", "READY")
     # The transitions still go out beside the notes, told apart by CONDUCTOR_EVENT.
     assert any(c["env"]["CONDUCTOR_EVENT"] == "transition" for c in read_jsonl(calls))
+
+
+def test_herd_log_with_nothing_logged_says_so(server: Any, session: Any,
+                                              isolated_env: Path) -> None:
+    from app.adapters.store import StoreWriter
+
+    StoreWriter(isolated_env).close()  # a store, as after the watcher's first tick
+    for args in (("herd", "log"), ("herd", "log", "-n", "5")):
+        done = pty(server, *args)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("no herding decisions logged"), done.stdout
+        assert len(done.stdout.strip().splitlines()) == 1
+    assert pty(server, "herd", "log", "--json").stdout == ""  # programs get no prose
 
 
 def test_dry_run_decides_and_logs_but_types_nothing(

@@ -368,9 +368,15 @@ def test_wait_takes_ready_from_a_watcher_on_control_mode_for_the_screen_it_sees(
     retry_until(lambda: ready_after(0.0), 15)
 
     tmux = Tmux(socket_name=server.socket_name)
-    watch = PaneWatch(tmux, resolve(tmux, isolated_env, "asker"), load_packs(),
-                      WatchSettings(), isolated_env)
-    # An old READY, from before this wait began, vouches for nothing.
+    target = resolve(tmux, isolated_env, "asker")
+    # A READY from before this wait began, on the screen still up, with no turn asked for
+    # since: the pane has been idle all along, and the first look says so.
+    idle = PaneWatch(tmux, target, load_packs(), WatchSettings(), isolated_env).poll()
+    assert idle.state.value == "READY"
+    assert idle.reasons[-1] == "watcher_verdict"
+    # Where a turn was just asked for, that old READY is the idle screen still up: no vouch.
+    watch = PaneWatch(tmux, target, load_packs(), WatchSettings(), isolated_env,
+                      turn_asked_at=time.time())
     assert "watcher_verdict" not in watch.poll().reasons
 
     pane.send_keys("echo done", enter=True)

@@ -59,6 +59,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _HOLDS_QUEUE = (QUEUED, WAITING, IDLE_SPIN, DECIDING, PAUSED)
+_IN_MOTION = (QUEUED, WAITING, IDLE_SPIN, DECIDING)
+# A cycle in motion is looked at this often between polls (a check may end at any moment); with
+# none, the store is asked this often whether another process (a report) queued a job.
+_LOOK_S = 0.25
+_NEW_JOBS_S = 1.0
+_BACKOFF_S = 5.0  # after a failed turn: the store may be locked; not four tracebacks a second
 _PRUNE_EVERY_S = 3600.0
 _KEEP_DONE_S = 7 * 86400.0
 
@@ -83,6 +89,9 @@ class CycleStep:
         self._tick: float | None = None
         self._latest: dict[str, dict[str, Any]] = {}
         self._pruned_at = 0.0
+        self._moving = True  # until the first turn has looked at the jobs
+        self._acted_at = 0.0
+        self._store_version: int | None = None
 
     # --- during the tick ------------------------------------------------------------------------
 
@@ -100,19 +109,37 @@ class CycleStep:
 
     # --- after the tick -------------------------------------------------------------------------
 
+    def next_due(self, now: float) -> float | None:
+        """Soon while a cycle is in motion (its check may be done: the decision should not wait
+        for the next poll); at once when another process wrote to the store since our last
+        look (a report may have queued a cycle); else in a second, to ask that again."""
+        if self._moving or self._checks or self._decisions:
+            return self._acted_at + _LOOK_S
+        try:
+            if self.store.others_wrote() != self._store_version:
+                return now
+        except ConductorError:
+            return None  # the next poll's turn will say what is wrong
+        return now + _NEW_JOBS_S
+
     def act(self, panes: Mapping[str, Tracked], gone: Collection[str], now: float) -> None:
+        self._acted_at = now
         try:
             self._act(panes, set(gone), now)
         except Exception:
+            self._acted_at = now + _BACKOFF_S
             log.exception("cycle: this tick's jobs failed; they wait for the next tick")
 
     def _act(self, tracked: Mapping[str, Tracked], removed: set[str], now: float) -> None:
+        # Before reading the jobs: a job queued while we work makes the version move again.
+        self._store_version = self.store.others_wrote()
         jobs = self.store.open_jobs()
         self._end_checks_of_ended_cycles(jobs)
         latest = self.store.latest_cycles()
         updates: list[tuple[int, dict[str, Any]]] = []
         transcript: list[dict[str, Any]] = []
         typed: set[str] = set()
+        shown: dict[str, str] = {}  # pane -> its newest cycle's new state, for `status`
         for job in jobs:
             if job["kind"] != CYCLE:
                 continue
@@ -130,6 +157,8 @@ class CycleStep:
                 fields = self._failed(job, pane, now, "the cycle step failed", exc, trace=True)
             if fields:
                 updates.append((job["seq"], fields))
+                if "state" in fields and latest.get(job["id"], job)["seq"] == job["seq"]:
+                    shown[job["id"]] = SHOWN.get(fields["state"], "")
                 latest[job["id"]] = {**job, **fields}
                 if fields.get("state") == STANDBY:
                     typed.add(job["id"])
@@ -162,17 +191,26 @@ class CycleStep:
                                          trace=True)
             if delivered:
                 updates.append((job["seq"], delivered))
+        self._moving = any(row["state"] in _IN_MOTION and not row.get("done_ts")
+                           for row in latest.values())
         prune = now - self._pruned_at >= _PRUNE_EVERY_S
         if not (updates or transcript or prune):
             return
         with self.store.transaction() as conn:
             for seq, fields in updates:
                 self.store.update_job(conn, seq, fields)
+            for wid, state in shown.items():
+                self.store.set_cycle(conn, wid, state)
             for row in transcript:
                 self.store.add_transcript(conn, row, keep=self.settings.transcript_entries)
             if prune:
                 self.store.prune_jobs(conn, now - _KEEP_DONE_S)
                 self._pruned_at = now
+        for wid, state in shown.items():
+            pane = tracked.get(wid)
+            if pane is not None and pane.status_row is not None:
+                # What the watcher last wrote, kept true: it rewrites status.json from it.
+                pane.status_row["cycle"] = state
 
     # --- queued messages ------------------------------------------------------------------------
 

@@ -318,6 +318,10 @@ class HerdStep:
         key = (tracked.worker_id, tracked.text_hash or "", rule.id)
         return self._asker.answer(key, rule, tracked.text, context)
 
+    def next_due(self, now: float) -> float | None:
+        """Herding decides on what the panes show: only a tick that wrote gives it a turn."""
+        return None
+
     def close(self) -> None:
         if self._asker is not None:
             self._asker.close()

@@ -202,6 +202,8 @@ def cycle_line(jobs_rows: list[dict[str, Any]]) -> str:
     last = cycles[-1]
     steps = jobs.timeline(last)
     start = steps[0][1] if steps else 0.0
-    times = " → ".join(f"{s} +{t - start:.1f}s" for s, t in steps)
+    # In status's words (QUEUED, not queued): one vocabulary wherever a cycle shows.
+    times = " → ".join(f"{jobs.SHOWN.get(s) or s} +{t - start:.1f}s" for s, t in steps)
     why = f": {last['detail']}" if last["detail"] else ""
-    return f"  cycle: {last['state']} (job {last['seq']}){why}\n    {times}"
+    state = jobs.SHOWN.get(last["state"]) or last["state"]
+    return f"  cycle: {state} (job {last['seq']}){why}\n    {times}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -133,6 +133,9 @@ def herd_list(obj: Context, as_json: bool) -> None:
     try:
         workers = {w["id"]: w for w in reader.workers(obj.socket_name)}
         rows = [r for r in reader.herd().values() if r.get("enabled") and r["id"] in workers]
+        # The log holds every change of verdict, the rule step's too (`no_rule`), which the
+        # status row (the eligibility gate only) cannot: its newest line is what holds now.
+        latest = {r["id"]: next(iter(reader.nudges(r["id"], limit=1)), None) for r in rows}
     finally:
         reader.close()
     items = [{
@@ -141,6 +144,7 @@ def herd_list(obj: Context, as_json: bool) -> None:
         "nudges": r.get("nudges") or 0, "last_nudge_ts": r.get("last_nudge_ts") or None,
         "eligible_for_herd": workers[r["id"]]["eligible_for_herd"],
         "herd_reason": workers[r["id"]]["herd_reason"], "goal": r.get("goal") or "",
+        "now": _verdict_now(workers[r["id"]], latest[r["id"]]),
     } for r in rows]
     if as_json:
         click.echo(json.dumps(items, indent=2, ensure_ascii=False))
@@ -156,9 +160,23 @@ def herd_list(obj: Context, as_json: bool) -> None:
         table.append((
             i["id"], i["name"], i["state"], i["rules"] + (" (dry run)" if i["dry_run"] else ""),
             str(i["nudges"]), f"{render.duration(now - last)} ago" if last else "-",
-            "eligible" if i["eligible_for_herd"] else i["herd_reason"] or "-", i["goal"] or "-",
+            i["now"], i["goal"] or "-",
         ))
     echo_clean(render.columns(table))
+
+
+def _verdict_now(worker: Mapping[str, Any], logged: Mapping[str, Any] | None) -> str:
+    """What holds for the pane now, in the log's words (``blocked [no_rule]``): the gate's
+    reason when it is shut; when it is open, the rule step's newest decision, which only the log
+    holds (a decision of an earlier shut gate means the rules have not had their turn yet)."""
+    from app.act.herd.step import BLOCKED  # here: the herd's modules are heavy for every command
+
+    if not worker["eligible_for_herd"]:
+        reason = worker["herd_reason"]
+        return f"{BLOCKED} [{reason}]" if reason else "-"
+    if logged is None or not logged.get("eligible"):
+        return "eligible"
+    return str(logged["outcome"]) + (f" [{logged['reason']}]" if logged.get("reason") else "")
 
 
 @herd.command("log")
@@ -185,8 +203,13 @@ def herd_log(obj: Context, ident: str | None, lines: int, follow: bool, as_json:
         last = 0
         rows = reader.nudges(worker_id) if scope is not None else \
             reader.nudges(worker_id, limit=lines)
-        for row in [r for r in rows if scope is None or r["id"] in scope][-lines:]:
+        shown = [r for r in rows if scope is None or r["id"] in scope][-lines:]
+        for row in shown:
             _print_log_line(row, as_json)
+        if not shown and not as_json:
+            whose = f" for {ident}" if ident else ""
+            click.echo(f"no herding decisions logged{whose} yet; `conductor pty herd on ID` "
+                       "opts a pane in" + ("; waiting for new ones" if follow else ""))
         last = rows[-1]["seq"] if rows else 0
         while follow:
             time.sleep(1.0)
