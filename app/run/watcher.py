@@ -40,7 +40,7 @@ from app.observe.assess import (
     absorb,
 )
 from app.observe.llm import AsyncLLM
-from app.observe.packs import Pack
+from app.observe.packs import GENERIC_PACK, Pack, plain_program
 from app.observe.pane import EVENTS, POLL, PaneObserver, Tracked, worker_id
 
 log = logging.getLogger(__name__)
@@ -534,10 +534,28 @@ class Watcher:
             "window_index": pane.window_index,
             "pane_index": pane.pane_index,
             "cwd": pane.cwd,
-            "cli_type": views.VIEW_CLI if tracked.view else
-            tracked.pack.name if tracked.pack else None,
+            "cli_type": self._cli_label(tracked),
             "command": pane.current_command,
         }
+
+    def _cli_label(self, tracked: Tracked) -> str:
+        """What the CLI column calls the pane, one word that does not change while the program
+        stays: ``shell`` for a shell (also while a program it started runs), the agent's pack
+        name, the program's own name for a plain program; never None or ``generic``. A pane whose
+        screen was just forgotten keeps the word it had."""
+        if tracked.view:
+            return views.VIEW_CLI
+        if tracked.pack is not None and tracked.pack.name != GENERIC_PACK:
+            return tracked.pack.name
+        command = tracked.pane.current_command
+        claimed = next((p.name for p in self.packs.values()
+                        if p.name != GENERIC_PACK and p.detect.matches_command(command)), "")
+        if tracked.pack is None:
+            earlier = (tracked.pty_row or {}).get("cli_type")
+            if claimed or earlier:
+                return str(claimed or earlier)
+        return tracked.program or plain_program(self.packs, command) or claimed \
+            or tracked.cli_forced or Path(command).name or "unknown"
 
     def _write_status_file(self, tracked: Tracked) -> None:
         if tracked.assessment is None or tracked.status_row is None or tracked.pty_row is None:
