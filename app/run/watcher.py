@@ -48,6 +48,11 @@ log = logging.getLogger(__name__)
 WORKER_ID_RE = re.compile(r"^[0-9a-f]{10}$")
 _PRUNE_EVERY = 200  # cycles
 _STABLE_COUNT_CAP = 10
+# A pane's first state must hold this many looks, and FIRST_HOLD_INTERVALS poll intervals, before
+# anything about the pane is notified: a program starting up (Claude Code draws its box, a hint,
+# its prompt) passes through states that are not news.
+FIRST_HOLD_LOOKS = 2
+FIRST_HOLD_INTERVALS = 2.0
 # Status columns that move with every capture of a moving screen; a light tick writes a row whose
 # other columns did not change only at the next full poll.
 _VOLATILE = ("last_snapshot_hash", "last_change_ts", "stable_count")
@@ -113,6 +118,7 @@ class Watcher:
         self._cycles = 0
         self._cleaned_at_start = False
         self._unwritten: list[Transition] = []  # transitions whose cycle failed to commit
+        self._released: list[Transition] = []  # held back in a pane's first seconds, now news
         self.control = control
         self._server_pid = 0
         self._watched: set[str] = set()  # session ids whose output control mode reports
@@ -152,9 +158,12 @@ class Watcher:
         report.captured = len(screens)
         judged = self._judge(current, look, screens, to_capture, now, full, report)
         written = self._write(judged, report, current, gone, orphans, now)
-        if written is None:
-            return report  # a light tick that changed nothing the store shows
-        self._after_write(judged, written, current, gone, report, now)
+        if written is not None:  # None: a light tick that changed nothing the store shows
+            self._after_write(judged, written, current, gone, report, now)
+        released, self._released = self._released, []
+        for transition in released:
+            if transition.pane_key in self.tracked:
+                self._notify(transition, held=True)
         return report
 
     # --- the phases of a tick ------------------------------------------------------------------
@@ -289,6 +298,7 @@ class Watcher:
                 continue
             if transition is not None:
                 report.transitions.append(transition)
+            self._settle(tracked, now)
             a = tracked.assessment
             row = _status_row(wid, a, tracked.mode) if a is not None else None
             if row is not None:
@@ -399,6 +409,8 @@ class Watcher:
                 actions_needed=restored.get("actions_needed") or "",
                 confidence=restored.get("confidence") or 0,
             )
+            # Known before this watcher started: its first seconds are long past.
+            tracked.settled, tracked.told = True, tracked.assessment.state
         return tracked
 
     def _conductor_views(self, current: Mapping[str, Pane]) -> dict[str, str]:
@@ -557,6 +569,37 @@ class Watcher:
         return tracked.program or plain_program(self.packs, command) or claimed \
             or tracked.cli_forced or Path(command).name or "unknown"
 
+    def _settle(self, tracked: Tracked, now: float) -> None:
+        """End a pane's first seconds once one state held FIRST_HOLD_LOOKS looks and
+        FIRST_HOLD_INTERVALS intervals; what was held back is news only if it ends elsewhere
+        than where it began."""
+        a = tracked.assessment
+        if tracked.settled or a is None or a.candidate is not a.state \
+                or a.candidate_count < FIRST_HOLD_LOOKS \
+                or a.seconds_in_state(now) < FIRST_HOLD_INTERVALS * self.settings.interval_s:
+            return
+        tracked.settled = True
+        tracked.told = a.state if a.state is not State.UNKNOWN else None
+        held, tracked.held_back = tracked.held_back, None
+        if held is not None and held.state is a.state and held.previous is not a.state:
+            self._released.append(held)
+
+    def _news(self, transition: Transition, tracked: Tracked) -> bool:
+        """Whether a transition of a live pane is handed to the notifier: not in the pane's first
+        seconds (held back, see _settle), not a return from UNKNOWN to the state it left."""
+        if transition.state is State.EXITED:
+            return True
+        if not tracked.settled:
+            first = tracked.held_back.previous if tracked.held_back else transition.previous
+            tracked.held_back = replace(transition, previous=first)
+            return False
+        if transition.state is State.UNKNOWN:
+            return True
+        if transition.previous is State.UNKNOWN and transition.state is tracked.told:
+            return False
+        tracked.told = transition.state
+        return True
+
     def _write_status_file(self, tracked: Tracked) -> None:
         if tracked.assessment is None or tracked.status_row is None or tracked.pty_row is None:
             return
@@ -590,7 +633,7 @@ class Watcher:
             log.error("cannot write %s: %s", folder / statusfile.STATUS_FILE, exc)
 
     def _notify(self, transition: Transition, tracked: Tracked | None = None,
-                name: str = "") -> None:
+                name: str = "", *, held: bool = False) -> None:
         # A pane that exited while no watcher ran has no Tracked: logged, never notified (a
         # restarted tmux server would otherwise ping once per pane it had).
         tracked = tracked or self.tracked.get(transition.pane_key)
@@ -603,6 +646,8 @@ class Watcher:
         )
         if tracked is not None and tracked.view:
             return  # conductor's own view: nobody is told about it
+        if tracked is not None and not held and not self._news(transition, tracked):
+            return
         if self.on_transition is not None and tracked is not None:
             try:
                 self.on_transition(transition, tracked)

@@ -6,20 +6,12 @@ runs."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from app.adapters.notify import COMMAND, Notifier, NotifySettings
-from app.adapters.store import StoreWriter
-from app.adapters.tmux import Tmux
-from app.base.settings import WatchSettings
-from app.observe.packs import load_packs
-from app.run.daemon import _notify_with
+from app.adapters.notify import Notifier
 from app.run.watcher import Watcher
-from tests.conftest import RECORD_ENV, read_jsonl, write_script
+from tests.conftest import read_jsonl
 from tests.observe.test_shells_and_plain_programs import row, screen, shell_pane, tick_until
 from tests.waiting import retry_until
 
@@ -72,22 +64,6 @@ def test_a_prompt_showing_the_exit_status_decides(
     assert tick_until(watcher, isolated_env, pane.pane_id, "READY")["rule_id"] == "shell-prompt"
 
 
-@pytest.fixture
-def notified(server: Any, isolated_env: Path, tmp_path: Path
-             ) -> Iterator[tuple[Watcher, Notifier, Path]]:
-    """A watcher whose transitions go through a real Notifier to a recording notify_command."""
-    out = tmp_path / "notes.jsonl"
-    script = write_script(tmp_path / "hook", RECORD_ENV)
-    notifier = Notifier(NotifySettings(kinds=frozenset({COMMAND}), min_interval=0,
-                                       notify_command=(str(script), str(out))), None)
-    store = StoreWriter(isolated_env)
-    yield Watcher(Tmux(socket_name=server.socket_name), store, load_packs(),
-                  WatchSettings(interval_s=1, ready_min_s=0),
-                  on_transition=_notify_with(notifier)), notifier, out
-    store.close()
-    notifier.close()
-
-
 def test_a_question_typed_at_the_prompt_asks_nothing_before_it_runs(
         server: Any, session: Any, tmp_path: Path, notified: tuple[Watcher, Notifier, Path],
         isolated_env: Path) -> None:
@@ -107,8 +83,13 @@ def test_a_question_typed_at_the_prompt_asks_nothing_before_it_runs(
     pane.send_keys("", enter=True)  # run it: its output is above a prompt, no question either
     retry_until(lambda: screen(pane).rstrip().endswith("$"), 10)
     tick_until(watcher, isolated_env, pane.pane_id, "READY")
+    run(pane, "ls /nonexistent", "No such file")  # news the receiver must be told
+
+    def told_error() -> bool:
+        watcher.tick(time.time())
+        return any(c["env"]["CONDUCTOR_STATE"] == "ERROR" for c in read_jsonl(out))
+    retry_until(told_error, 20, interval=0.3, message=f"no ERROR notification: {read_jsonl(out)}")
     assert notifier.close()
     states = [call["env"]["CONDUCTOR_STATE"] for call in read_jsonl(out)]
     urgencies = {call["env"].get("CONDUCTOR_URGENCY") for call in read_jsonl(out)}
-    assert "READY" in states  # the receiver runs: the silence below is not a broken hook
     assert "NEEDS_CONFIRMATION" not in states and "critical" not in urgencies, read_jsonl(out)
