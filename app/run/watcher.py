@@ -637,8 +637,10 @@ class Watcher:
         # A pane that exited while no watcher ran has no Tracked: logged, never notified (a
         # restarted tmux server would otherwise ping once per pane it had).
         tracked = tracked or self.tracked.get(transition.pane_key)
-        log.info(
-            "%s (%s): %s -> %s after %.1f s [%s] %s",
+        # A transition held back in the pane's first seconds was logged when it happened.
+        log.log(
+            logging.DEBUG if held else logging.INFO,
+            "%s%s (%s): %s -> %s after %.1f s [%s] %s", "told after holding: " if held else "",
             tracked.name if tracked else name or transition.pane_key, transition.pane_key,
             transition.previous.value if transition.previous else "-", transition.state.value,
             transition.previous_lasted_s, ", ".join(transition.verdict.reasons),

@@ -15,6 +15,9 @@ from typing import Any
 import pytest
 
 from app.adapters.notify import Notifier
+from app.base.model import State, Verdict
+from app.base.settings import WatchSettings
+from app.observe.assess import Policy, assess
 from app.run.watcher import Watcher
 from tests.conftest import REPO, conductor, read_jsonl
 from tests.observe.test_shells_and_plain_programs import row, screen, shell_pane, tick_until
@@ -134,3 +137,25 @@ def row_id(workers: Path, pane_id: str) -> str:
         return str(row(workers, pane_id)["id"])
     except StopIteration:
         return ""
+
+
+def test_unknown_needs_a_poll_interval_as_well_as_polls() -> None:
+    """`sleep 600` typed at a prompt went BUSY, UNKNOWN, BUSY at defaults: for a moment after
+    Enter the screen shows the command line while tmux still names the shell, and control mode's
+    light ticks count polls fast. UNKNOWN must also last one interval before it is reported."""
+    busy = Verdict(State.BUSY, 80, ("foreground_program",), summary="sleep is running")
+    typed = Verdict(State.UNKNOWN, 50, ("neutral_screen",))
+    policy = Policy.from_settings(WatchSettings(), 2)
+    now = 1000.0
+    a = assess(None, busy, "running", now, 2, policy=policy)
+    reported = []
+    for _ in range(8):  # light ticks 0.3 s apart, all inside one 5 s interval
+        now += 0.3
+        a = assess(a, typed, "typed", now, 2, policy=policy)
+        reported.append(a.state)
+    a = assess(a, busy, "running", now + 0.3, 2, policy=policy)
+    assert set(reported) == {State.BUSY} and a.state is State.BUSY, reported
+    for _ in range(20):  # a screen nothing reads, for good: UNKNOWN after the interval
+        now += 0.5
+        a = assess(a, typed, "typed", now, 2, policy=policy)
+    assert a.state is State.UNKNOWN
