@@ -15,10 +15,12 @@ from typing import Any
 
 import pytest
 
+from app.adapters.notify import COMMAND, Notifier, NotifySettings
 from app.adapters.store import StoreWriter
 from app.adapters.tmux import Tmux
 from app.base.settings import WatchSettings
 from app.observe.packs import load_packs
+from app.run.daemon import _notify_with
 from app.run.watcher import Watcher
 from tests.agents import AgentUnavailable, ClaudeInTmux, Install, install_claude
 from tests.dbus_notifications import BusUnavailable, NotificationBus
@@ -157,3 +159,19 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.fixture
+def notified(server: Any, isolated_env: Path, tmp_path: Path
+             ) -> Iterator[tuple[Watcher, Notifier, Path]]:
+    """A watcher whose transitions go through a real Notifier to a recording notify_command."""
+    out = tmp_path / "notes.jsonl"
+    script = write_script(tmp_path / "hook", RECORD_ENV)
+    notifier = Notifier(NotifySettings(kinds=frozenset({COMMAND}), min_interval=0,
+                                       notify_command=(str(script), str(out))), None)
+    store = StoreWriter(isolated_env)
+    yield Watcher(Tmux(socket_name=server.socket_name), store, load_packs(),
+                  WatchSettings(interval_s=1, ready_min_s=0),
+                  on_transition=_notify_with(notifier)), notifier, out
+    store.close()
+    notifier.close()

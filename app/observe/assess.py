@@ -24,8 +24,9 @@ The screen is the judge; other signals only move it earlier or hold it back:
    a pane stays BUSY: no stillness alone may call it finished.
 6. Anti-flap: a new state must hold for its configured polls before it is reported (READY has
    the stability window instead). Leaving READY is always immediate. UNKNOWN is a state like the
-   others here: a known state gives way to it only after ``unknown_polls`` polls, so a screen
-   that redraws on a timer cannot flip BUSY and UNKNOWN every few polls.
+   others here: a known state gives way to it only after ``unknown_polls`` polls and
+   ``unknown_min_s`` seconds (one poll interval), so a screen that redraws on a timer, or a
+   command line just run whose program tmux does not name yet, cannot flip BUSY and UNKNOWN.
 """
 
 from __future__ import annotations
@@ -90,6 +91,10 @@ class Policy:
     # A screen no rule reads, after one we could read, is more often a moment between two
     # redraws than news; anything but READY stands until UNKNOWN held this many polls.
     unknown_polls: int = 3
+    # ...and this many seconds: a shell's command line just run stays on screen while tmux still
+    # names the shell as the pane's program (the watcher lists panes once per interval), so
+    # polls alone, which control mode makes fast, would let `sleep 600` flip BUSY, UNKNOWN, BUSY.
+    unknown_min_s: float = 0.0
 
     @classmethod
     def from_settings(cls, settings: settings.WatchSettings, pack_stable_polls: int) -> Policy:
@@ -100,6 +105,7 @@ class Policy:
             confirmation_polls=settings.confirmation_polls,
             error_polls=settings.error_polls,
             send_grace_s=settings.send_grace_s,
+            unknown_min_s=settings.interval_s,
         )
 
     def hold(self, state: State) -> int:
@@ -127,6 +133,7 @@ class Assessment:
     # Anti-flap: the state the evidence points to and for how many polls in a row.
     candidate: State | None = None
     candidate_count: int = 0
+    candidate_since: float = 0.0
     # Bookkeeping for the signals: what was already taken into account.
     evidence_seen: float = 0.0  # newest send / turn-start folded into the stability count
     send_seen: float = 0.0
@@ -216,10 +223,14 @@ def assess(
 
     draft = _choose(prior, verdict, facts, signals)
     candidate = draft.state
-    candidate_count = prior.candidate_count + 1 if candidate is prior.candidate else 1
+    same = candidate is prior.candidate
+    candidate_count = prior.candidate_count + 1 if same else 1
+    candidate_since = prior.candidate_since if same else now
+    young = candidate_count < policy.hold(candidate) or (
+        candidate is State.UNKNOWN and now - candidate_since < policy.unknown_min_s)
     state = candidate
     if (not first_sight and candidate is not prior.state and prior.state is not State.READY
-            and candidate is not State.READY and candidate_count < policy.hold(candidate)):
+            and candidate is not State.READY and young):
         # Anti-flap: not yet held long enough. Never applied when leaving READY.
         draft = _Draft(prior.state, prior.confidence, prior.summary, prior.actions_needed,
                        [*draft.reasons, "holding"])
@@ -241,6 +252,7 @@ def assess(
         signals=tuple(shown),
         candidate=candidate,
         candidate_count=candidate_count,
+        candidate_since=candidate_since,
         evidence_seen=max(prior.evidence_seen, facts.busy_evidence),
         send_seen=max(prior.send_seen, signals.sent),
         departed_at=facts.departed_at,

@@ -77,6 +77,13 @@ class Tracked:
     # What conductor view the pane shows ("status --watch", "this watcher's log"), else "": such
     # a pane is never captured, classified, notified, herded or typed into (app.observe.views).
     view: str = ""
+    # A pane's first seconds: its transitions are held back until one state has held (see the
+    # watcher's _settle), so a program starting up does not notify every state it passes.
+    settled: bool = False
+    held_back: Transition | None = None
+    # The last known (not UNKNOWN) state handed to the notifier: UNKNOWN between two equal
+    # states is not a change worth telling.
+    told: State | None = None
 
     def forget_screen(self) -> None:
         """Drop what was read from the screen, so the next capture is judged from scratch."""

@@ -40,7 +40,7 @@ from app.observe.assess import (
     absorb,
 )
 from app.observe.llm import AsyncLLM
-from app.observe.packs import Pack
+from app.observe.packs import GENERIC_PACK, Pack, plain_program
 from app.observe.pane import EVENTS, POLL, PaneObserver, Tracked, worker_id
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,11 @@ log = logging.getLogger(__name__)
 WORKER_ID_RE = re.compile(r"^[0-9a-f]{10}$")
 _PRUNE_EVERY = 200  # cycles
 _STABLE_COUNT_CAP = 10
+# A pane's first state must hold this many looks, and FIRST_HOLD_INTERVALS poll intervals, before
+# anything about the pane is notified: a program starting up (Claude Code draws its box, a hint,
+# its prompt) passes through states that are not news.
+FIRST_HOLD_LOOKS = 2
+FIRST_HOLD_INTERVALS = 2.0
 # Status columns that move with every capture of a moving screen; a light tick writes a row whose
 # other columns did not change only at the next full poll.
 _VOLATILE = ("last_snapshot_hash", "last_change_ts", "stable_count")
@@ -113,6 +118,7 @@ class Watcher:
         self._cycles = 0
         self._cleaned_at_start = False
         self._unwritten: list[Transition] = []  # transitions whose cycle failed to commit
+        self._released: list[Transition] = []  # held back in a pane's first seconds, now news
         self.control = control
         self._server_pid = 0
         self._watched: set[str] = set()  # session ids whose output control mode reports
@@ -156,8 +162,12 @@ class Watcher:
             # A light tick that changed nothing the store shows: only a step that asked for a
             # turn (a check it runs may be done) gets one.
             self._run_due_steps(now)
-            return report
-        self._after_write(judged, written, current, gone, report, now)
+        else:
+            self._after_write(judged, written, current, gone, report, now)
+        released, self._released = self._released, []
+        for transition in released:
+            if transition.pane_key in self.tracked:
+                self._notify(transition, held=True)
         return report
 
     def _run_due_steps(self, now: float) -> None:
@@ -308,6 +318,7 @@ class Watcher:
                 continue
             if transition is not None:
                 report.transitions.append(transition)
+            self._settle(tracked, now)
             a = tracked.assessment
             row = _status_row(wid, a, tracked.mode) if a is not None else None
             if row is not None:
@@ -417,6 +428,8 @@ class Watcher:
                 actions_needed=restored.get("actions_needed") or "",
                 confidence=restored.get("confidence") or 0,
             )
+            # Known before this watcher started: its first seconds are long past.
+            tracked.settled, tracked.told = True, tracked.assessment.state
         return tracked
 
     def _conductor_views(self, current: Mapping[str, Pane]) -> dict[str, str]:
@@ -558,10 +571,59 @@ class Watcher:
             "window_index": pane.window_index,
             "pane_index": pane.pane_index,
             "cwd": pane.cwd,
-            "cli_type": views.VIEW_CLI if tracked.view else
-            tracked.pack.name if tracked.pack else None,
+            "cli_type": self._cli_label(tracked),
             "command": pane.current_command,
         }
+
+    def _cli_label(self, tracked: Tracked) -> str:
+        """What the CLI column calls the pane, one word that does not change while the program
+        stays: ``shell`` for a shell (also while a program it started runs), the agent's pack
+        name, the program's own name for a plain program; never None or ``generic``. A pane whose
+        screen was just forgotten keeps the word it had."""
+        if tracked.view:
+            return views.VIEW_CLI
+        if tracked.pack is not None and tracked.pack.name != GENERIC_PACK:
+            return tracked.pack.name
+        command = tracked.pane.current_command
+        claimed = next((p.name for p in self.packs.values()
+                        if p.name != GENERIC_PACK and p.detect.matches_command(command)), "")
+        if tracked.pack is None:
+            earlier = (tracked.pty_row or {}).get("cli_type")
+            if claimed or earlier:
+                return str(claimed or earlier)
+        return tracked.program or plain_program(self.packs, command) or claimed \
+            or tracked.cli_forced or Path(command).name or "unknown"
+
+    def _settle(self, tracked: Tracked, now: float) -> None:
+        """End a pane's first seconds once one state held FIRST_HOLD_LOOKS looks and
+        FIRST_HOLD_INTERVALS intervals; what was held back is news only if it ends elsewhere
+        than where it began."""
+        a = tracked.assessment
+        if tracked.settled or a is None or a.candidate is not a.state \
+                or a.candidate_count < FIRST_HOLD_LOOKS \
+                or a.seconds_in_state(now) < FIRST_HOLD_INTERVALS * self.settings.interval_s:
+            return
+        tracked.settled = True
+        tracked.told = a.state if a.state is not State.UNKNOWN else None
+        held, tracked.held_back = tracked.held_back, None
+        if held is not None and held.state is a.state and held.previous is not a.state:
+            self._released.append(held)
+
+    def _news(self, transition: Transition, tracked: Tracked) -> bool:
+        """Whether a transition of a live pane is handed to the notifier: not in the pane's first
+        seconds (held back, see _settle), not a return from UNKNOWN to the state it left."""
+        if transition.state is State.EXITED:
+            return True
+        if not tracked.settled:
+            first = tracked.held_back.previous if tracked.held_back else transition.previous
+            tracked.held_back = replace(transition, previous=first)
+            return False
+        if transition.state is State.UNKNOWN:
+            return True
+        if transition.previous is State.UNKNOWN and transition.state is tracked.told:
+            return False
+        tracked.told = transition.state
+        return True
 
     def _write_status_file(self, tracked: Tracked) -> None:
         if tracked.assessment is None or tracked.status_row is None or tracked.pty_row is None:
@@ -596,12 +658,14 @@ class Watcher:
             log.error("cannot write %s: %s", folder / statusfile.STATUS_FILE, exc)
 
     def _notify(self, transition: Transition, tracked: Tracked | None = None,
-                name: str = "") -> None:
+                name: str = "", *, held: bool = False) -> None:
         # A pane that exited while no watcher ran has no Tracked: logged, never notified (a
         # restarted tmux server would otherwise ping once per pane it had).
         tracked = tracked or self.tracked.get(transition.pane_key)
-        log.info(
-            "%s (%s): %s -> %s after %.1f s [%s] %s",
+        # A transition held back in the pane's first seconds was logged when it happened.
+        log.log(
+            logging.DEBUG if held else logging.INFO,
+            "%s%s (%s): %s -> %s after %.1f s [%s] %s", "told after holding: " if held else "",
             tracked.name if tracked else name or transition.pane_key, transition.pane_key,
             transition.previous.value if transition.previous else "-", transition.state.value,
             transition.previous_lasted_s, ", ".join(transition.verdict.reasons),
@@ -609,6 +673,8 @@ class Watcher:
         )
         if tracked is not None and tracked.view:
             return  # conductor's own view: nobody is told about it
+        if tracked is not None and not held and not self._news(transition, tracked):
+            return
         if self.on_transition is not None and tracked is not None:
             try:
                 self.on_transition(transition, tracked)
