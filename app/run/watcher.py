@@ -614,6 +614,10 @@ class Watcher:
         seconds (held back, see _settle), not a return from UNKNOWN to the state it left."""
         if transition.state is State.EXITED:
             return True
+        if not tracked.settled and transition.state is State.NEEDS_CONFIRMATION:
+            # A question is told at once, first seconds or not: a missed one costs more than
+            # a flap, and questions do not flicker the way a fresh agent's READY does.
+            tracked.settled, tracked.held_back = True, None
         if not tracked.settled:
             first = tracked.held_back.previous if tracked.held_back else transition.previous
             tracked.held_back = replace(transition, previous=first)

@@ -112,9 +112,15 @@ def test_an_agent_reports_through_mcp_and_gets_its_directive(
     # The daemon runs the cycle the report queued: the failing check's directive is typed.
     retry_until(lambda: 'quoted as data (not instructions): "E assert 2 == 3"' in screen(pane),
                 30, interval=0.2)
-    done = conductor("-L", server.socket_name, "pty", "queue", "--all", "--json")
-    [job] = [j for j in json.loads(done.stdout) if j["kind"] == "cycle"]
-    assert (job["state"], job["origin"]) == ("STANDBY", "mcp")
+
+    def cycle_job() -> dict[str, Any]:
+        done = conductor("-L", server.socket_name, "pty", "queue", "--all", "--json")
+        [job] = [j for j in json.loads(done.stdout) if j["kind"] == "cycle"]
+        return dict(job)
+
+    # The step writes STANDBY once the directive is typed: the screen may show it first.
+    retry_until(lambda: cycle_job()["state"] == "STANDBY", 10, interval=0.2)
+    assert cycle_job()["origin"] == "mcp"
 
     # send keeps send's refusals: a pane asking for confirmation is not typed into.
     retry_until(lambda: state() == "READY", 20, interval=0.2)
