@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from sqlite_utils.db import Table
     from sqlite_utils.migrations import Migrations
 
+    from app.base.model import Job
+
 DB_NAME = "status.db"
 BUSY_TIMEOUT_MS = 5000
 
@@ -371,21 +373,28 @@ class StoreWriter:
 
     # --- jobs and the transcript (app/cycle) -------------------------------------------------
 
-    def add_job(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> int:
-        _insert(conn, "jobs", row)
+    def add_job(self, conn: sqlite3.Connection, job: Job | Mapping[str, Any]) -> int:
+        """Store a new job (a :class:`Job` whose ``seq`` is 0, or its columns); its ``seq``."""
+        from app.base.model import Job
+
+        if isinstance(job, Job):
+            job = {k: v for k, v in job.row().items() if k != "seq"}
+        _insert(conn, "jobs", job)
         return int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
 
     def update_job(self, conn: sqlite3.Connection, seq: int, fields: Mapping[str, Any]) -> None:
         _insert(conn, "jobs", {"seq": seq, **fields}, conflict_key="seq")
 
-    def open_jobs(self, states: Iterable[str] = ()) -> list[dict[str, Any]]:
+    def open_jobs(self, states: Iterable[str] = ()) -> list[Job]:
         """Jobs in one of ``states`` (default: every job not finished), oldest first."""
         wanted = list(states)
         if not wanted:
-            return _events(self.conn, "SELECT * FROM jobs WHERE done_ts IS NULL ORDER BY seq", ())
-        marks = ", ".join("?" for _ in wanted)
-        return _events(self.conn, f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY seq",
-                       tuple(wanted))
+            rows = _events(self.conn, "SELECT * FROM jobs WHERE done_ts IS NULL ORDER BY seq", ())
+        else:
+            marks = ", ".join("?" for _ in wanted)
+            rows = _events(self.conn, f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY seq",
+                           tuple(wanted))
+        return _jobs(rows)
 
     def set_cycle(self, conn: sqlite3.Connection, worker_id: str, shown: str) -> None:
         """The status row's ``cycle`` column, as the cycle step just moved it (``status`` reads
@@ -400,11 +409,11 @@ class StoreWriter:
         except sqlite3.Error as exc:
             raise _locked(exc, self.path) from exc
 
-    def latest_cycles(self) -> dict[str, dict[str, Any]]:
+    def latest_cycles(self) -> dict[str, Job]:
         """The newest cycle job of every pane that has one."""
         rows = _events(self.conn, "SELECT * FROM jobs WHERE seq IN (SELECT MAX(seq) FROM jobs "
                        "WHERE kind = 'cycle' GROUP BY id)", ())
-        return {row["id"]: row for row in rows}
+        return {job.pane: job for job in _jobs(rows)}
 
     def add_transcript(self, conn: sqlite3.Connection, row: Mapping[str, Any],
                        keep: int) -> None:
@@ -453,6 +462,13 @@ class StoreWriter:
         cursor = self.conn.execute("SELECT * FROM status")
         names = [d[0] for d in cursor.description]
         return {row[0]: dict(zip(names, row, strict=True)) for row in cursor}
+
+
+def _jobs(rows: Iterable[Mapping[str, Any]]) -> list[Job]:
+    # Here, not at the top: the status line imports this module and never reads a job.
+    from app.base.model import Job
+
+    return [Job.from_row(row) for row in rows]
 
 
 def _events(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]
@@ -655,7 +671,7 @@ class StoreReader:
         return {row["id"]: dict(row) for row in self._query("SELECT * FROM herd")}
 
     def jobs(self, worker_id: str | None = None, open_only: bool = False,
-             limit: int | None = None) -> list[dict[str, Any]]:
+             limit: int | None = None) -> list[Job]:
         """Queued messages and cycles, oldest first (the newest ``limit`` when given)."""
         sql = "SELECT * FROM jobs WHERE 1"
         params: tuple[Any, ...] = ()
@@ -668,7 +684,7 @@ class StoreReader:
         if limit is not None:
             sql += " LIMIT ?"
             params += (limit,)
-        return [dict(row) for row in reversed(self._query(sql, params))]
+        return _jobs(dict(row) for row in reversed(self._query(sql, params)))
 
     def transcript(self, worker_id: str) -> list[dict[str, Any]]:
         return [dict(row) for row in self._query(

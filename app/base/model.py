@@ -1,9 +1,12 @@
-"""The vocabulary shared by every module: states, panes, screens, verdicts and transitions."""
+"""The vocabulary shared by every module: states, panes, screens, verdicts, transitions and
+the daemon's jobs."""
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class State(str, enum.Enum):
@@ -143,3 +146,127 @@ class RuleTrace:
     state: State
     matched: bool
     detail: str
+
+
+class JobKind(str, enum.Enum):
+    MESSAGE = "message"  # a queued message: typed when its pane is next READY
+    CYCLE = "cycle"  # the post-report cycle: check, settle, decide, one directive
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class JobState(str, enum.Enum):
+    """Every state of a job, as the store has always held it: a queued message's states and a
+    cycle's ends in lower case, a cycle in motion (and its two shown ends) in upper case. The
+    stored strings are kept, so a store written before this type reads as it was."""
+
+    QUEUED = "queued"  # both kinds: written, the watcher has not taken it yet
+    WAITING = "WAITING"  # a cycle: its check runs, or it waits ``[cycle] wait`` seconds
+    IDLE_SPIN = "IDLE_SPIN"  # a cycle: waiting for the pane to settle
+    DECIDING = "DECIDING"  # a cycle: the directive is being decided
+    STANDBY = "STANDBY"  # a cycle: its directive was typed; the next report starts a new one
+    PAUSED = "PAUSED"  # a cycle: nothing typed into the pane until resume or a new report
+    DELIVERED = "delivered"  # a message: typed
+    EXPIRED = "expired"  # a message: not delivered in time
+    DROPPED = "dropped"  # either: cancelled by hand, or its pane is gone
+    SUPERSEDED = "superseded"  # a cycle: a newer report came
+    RESUMED = "resumed"  # a paused cycle: the person resumed the pane
+    FAILED = "failed"  # either: the watcher could not work it (the reason is in ``detail``)
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def _missing_(cls, value: object) -> JobState | None:
+        # A state a newer version wrote reads as itself, not as an error that would stop
+        # every reader of the jobs.
+        if not isinstance(value, str):
+            return None
+        unknown = str.__new__(cls, value)
+        unknown._name_ = value
+        unknown._value_ = value
+        return unknown
+
+    @property
+    def shown(self) -> str:
+        """The cycle state in ``status``'s words (QUEUED, not queued); "" for a cycle that is
+        no more (resumed, superseded, dropped) or a message's end."""
+        return _SHOWN_JOB_STATES.get(self, "")
+
+
+_SHOWN_JOB_STATES = {
+    JobState.QUEUED: "QUEUED", JobState.WAITING: "WAITING", JobState.IDLE_SPIN: "IDLE_SPIN",
+    JobState.DECIDING: "DECIDING", JobState.STANDBY: "STANDBY", JobState.PAUSED: "PAUSED",
+    JobState.FAILED: "FAILED",
+}
+
+
+def stamp(timeline: str | None, state: str, ts: float) -> str:
+    """A job's timeline with one more ``STATE@epoch`` entry (space separated, oldest first)."""
+    entry = f"{state}@{ts:.3f}"
+    return f"{timeline} {entry}" if timeline else entry
+
+
+def timeline_steps(timeline: str | None) -> list[tuple[str, float]]:
+    """:func:`stamp`'s entries read back: (state, epoch seconds), oldest first."""
+    out = []
+    for entry in (timeline or "").split():
+        state, _, ts = entry.partition("@")
+        out.append((state, float(ts)))
+    return out
+
+
+@dataclass(frozen=True)
+class Job:
+    """Work for the daemon that outlives the command asking for it: one row of the store's
+    ``jobs`` table, in its columns' order (``pane`` is the column ``id``, the pane's worker
+    id). ``seq`` is 0 for a job not stored yet. Built from a row only by :meth:`from_row`."""
+
+    seq: int
+    pane: str
+    kind: JobKind
+    state: JobState
+    text: str | None = None
+    wait_cmd: str | None = None
+    origin: str | None = None
+    created_ts: float = 0.0
+    state_ts: float = 0.0
+    expires_ts: float | None = None
+    done_ts: float | None = None  # set once the job is finished, whatever its end
+    detail: str | None = None  # why it is in its state, for people
+    exit_code: int | None = None  # a cycle's check
+    output: str | None = None  # the check's output, cleaned
+    decision: str | None = None  # a cycle's decision (continue, stop, pause, paused, failed)
+    directive: str | None = None  # the directive typed, or the one that could not be
+    timeline: str | None = None  # ``stamp``'s STATE@epoch entries
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Job:
+        columns: dict[str, Any] = {name: row.get(name) for name in _JOB_COLUMNS}
+        columns["created_ts"] = float(row.get("created_ts") or 0.0)
+        columns["state_ts"] = float(row.get("state_ts") or 0.0)
+        return cls(seq=int(row.get("seq") or 0), pane=str(row["id"]),
+                   kind=JobKind(row["kind"]), state=JobState(row["state"]), **columns)
+
+    def row(self) -> dict[str, Any]:
+        """The job as the store's columns (``seq`` first, ``id`` for the pane)."""
+        out: dict[str, Any] = {"seq": self.seq, "id": self.pane}
+        out.update((name, getattr(self, name)) for name in ("kind", "state", *_JOB_COLUMNS))
+        return out
+
+    def updated(self, fields: Mapping[str, Any]) -> Job:
+        """The job with some columns changed, as the store will hold it once they are written."""
+        return Job.from_row({**self.row(), **fields})
+
+    @property
+    def finished(self) -> bool:
+        return self.done_ts is not None
+
+    def steps(self) -> list[tuple[str, float]]:
+        """The timeline: (state, epoch seconds), oldest first."""
+        return timeline_steps(self.timeline)
+
+
+_JOB_COLUMNS = ("text", "wait_cmd", "origin", "created_ts", "state_ts", "expires_ts", "done_ts",
+                "detail", "exit_code", "output", "decision", "directive", "timeline")

@@ -83,18 +83,18 @@ class Tools:
 
     def _paused(self, worker_id: str) -> bool:
         """The pane's latest cycle is PAUSED (by hand or by the assessor): nothing is typed."""
-        from app.act.cycle import jobs
         from app.adapters.store import StoreMissing, StoreReader
+        from app.base.model import JobKind, JobState
 
         try:
             reader = StoreReader(self.workers_dir)
         except StoreMissing:
             return False  # no store, no cycle; any other store problem refuses (fails closed)
         try:
-            cycles = [job for job in reader.jobs(worker_id) if job["kind"] == jobs.CYCLE]
+            cycles = [job for job in reader.jobs(worker_id) if job.kind is JobKind.CYCLE]
         finally:
             reader.close()
-        return bool(cycles) and cycles[-1]["state"] == jobs.PAUSED
+        return bool(cycles) and cycles[-1].state is JobState.PAUSED
 
     def report(self, status_report: str, wait_cmd: str | None = None) -> str:
         """An agent's report: its wait_cmd runs only when the person declared it (see

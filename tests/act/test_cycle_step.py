@@ -258,7 +258,7 @@ def test_transcript_is_bounded_and_a_new_report_supersedes_the_old_cycle(lab: La
     rows = lab.store.transcript(tracked.worker_id)
     assert [r["text"].split(" key=")[0] for r in rows] == [f"report {n}" for n in range(3, 8)]
     assert all(KEY not in r["text"] for r in rows)
-    open_cycles = [j for j in lab.store.open_jobs() if j["kind"] == "cycle"]
+    open_cycles = [j for j in lab.store.open_jobs() if j.kind == "cycle"]
     assert len(open_cycles) == 1 and lab.job(first)["state"] == "superseded"
 
 

@@ -187,3 +187,67 @@ def test_public_rows_carry_herd_eligibility_and_an_exited_pane_is_never_eligible
     assert (gone["eligible_for_herd"], gone["herd_reason"]) == (False, "pane_exited")
     blank = public_row({"id": "a"})
     assert (blank["eligible_for_herd"], blank["herd_reason"], blank["goal"]) == (False, "", None)
+
+
+def test_a_job_goes_into_the_store_and_comes_back_the_same_job(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from app.base.model import Job, JobKind, JobState, stamp
+
+    writer = StoreWriter(tmp_path)
+    queued = Job(seq=0, pane="abc", kind=JobKind.CYCLE, state=JobState.QUEUED,
+                 text="tests pass", wait_cmd="make test", origin="report", created_ts=100.0,
+                 state_ts=100.0, timeline=stamp(None, JobState.QUEUED, 100.0))
+    with writer.transaction() as conn:
+        seq = writer.add_job(conn, queued)
+    [stored] = writer.open_jobs()
+    assert stored == replace(queued, seq=seq)
+    assert stored.kind is JobKind.CYCLE and stored.state is JobState.QUEUED
+
+    waited = stored.updated({"state": JobState.WAITING, "state_ts": 101.5,
+                             "timeline": stamp(stored.timeline, JobState.WAITING, 101.5)})
+    with writer.transaction() as conn:
+        writer.update_job(conn, seq, {k: v for k, v in waited.row().items()
+                                      if k not in ("seq", "id")})
+    assert writer.latest_cycles() == {"abc": waited}
+    assert waited.steps() == [("queued", 100.0), ("WAITING", 101.5)]
+    writer.close()
+
+    # The strings on disk are the ones every release wrote: no migration, old stores read.
+    conn = sqlite3.connect(tmp_path / "status.db")
+    assert conn.execute("SELECT kind, state FROM jobs").fetchall() == [("cycle", "WAITING")]
+    conn.close()
+    reader = StoreReader(tmp_path)
+    assert reader.jobs("abc") == [waited]
+    assert reader.jobs("abc")[0].row() == waited.row()
+    reader.close()
+
+
+def test_jobs_written_by_hand_with_every_stored_state_read_as_typed_jobs(tmp_path: Path) -> None:
+    from app.base.model import JobKind, JobState
+
+    StoreWriter(tmp_path).close()
+    conn = sqlite3.connect(tmp_path / "status.db")
+    stored = ["queued", "WAITING", "IDLE_SPIN", "DECIDING", "STANDBY", "PAUSED", "delivered",
+              "expired", "dropped", "superseded", "resumed", "failed", "LATER_STATE"]
+    for n, state in enumerate(stored, start=1):
+        conn.execute("INSERT INTO jobs (id, kind, state, created_ts, state_ts, done_ts) "
+                     "VALUES ('abc', ?, ?, ?, ?, ?)",
+                     ("message" if state.islower() else "cycle", state, n, n,
+                      None if state == "queued" else n))
+    conn.commit()
+    conn.close()
+
+    reader = StoreReader(tmp_path)
+    jobs = reader.jobs()
+    reader.close()
+    assert [job.state for job in jobs] == stored
+    assert [job.state.value for job in jobs[:-1]] == [s.value for s in JobState]
+    # A state a newer release wrote reads as itself; status shows nothing for it.
+    assert str(jobs[-1].state) == "LATER_STATE" and jobs[-1].state.shown == ""
+    assert [job.state.shown for job in jobs[:7]] == ["QUEUED", "WAITING", "IDLE_SPIN",
+                                                     "DECIDING", "STANDBY", "PAUSED", ""]
+    assert jobs[0].kind is JobKind.MESSAGE and not jobs[0].finished and jobs[1].finished
+    writer = StoreWriter(tmp_path)
+    assert [job.seq for job in writer.open_jobs()] == [1]
+    writer.close()

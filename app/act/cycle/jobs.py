@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from app.base import inputs
 from app.base.errors import ConductorError
+from app.base.model import Job, JobKind, JobState, timeline_steps
+from app.base.model import stamp as stamp
 from app.base.redact import redact
 
 if TYPE_CHECKING:
@@ -37,16 +39,20 @@ if TYPE_CHECKING:
     from app.observe.packs import Pack
     from app.observe.pane import Tracked
 
-MESSAGE, CYCLE = "message", "cycle"
-QUEUED = "queued"
-WAITING, IDLE_SPIN, DECIDING = "WAITING", "IDLE_SPIN", "DECIDING"
-STANDBY, PAUSED = "STANDBY", "PAUSED"
-DELIVERED, EXPIRED, DROPPED = "delivered", "expired", "dropped"
-SUPERSEDED, RESUMED = "superseded", "resumed"
-FAILED = "failed"
-# Cycle states shown in `status`; a resumed, superseded or dropped cycle shows nothing.
-SHOWN = {QUEUED: "QUEUED", WAITING: WAITING, IDLE_SPIN: IDLE_SPIN, DECIDING: DECIDING,
-         STANDBY: STANDBY, PAUSED: PAUSED, FAILED: "FAILED"}
+# The job vocabulary (app.base.model), by the names this module has always given it.
+MESSAGE, CYCLE = JobKind.MESSAGE, JobKind.CYCLE
+QUEUED = JobState.QUEUED
+WAITING, IDLE_SPIN, DECIDING = JobState.WAITING, JobState.IDLE_SPIN, JobState.DECIDING
+STANDBY, PAUSED = JobState.STANDBY, JobState.PAUSED
+DELIVERED, EXPIRED, DROPPED = JobState.DELIVERED, JobState.EXPIRED, JobState.DROPPED
+SUPERSEDED, RESUMED = JobState.SUPERSEDED, JobState.RESUMED
+FAILED = JobState.FAILED
+
+
+def timeline(row: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """The timeline of a job's row as read by hand (a :class:`Job` has ``steps()``)."""
+    return timeline_steps(row.get("timeline"))
+
 
 MAX_TEXT_CHARS = inputs.MAX_QUEUED_CHARS
 MAX_REPORT_CHARS = inputs.MAX_REPORT_CHARS
@@ -75,20 +81,6 @@ class CycleSettings:
     allowed_checks: tuple[str, ...] = ()
 
 
-def stamp(timeline: str | None, state: str, ts: float) -> str:
-    """The job's timeline with one more ``STATE@epoch`` entry (space separated, oldest first)."""
-    entry = f"{state}@{ts:.3f}"
-    return f"{timeline} {entry}" if timeline else entry
-
-
-def timeline(row: Mapping[str, Any]) -> list[tuple[str, float]]:
-    out = []
-    for entry in str(row.get("timeline") or "").split():
-        state, _, ts = entry.partition("@")
-        out.append((state, float(ts)))
-    return out
-
-
 def _writer(workers_dir: Path) -> StoreWriter:
     from app.adapters.store import StoreWriter
 
@@ -114,11 +106,10 @@ def queue_message(workers_dir: Path, worker_id: str, text: str, ttl_s: float,
     store = _writer(workers_dir)
     try:
         with store.transaction() as conn:
-            return store.add_job(conn, {
-                "id": worker_id, "kind": MESSAGE, "state": QUEUED, "text": text,
-                "origin": origin, "created_ts": now, "state_ts": now,
-                "expires_ts": now + ttl_s, "timeline": stamp(None, QUEUED, now),
-            })
+            return store.add_job(conn, Job(
+                seq=0, pane=worker_id, kind=MESSAGE, state=QUEUED, text=text, origin=origin,
+                created_ts=now, state_ts=now, expires_ts=now + ttl_s,
+                timeline=stamp(None, QUEUED, now)))
     finally:
         store.close()
 
@@ -174,19 +165,18 @@ def _report(workers_dir: Path, worker_id: str, text: str, wait_cmd: str | None,
                     proposed not in settings.allowed_checks:
                 command, declined = declared, proposed
             for job in store.open_jobs():
-                if job["id"] == worker_id and job["kind"] == CYCLE:
-                    store.update_job(conn, job["seq"], {
+                if job.pane == worker_id and job.kind is CYCLE:
+                    store.update_job(conn, job.seq, {
                         "state": SUPERSEDED, "done_ts": now, "detail": "a newer report came",
-                        "timeline": stamp(job["timeline"], SUPERSEDED, now)})
+                        "timeline": stamp(job.timeline, SUPERSEDED, now)})
             store.add_transcript(conn, {"id": worker_id, "ts": now, "kind": "report",
                                         "text": text}, keep=settings.transcript_entries)
             detail = None if declined is None else \
                 f"the agent's check was not run (not declared for this pane): {redact(declined)}"
-            seq = store.add_job(conn, {
-                "id": worker_id, "kind": CYCLE, "state": QUEUED, "text": text,
-                "wait_cmd": command, "origin": origin, "created_ts": now, "state_ts": now,
-                "detail": detail, "timeline": stamp(None, QUEUED, now),
-            })
+            seq = store.add_job(conn, Job(
+                seq=0, pane=worker_id, kind=CYCLE, state=QUEUED, text=text, wait_cmd=command,
+                origin=origin, created_ts=now, state_ts=now, detail=detail,
+                timeline=stamp(None, QUEUED, now)))
         return Reported(seq, command, declined)
     finally:
         store.close()
@@ -246,17 +236,18 @@ def pause(workers_dir: Path, worker_id: str) -> str:
     try:
         latest = store.latest_cycles().get(worker_id)
         with store.transaction() as conn:
-            if latest is not None and latest["state"] == PAUSED:
+            if latest is not None and latest.state is PAUSED:
                 return "already paused"
             fields = {"state": PAUSED, "state_ts": now, "done_ts": now,
                       "detail": "paused by hand", "decision": "paused"}
-            if latest is not None and latest["done_ts"] is None:
-                store.update_job(conn, latest["seq"], {
-                    **fields, "timeline": stamp(latest["timeline"], PAUSED, now)})
-                return f"paused its cycle (was {latest['state']})"
-            store.add_job(conn, {"id": worker_id, "kind": CYCLE, "origin": "pause",
-                                 "created_ts": now, **fields,
-                                 "timeline": stamp(None, PAUSED, now)})
+            if latest is not None and not latest.finished:
+                store.update_job(conn, latest.seq, {
+                    **fields, "timeline": stamp(latest.timeline, PAUSED, now)})
+                return f"paused its cycle (was {latest.state})"
+            store.add_job(conn, Job(seq=0, pane=worker_id, kind=CYCLE, origin="pause",
+                                    created_ts=now, state=PAUSED, state_ts=now, done_ts=now,
+                                    detail="paused by hand", decision="paused",
+                                    timeline=stamp(None, PAUSED, now)))
             return "paused"
     finally:
         store.close()
@@ -269,29 +260,29 @@ def resume(workers_dir: Path, worker_id: str) -> str:
     store = _writer(workers_dir)
     try:
         latest = store.latest_cycles().get(worker_id)
-        if latest is None or latest["state"] != PAUSED:
+        if latest is None or latest.state is not PAUSED:
             return "not paused"
         with store.transaction() as conn:
-            store.update_job(conn, latest["seq"], {
+            store.update_job(conn, latest.seq, {
                 "state": RESUMED, "state_ts": now,
-                "timeline": stamp(latest["timeline"], RESUMED, now)})
+                "timeline": stamp(latest.timeline, RESUMED, now)})
         return "resumed"
     finally:
         store.close()
 
 
-def drop(workers_dir: Path, seq: int) -> dict[str, Any]:
+def drop(workers_dir: Path, seq: int) -> Job:
     """Cancel an unfinished job; the job as it was."""
     now = time.time()
     store = _writer(workers_dir)
     try:
-        rows = [j for j in store.open_jobs() if j["seq"] == seq]
+        rows = [j for j in store.open_jobs() if j.seq == seq]
         if not rows:
             raise ConductorError(f"no unfinished job {seq}; see `conductor pty queue`")
         with store.transaction() as conn:
             store.update_job(conn, seq, {"state": DROPPED, "state_ts": now, "done_ts": now,
                                          "detail": "dropped by hand",
-                                         "timeline": stamp(rows[0]["timeline"], DROPPED, now)})
+                                         "timeline": stamp(rows[0].timeline, DROPPED, now)})
         return rows[0]
     finally:
         store.close()

@@ -36,7 +36,6 @@ from app.act.cycle.jobs import (
     MESSAGE,
     PAUSED,
     QUEUED,
-    SHOWN,
     STANDBY,
     WAITING,
     CycleSettings,
@@ -45,7 +44,7 @@ from app.act.cycle.jobs import (
 )
 from app.base.errors import ConductorError
 from app.base.inputs import clean_output
-from app.base.model import Note, State
+from app.base.model import Job, JobState, Note, State
 from app.base.redact import redact
 
 if TYPE_CHECKING:
@@ -87,7 +86,7 @@ class CycleStep:
                                    store_tag(store.workers_dir))
         self._decisions: dict[int, Future[decide.Decision]] = {}
         self._tick: float | None = None
-        self._latest: dict[str, dict[str, Any]] = {}
+        self._latest: dict[str, Job] = {}
         self._pruned_at = 0.0
         self._moving = True  # until the first turn has looked at the jobs
         self._acted_at = 0.0
@@ -104,8 +103,8 @@ class CycleStep:
         except ConductorError as exc:
             log.error("cycle: cannot read jobs: %s", exc)
             return {}
-        row = self._latest.get(tracked.worker_id)
-        return {"cycle": SHOWN.get(row["state"], "") if row else ""}
+        job = self._latest.get(tracked.worker_id)
+        return {"cycle": job.state.shown if job else ""}
 
     # --- after the tick -------------------------------------------------------------------------
 
@@ -141,12 +140,12 @@ class CycleStep:
         typed: set[str] = set()
         shown: dict[str, str] = {}  # pane -> its newest cycle's new state, for `status`
         for job in jobs:
-            if job["kind"] != CYCLE:
+            if job.kind is not CYCLE:
                 continue
-            if job["id"] in removed:
-                updates.append((job["seq"], _finish(job, DROPPED, now, "the pane is gone")))
+            if job.pane in removed:
+                updates.append((job.seq, _finish(job, DROPPED, now, "the pane is gone")))
                 continue
-            pane = tracked.get(job["id"])
+            pane = tracked.get(job.pane)
             if pane is None:
                 continue  # not listed yet this run
             try:
@@ -156,23 +155,24 @@ class CycleStep:
             except Exception as exc:  # this job's own fault: end it, not every tick after
                 fields = self._failed(job, pane, now, "the cycle step failed", exc, trace=True)
             if fields:
-                updates.append((job["seq"], fields))
-                if "state" in fields and latest.get(job["id"], job)["seq"] == job["seq"]:
-                    shown[job["id"]] = SHOWN.get(fields["state"], "")
-                latest[job["id"]] = {**job, **fields}
+                updates.append((job.seq, fields))
+                moved = job.updated(fields)
+                if "state" in fields and latest.get(job.pane, job).seq == job.seq:
+                    shown[job.pane] = moved.state.shown
+                latest[job.pane] = moved
                 if fields.get("state") == STANDBY:
-                    typed.add(job["id"])
+                    typed.add(job.pane)
         seen: set[str] = set()
         for job in jobs:
-            if job["kind"] != MESSAGE:
+            if job.kind is not MESSAGE:
                 continue
-            wid = job["id"]
+            wid = job.pane
             if wid in removed:
-                updates.append((job["seq"], _finish(job, DROPPED, now, "the pane is gone")))
+                updates.append((job.seq, _finish(job, DROPPED, now, "the pane is gone")))
                 continue
-            if job["expires_ts"] is not None and now >= job["expires_ts"]:
-                updates.append((job["seq"], _finish(job, EXPIRED, now, "not delivered in time")))
-                log.info("queue: job %s for %s expired undelivered", job["seq"], wid)
+            if job.expires_ts is not None and now >= job.expires_ts:
+                updates.append((job.seq, _finish(job, EXPIRED, now, "not delivered in time")))
+                log.info("queue: job %s for %s expired undelivered", job.seq, wid)
                 continue
             if wid in seen:
                 continue  # oldest first: only the pane's oldest message may go this tick
@@ -180,7 +180,7 @@ class CycleStep:
             pane = tracked.get(wid)
             cycle = latest.get(wid)
             if pane is None or wid in typed or (cycle is not None and
-                                                cycle["state"] in _HOLDS_QUEUE):
+                                                cycle.state in _HOLDS_QUEUE):
                 continue
             try:
                 delivered = self._deliver(job, pane, now)
@@ -190,9 +190,9 @@ class CycleStep:
                 delivered = self._failed(job, pane, now, "the delivery failed", exc,
                                          trace=True)
             if delivered:
-                updates.append((job["seq"], delivered))
-        self._moving = any(row["state"] in _IN_MOTION and not row.get("done_ts")
-                           for row in latest.values())
+                updates.append((job.seq, delivered))
+        self._moving = any(job.state in _IN_MOTION and not job.finished
+                           for job in latest.values())
         prune = now - self._pruned_at >= _PRUNE_EVERY_S
         if not (updates or transcript or prune):
             return
@@ -214,19 +214,19 @@ class CycleStep:
 
     # --- queued messages ------------------------------------------------------------------------
 
-    def _deliver(self, job: dict[str, Any], pane: Tracked, now: float) -> dict[str, Any] | None:
+    def _deliver(self, job: Job, pane: Tracked, now: float) -> dict[str, Any] | None:
         a = pane.assessment
         # One per turn: the READY must have begun after the last send, ours or anyone's.
         if a is None or a.state is not State.READY or a.state_entered <= pane.signals.sent:
             return None
-        refusal = prose_refusal(self.packs, pane) or self._type(pane, job["text"], "queue")
+        refusal = prose_refusal(self.packs, pane) or self._type(pane, job.text or "", "queue")
         if refusal:
-            if refusal != job["detail"]:
-                log.info("queue: job %s for %s waits: %s", job["seq"], pane.name, refusal)
+            if refusal != job.detail:
+                log.info("queue: job %s for %s waits: %s", job.seq, pane.name, refusal)
                 return {"detail": refusal}
             return None
-        delay = now - job["created_ts"]
-        log.info("queue: delivered job %s to %s after %.1f s", job["seq"], pane.name, delay)
+        delay = now - job.created_ts
+        log.info("queue: delivered job %s to %s after %.1f s", job.seq, pane.name, delay)
         return _finish(job, DELIVERED, now, f"delivered after {delay:.1f}s")
 
     def _type(self, pane: Tracked, text: str, origin: str) -> str:
@@ -246,37 +246,37 @@ class CycleStep:
 
     # --- the cycle ------------------------------------------------------------------------------
 
-    def _advance(self, job: dict[str, Any], pane: Tracked, now: float,
+    def _advance(self, job: Job, pane: Tracked, now: float,
                  transcript: list[dict[str, Any]]) -> dict[str, Any]:
         """Move the cycle as far as it can go this tick; the changed fields."""
         fields: dict[str, Any] = {}
-        current = {**job}
+        current = job
         for _ in range(4):  # at most QUEUED -> WAITING -> IDLE_SPIN -> DECIDING -> an end
             step = self._step(current, pane, now, transcript)
             if not step:
                 break
             if "state" in step:
                 step.setdefault("state_ts", now)
-                step["timeline"] = stamp(current.get("timeline"), step["state"], now)
-                log.info("cycle %s (%s): %s -> %s%s", pane.name, job["seq"], current["state"],
+                step["timeline"] = stamp(current.timeline, step["state"], now)
+                log.info("cycle %s (%s): %s -> %s%s", pane.name, job.seq, current.state,
                          step["state"], f" ({step['detail']})" if step.get("detail") else "")
-            current.update(step)
+            current = current.updated(step)
             fields.update(step)
-            if current.get("done_ts"):
+            if current.finished:
                 break
         return fields
 
-    def _step(self, job: dict[str, Any], pane: Tracked, now: float,
+    def _step(self, job: Job, pane: Tracked, now: float,
               transcript: list[dict[str, Any]]) -> dict[str, Any]:
-        state, seq = job["state"], job["seq"]
-        if state == QUEUED:
-            if job["wait_cmd"]:
-                return self._begin_check(job, pane, now) or \
-                    {"state": WAITING, "detail": f"running {job['wait_cmd']}"}
+        state, seq = job.state, job.seq
+        if state is QUEUED:
+            if job.wait_cmd:
+                return self._begin_check(job, job.wait_cmd, pane, now) or \
+                    {"state": WAITING, "detail": f"running {job.wait_cmd}"}
             return {"state": WAITING, "detail": f"waiting {self.settings.wait_s:g}s"}
-        if state == WAITING:
-            if not job["wait_cmd"]:
-                if now - job["state_ts"] < self.settings.wait_s:
+        if state is WAITING:
+            if not job.wait_cmd:
+                if now - job.state_ts < self.settings.wait_s:
                     return {}
                 return {"state": IDLE_SPIN, "detail": "waited"}
             future = self._checks.get(seq)
@@ -291,9 +291,9 @@ class CycleStep:
                 return self._failed(job, pane, now, "the check could not run", exc)
             return {"state": IDLE_SPIN, "exit_code": code, "output": clean_output(output),
                     "detail": f"check exit {code}" if code is not None else "check did not finish"}
-        if state == IDLE_SPIN:
+        if state is IDLE_SPIN:
             a = pane.assessment
-            spun = now - job["state_ts"]
+            spun = now - job.state_ts
             if a is not None and a.state is State.READY:
                 return {"state": DECIDING, "detail": "pane READY"}
             if a is not None and now - a.last_change >= self.settings.idle_s and \
@@ -304,38 +304,38 @@ class CycleStep:
                 return {"state": DECIDING, "detail": f"spin cap {self.settings.spin_max_s:g}s "
                         f"({a.state.value if a else 'no state'})"}
             return {}
-        if state == DECIDING:
+        if state is DECIDING:
             decision = self._decide(job, pane)
             if decision is None:
                 return {}
             return self._conclude(job, pane, decision, now, transcript)
         return {}
 
-    def _begin_check(self, job: dict[str, Any], pane: Tracked, now: float
+    def _begin_check(self, job: Job, command: str, pane: Tracked, now: float
                      ) -> dict[str, Any] | None:
         """Start the job's check; None once started, else the fields that end the job."""
         try:
-            self._start_check(job["seq"], job["wait_cmd"], pane.pane.cwd)
+            self._start_check(job.seq, command, pane.pane.cwd)
         except Exception as exc:
             return self._failed(job, pane, now, "the check could not start", exc)
         return None
 
-    def _failed(self, job: dict[str, Any], pane: Tracked, now: float, what: str,
+    def _failed(self, job: Job, pane: Tracked, now: float, what: str,
                 exc: Exception, *, trace: bool = False) -> dict[str, Any]:
         """End a job the step cannot work, saying why once: in the log (with the traceback of
         a fault of ours, ``trace``), in the job and to the person."""
         reason = f"{what}: {type(exc).__name__}: {redact(str(exc))[:200]}"
-        log.error("%s %s (%s): %s", job["kind"], pane.name, job["seq"], reason,
+        log.error("%s %s (%s): %s", job.kind, pane.name, job.seq, reason,
                   exc_info=(type(exc), exc, exc.__traceback__) if trace else None)
-        kind = "cycle" if job["kind"] == CYCLE else "queued message"
+        kind = "cycle" if job.kind is CYCLE else "queued message"
         self._tell(pane, Note("cycle", "needs_you", "needs you", f"{kind} failed: {reason}",
                               urgent=True))
         fields = _finish(job, FAILED, now, reason)
-        if job["kind"] == CYCLE:
+        if job.kind is CYCLE:
             fields["decision"] = FAILED
         return fields
 
-    def _conclude(self, job: dict[str, Any], pane: Tracked, decision: decide.Decision,
+    def _conclude(self, job: Job, pane: Tracked, decision: decide.Decision,
                   now: float, transcript: list[dict[str, Any]]) -> dict[str, Any]:
         done = {"decision": decision.decision, "done_ts": now}
         if decision.decision == decide.CONTINUE:
@@ -361,8 +361,8 @@ class CycleStep:
                               f"cycle paused: {decision.rationale}", urgent=True))
         return {**done, "state": PAUSED, "detail": f"needs you: {decision.rationale}"}
 
-    def _decide(self, job: dict[str, Any], pane: Tracked) -> decide.Decision | None:
-        seq = job["seq"]
+    def _decide(self, job: Job, pane: Tracked) -> decide.Decision | None:
+        seq = job.seq
         future = self._decisions.get(seq)
         if future is not None:
             if not future.done():
@@ -372,8 +372,8 @@ class CycleStep:
         goal = (self.store.herd_rows().get(pane.worker_id) or {}).get("goal") or ""
         facts = decide.Facts(
             goal=str(goal), transcript=self.store.transcript(pane.worker_id),
-            wait_cmd=job["wait_cmd"] or None, exit_code=job["exit_code"],
-            output=clean_output(job["output"] or ""), screen=redact(pane.text))
+            wait_cmd=job.wait_cmd or None, exit_code=job.exit_code,
+            output=clean_output(job.output or ""), screen=redact(pane.text))
         llm = self.llm
         if llm is None or not llm.settings.enabled:
             return decide.without_llm(facts)
@@ -395,9 +395,9 @@ class CycleStep:
         return {"state": PAUSED, "decision": decide.PAUSE, "done_ts": now,
                 "detail": f"needs you: {why}"}
 
-    def _end_checks_of_ended_cycles(self, jobs: Iterable[Mapping[str, Any]]) -> None:
+    def _end_checks_of_ended_cycles(self, jobs: Iterable[Job]) -> None:
         """A cycle superseded, dropped or paused by hand takes its running check with it."""
-        open_cycles = {job["seq"] for job in jobs if job["kind"] == CYCLE}
+        open_cycles = {job.seq for job in jobs if job.kind is CYCLE}
         for seq in [seq for seq in self._checks if seq not in open_cycles]:
             del self._checks[seq]
             self._runner.cancel(seq)
@@ -416,6 +416,6 @@ class CycleStep:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _finish(job: Mapping[str, Any], state: str, now: float, detail: str) -> dict[str, Any]:
+def _finish(job: Job, state: JobState, now: float, detail: str) -> dict[str, Any]:
     return {"state": state, "state_ts": now, "done_ts": now, "detail": detail,
-            "timeline": stamp(job.get("timeline"), state, now)}
+            "timeline": stamp(job.timeline, state, now)}

@@ -10,13 +10,16 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from app.base import render
 from app.base.errors import ConductorError
 from app.front.cli.context import Context, echo_clean, friendly_errors, read_config
+
+if TYPE_CHECKING:
+    from app.base.model import Job
 
 
 def target_id(obj: Context, ident: str | None) -> tuple[str, str]:
@@ -76,7 +79,7 @@ def queue(obj: Context, args: tuple[str, ...], show_all: bool, as_json: bool) ->
         if len(args) != 2 or not args[1].isdigit():
             raise ConductorError("usage: conductor pty queue drop JOB (a job number)")
         dropped = jobs.drop(obj.workers_dir, int(args[1]))
-        click.echo(f"dropped job {dropped['seq']} ({dropped['kind']}, {dropped['state']})")
+        click.echo(f"dropped job {dropped.seq} ({dropped.kind}, {dropped.state})")
         return
     if len(args) > 1:
         raise ConductorError("usage: conductor pty queue [ID] | conductor pty queue drop JOB")
@@ -89,12 +92,12 @@ def queue(obj: Context, args: tuple[str, ...], show_all: bool, as_json: bool) ->
         reader.close()
     names = {w["id"]: w["name"] for w in workers}
     if obj.socket_name is not None:  # -L: that server's panes only
-        rows = [r for r in rows if r["id"] in names]
+        rows = [r for r in rows if r.pane in names]
     if show_all:
         rows = rows[-50:]
     if as_json:
-        click.echo(json.dumps([{**r, "name": names.get(r["id"], ""),
-                                "timeline": jobs.timeline(r)} for r in rows],
+        click.echo(json.dumps([{**r.row(), "name": names.get(r.pane, ""),
+                                "timeline": r.steps()} for r in rows],
                               indent=2, ensure_ascii=False))
         return
     if not rows:
@@ -103,15 +106,15 @@ def queue(obj: Context, args: tuple[str, ...], show_all: bool, as_json: bool) ->
     now = time.time()
     table = [("JOB", "PANE", "KIND", "STATE", "AGE", "TEXT")]
     for r in rows:
-        text = r.get("text") or ""
-        if r.get("wait_cmd"):
-            text += f"  [check: {r['wait_cmd']}]"
-        if r.get("detail"):
-            text += f"  ({r['detail']})"
+        text = r.text or ""
+        if r.wait_cmd:
+            text += f"  [check: {r.wait_cmd}]"
+        if r.detail:
+            text += f"  ({r.detail})"
         # An agent wrote the text and the check: cleaned before it is cut, so the cut counts
         # what the terminal shows.
-        table.append((str(r["seq"]), names.get(r["id"], r["id"]), r["kind"], r["state"] or "-",
-                      render.duration(now - (r.get("created_ts") or now)),
+        table.append((str(r.seq), names.get(r.pane, r.pane), str(r.kind), str(r.state) or "-",
+                      render.duration(now - (r.created_ts or now)),
                       " ".join(render.clean_text(text).split())[:100]))
     echo_clean(render.columns(table))
 
@@ -192,18 +195,18 @@ def queue_send(obj: Context, ident: str, text: str) -> None:
                "READY")
 
 
-def cycle_line(jobs_rows: list[dict[str, Any]]) -> str:
+def cycle_line(jobs: list[Job]) -> str:
     """explain's line about the newest cycle: its state, why, and its timeline."""
-    from app.act.cycle import jobs
+    from app.base.model import JobKind, JobState
 
-    cycles = [r for r in jobs_rows if r["kind"] == "cycle"]
+    cycles = [job for job in jobs if job.kind is JobKind.CYCLE]
     if not cycles:
         return "  cycle: -"
     last = cycles[-1]
-    steps = jobs.timeline(last)
+    steps = last.steps()
     start = steps[0][1] if steps else 0.0
     # In status's words (QUEUED, not queued): one vocabulary wherever a cycle shows.
-    times = " → ".join(f"{jobs.SHOWN.get(s) or s} +{t - start:.1f}s" for s, t in steps)
-    why = f": {last['detail']}" if last["detail"] else ""
-    state = jobs.SHOWN.get(last["state"]) or last["state"]
-    return f"  cycle: {state} (job {last['seq']}){why}\n    {times}"
+    times = " → ".join(f"{JobState(s).shown or s} +{t - start:.1f}s" for s, t in steps)
+    why = f": {last.detail}" if last.detail else ""
+    state = last.state.shown or last.state
+    return f"  cycle: {state} (job {last.seq}){why}\n    {times}"

@@ -424,6 +424,7 @@ def explain(obj: Context, ident: str, lines: int) -> None:
     decided and the lines it matched, every rule tried, and the last transitions."""
     from app.adapters.status import find_worker
     from app.adapters.store import StoreReader
+    from app.base.model import JobKind, JobState
     from app.observe.packs import detect_pack, load_packs
 
     reader = StoreReader(obj.workers_dir)
@@ -438,7 +439,7 @@ def explain(obj: Context, ident: str, lines: int) -> None:
     from app.front.cli.cycle import cycle_line
 
     echo_clean(cycle_line(jobs))
-    queued = sum(1 for j in jobs if j["kind"] == "message" and j["state"] == "queued")
+    queued = sum(1 for j in jobs if j.kind is JobKind.MESSAGE and j.state is JobState.QUEUED)
     if queued:
         click.echo(f"  queued messages: {queued} (see `conductor pty queue`)")
     packs = load_packs()
