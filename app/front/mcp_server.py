@@ -1,5 +1,6 @@
-"""``conductor pty mcp``: an MCP server on stdio for agents, adapting tool calls to the same core
-functions the CLI calls (``report``, ``goal``, ``status``, ``wait``, ``send``).
+"""``conductor pty mcp``: an MCP server on stdio for agents, adapting tool calls to the commands
+the CLI calls too (``app.front.commands``: ``report``, ``goal``, ``wait``, ``send``) and to
+``status``'s snapshot.
 
 An agent starts it from its own pane, so "my pane" is ``$TMUX_PANE`` on the tmux server named by
 ``$TMUX``. It acts for that pane: ``send`` types only into it, or into a pane the person named in
@@ -52,7 +53,7 @@ class Tools:
         return Tmux(socket_name=self.socket_name)
 
     def _own_pane(self) -> Target:
-        from app.act import handoff
+        from app.front import commands
 
         pane = self.env.get("TMUX_PANE", "").strip()
         if not pane:
@@ -60,7 +61,7 @@ class Tools:
                                  "is not set), so it cannot tell which pane it acts for")
         tmux = self._tmux()
         self._check_server(tmux, required=True)
-        return handoff.resolve(tmux, self.workers_dir, pane)
+        return commands.resolve(tmux, self.workers_dir, pane)
 
     def _check_server(self, tmux: Tmux, *, required: bool) -> None:
         """Refuse when the caller's pane is on another tmux server than the one this MCP server
@@ -81,31 +82,16 @@ class Tools:
                           f"{socket_path or pid} but serves the tmux server {tmux.label}; give "
                           "`conductor pty mcp` the -L (socket name) of the agent's server")
 
-    def _paused(self, worker_id: str) -> bool:
-        """The pane's latest cycle is PAUSED (by hand or by the assessor): nothing is typed."""
-        from app.adapters.store import StoreMissing, StoreReader
-        from app.base.model import JobKind, JobState
-
-        try:
-            reader = StoreReader(self.workers_dir)
-        except StoreMissing:
-            return False  # no store, no cycle; any other store problem refuses (fails closed)
-        try:
-            cycles = [job for job in reader.jobs(worker_id) if job.kind is JobKind.CYCLE]
-        finally:
-            reader.close()
-        return bool(cycles) and cycles[-1].state is JobState.PAUSED
-
     def report(self, status_report: str, wait_cmd: str | None = None) -> str:
         """An agent's report: its wait_cmd runs only when the person declared it (see
         ``jobs.agent_report``); the answer says which check, if any, the cycle runs."""
-        from app.act.cycle import jobs
         from app.base.redact import redact
+        from app.front import commands
         from app.run.configfile import load_config
 
         target = self._own_pane()
-        done = jobs.agent_report(self.workers_dir, target.worker_id, status_report, wait_cmd,
-                                 load_config(upgrade=False).cycle, origin="mcp")
+        done = commands.report(self.workers_dir, target.worker_id, status_report, wait_cmd,
+                               load_config(upgrade=False), by_agent=True)
         if done.declined is not None:
             instead = f" It runs the person's check for this pane instead: {redact(done.check)}." \
                 if done.check else " No check runs; conductor waits a moment instead."
@@ -120,10 +106,10 @@ class Tools:
                 "either types your next instruction or asks the person. End your turn now.")
 
     def set_goal(self, goal: str) -> str:
-        from app.act.cycle import jobs
+        from app.front import commands
 
         target = self._own_pane()
-        done = jobs.set_goal(self.workers_dir, target.worker_id, goal)
+        done = commands.goal(self.workers_dir, target.worker_id, goal)
         return f"goal of {target.name}: {done['goal'] or '(none)'}"
 
     def status(self) -> str:
@@ -136,23 +122,18 @@ class Tools:
     def wait(self, pane: str, until: str = "READY", timeout: float = 600.0) -> str:
         """Any pane of this tmux server, not only the caller's: it only reads what ``status``
         shows of every pane, and the caller's own pane is BUSY until this call returns."""
-        from app.act import handoff
-        from app.adapters.notify import parse_states
-        from app.observe.packs import load_packs
+        from app.front import commands
         from app.run.configfile import load_config
 
-        states = frozenset(parse_states(until.replace(",", " ").split()))
-        if not states:
-            raise ConductorError("until needs a state: READY, BUSY, NEEDS_CONFIRMATION or ERROR")
+        states = commands.wait_states(until, "until")
         if not 0 <= timeout <= MAX_WAIT_S:  # also false for NaN
             raise ConductorError(f"timeout must be seconds from 0 to {MAX_WAIT_S:g}, "
                                  f"got {timeout!r}")
         tmux = self._tmux()
         self._check_server(tmux, required=False)
-        target = handoff.resolve(tmux, self.workers_dir, pane)
-        cfg = load_config(upgrade=False, env=self.env)
-        watch = handoff.PaneWatch(tmux, target, load_packs(), cfg.watch, self.workers_dir)
-        result = handoff.wait(watch, states, timeout, cfg.wait_poll_s)
+        target = commands.resolve(tmux, self.workers_dir, pane)
+        _, result = commands.wait(tmux, self.workers_dir, target, states, timeout,
+                                  load_config(upgrade=False, env=self.env))
         a = result.assessment
         verdict = "reached" if result.reached else "timed out"
         return (f"{verdict}: {target.label} is {a.state.value} after {result.waited_s:.1f}s"
@@ -162,12 +143,12 @@ class Tools:
         """Into the caller's own pane, or one the person named in ``[mcp] send_to``; never a
         paused pane. Then the refusals of ``conductor pty send``."""
         from app.act import handoff
-        from app.observe.packs import load_packs
+        from app.front import commands
         from app.run.configfile import load_config
 
         own = self._own_pane()
         tmux = self._tmux()
-        target = handoff.resolve(tmux, self.workers_dir, pane)
+        target = commands.resolve(tmux, self.workers_dir, pane)
         cfg = load_config(upgrade=False, env=self.env)
         if target.pane.pane_id != own.pane.pane_id and not cfg.mcp.may_send(
                 target.worker_id, target.pane.pane_id, target.name):
@@ -175,12 +156,11 @@ class Tools:
                 f"not sent: this MCP server types only into its own pane, {own.label}; the "
                 f"person may allow {target.label} with send_to = [{json.dumps(target.name)}] "
                 f"in [mcp] of {cfg.path}")
-        if self._paused(target.worker_id):
+        if commands.paused(self.workers_dir, target.worker_id):
             raise handoff.Refused(
                 f"not sent: the cycle of {target.label} is paused, so nothing is typed into it "
                 f"until the person resumes it (`conductor pty resume {target.worker_id}`)")
-        handoff.send(tmux, target, text, load_packs(), cfg.watch, self.workers_dir,
-                     origin="mcp")
+        commands.send(tmux, self.workers_dir, target, text, cfg, origin="mcp")
         return f"sent to {target.label}"
 
 

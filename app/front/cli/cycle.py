@@ -24,13 +24,13 @@ if TYPE_CHECKING:
 
 def target_id(obj: Context, ident: str | None) -> tuple[str, str]:
     """(worker id, label) of a pane named on the command line, or of the caller's own pane."""
-    from app.act import handoff
+    from app.front import commands
 
     if ident is None:
         ident = os.environ.get("TMUX_PANE", "").strip()
         if not ident:
             raise ConductorError("no pane given and not inside tmux ($TMUX_PANE is not set)")
-    target = handoff.resolve(obj.tmux(), obj.workers_dir, ident)
+    target = commands.resolve(obj.tmux(), obj.workers_dir, ident)
     return target.worker_id, target.label
 
 
@@ -50,14 +50,15 @@ def report(obj: Context, args: tuple[str, ...], wait_cmd: str | None) -> None:
     ID defaults to the pane this runs in ($TMUX_PANE). The command line is yours: its
     --wait-cmd runs as given (an agent's MCP report runs only checks you declared).
     """
-    from app.act.cycle import jobs
+    from app.front import commands
 
     if len(args) > 2:
         raise ConductorError("give the status text as one argument (quote it), after an "
                              "optional ID")
     ident, text = (None, args[0]) if len(args) == 1 else (args[0], args[1])
     worker, label = target_id(obj, ident)
-    done = jobs.person_report(obj.workers_dir, worker, text, wait_cmd, read_config().cycle)
+    done = commands.report(obj.workers_dir, worker, text, wait_cmd, read_config(),
+                           by_agent=False)
     check = f" with check: {render.clean_text(done.check)}" if done.check else ""
     click.echo(f"report recorded for {label}; cycle job {done.seq} queued{check}")
 
@@ -177,20 +178,12 @@ def queue_send(obj: Context, ident: str, text: str) -> None:
     refuse the text, and when the pane shows a shell or a plain program now: a queued message
     is prose for an agent CLI (the watcher checks again when it types)."""
     from app.act import handoff
-    from app.act.cycle import jobs
-    from app.observe.packs import load_packs
+    from app.front import commands
 
-    handoff.check_text(text)
+    handoff.check_text(text)  # before looking for the pane: a bad text is told first
     tmux = obj.tmux()
-    target = handoff.resolve(tmux, obj.workers_dir, ident)
-    cfg = read_config()
-    packs = load_packs()
-    watch = handoff.PaneWatch(tmux, target, packs, cfg.watch, obj.workers_dir)
-    watch.poll()
-    refusal = jobs.prose_refusal(packs, watch.tracked)
-    if refusal:
-        raise jobs.NotAnAgent(f"not queued: {refusal}; `send` types a command into it now")
-    seq = jobs.queue_message(obj.workers_dir, target.worker_id, text, cfg.cycle.queue_ttl_s)
+    target = commands.resolve(tmux, obj.workers_dir, ident)
+    seq = commands.queue(tmux, obj.workers_dir, target, text, read_config())
     click.echo(f"queued job {seq} for {target.label}; the watcher types it when the pane is "
                "READY")
 

@@ -252,10 +252,10 @@ def _log_line(row: dict[str, Any]) -> str:
 @friendly_errors
 def goal(obj: Context, ident: str, text: str, check: str | None) -> None:
     """Set what a pane is working towards ("" clears it); herd rules and the LLM use it."""
-    from app.act.cycle import jobs
+    from app.front import commands
 
     worker = _worker(obj, ident)
-    done = jobs.set_goal(obj.workers_dir, worker["id"], text, check)
+    done = commands.goal(obj.workers_dir, worker["id"], text, check)
     shown = render.clean_text(done["goal"] or "(none)")
     declared = f"; check: {render.clean_text(done['check'])}" if done["check"] else ""
     click.echo(f"goal of {worker['name']} ({worker['id']}): {shown}{declared}")

@@ -316,8 +316,7 @@ def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force
     Put `--` before text that starts with a dash. With --queue the watcher delivers it, oldest
     first and one per turn, through the same refusals.
     """
-    from app.act import handoff
-    from app.observe.packs import load_packs
+    from app.front import commands
 
     if not words and sys.stdin.isatty():
         raise ConductorError("no text to send: give TEXT, or pipe it on stdin")
@@ -332,9 +331,9 @@ def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force
         queue_send(obj, ident, text)
         return
     tmux = obj.tmux()
-    target = handoff.resolve(tmux, obj.workers_dir, ident)
-    handoff.send(tmux, target, text, load_packs(), read_config().watch, obj.workers_dir,
-                 enter=not no_enter, force=force)
+    target = commands.resolve(tmux, obj.workers_dir, ident)
+    commands.send(tmux, obj.workers_dir, target, text, read_config(), enter=not no_enter,
+                  force=force)
 
 
 @pty.command()
@@ -350,12 +349,11 @@ def answer(obj: Context, ident: str, choice: str) -> None:
     cancels); OPTION is an option's key (2, y) or label. Exits 1 when the pane asks nothing,
     its options cannot be read, or the dialog is still up after the keys.
     """
-    from app.act import gate, handoff
-    from app.observe.packs import load_packs
+    from app.front import commands
 
     tmux = obj.tmux()
-    target = handoff.resolve(tmux, obj.workers_dir, ident)
-    done = gate.answer(tmux, target, choice, load_packs(), read_config().watch, obj.workers_dir)
+    target = commands.resolve(tmux, obj.workers_dir, ident)
+    done = commands.answer(tmux, obj.workers_dir, target, choice, read_config())
     click.echo(f"{target.label}: answered {render.clean_text(done.label)!r} "
                f"({' '.join(done.keys)})")
 
@@ -382,16 +380,11 @@ def wait(obj: Context, ident: str, until_text: str, timeout: float | None, poll:
     READY until the pane has visibly started the new turn (or a short grace passed).
     """
     from app.act import handoff
-    from app.adapters.notify import parse_states
-    from app.observe.packs import load_packs
+    from app.front import commands
 
-    until = frozenset(parse_states(until_text.replace(",", " ").split()))
-    if not until:
-        raise ConductorError("--until needs a state: READY, BUSY, NEEDS_CONFIRMATION or ERROR")
+    until = commands.wait_states(until_text, "--until")
     tmux = obj.tmux()
-    target = handoff.resolve(tmux, obj.workers_dir, ident)
-    cfg = read_config()
-    watch = handoff.PaneWatch(tmux, target, load_packs(), cfg.watch, obj.workers_dir)
+    target = commands.resolve(tmux, obj.workers_dir, ident)
 
     def report(assessment: Any) -> None:
         if verbose:
@@ -400,7 +393,8 @@ def wait(obj: Context, ident: str, until_text: str, timeout: float | None, poll:
             click.echo(f"{target.label}: {assessment.state.value} [{why}]{note}"
                        f"{'' if assessment.state in until else '; still waiting'}", err=True)
 
-    result = handoff.wait(watch, until, timeout, poll or cfg.wait_poll_s, on_change=report)
+    watch, result = commands.wait(tmux, obj.workers_dir, target, until, timeout, read_config(),
+                                  poll_s=poll, on_change=report)
     a = result.assessment
     if not result.reached:
         lasted = watch.seconds_in_state(a, result.state_seen_s)

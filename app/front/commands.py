@@ -1,0 +1,116 @@
+"""What the fronts do, written once: the CLI (``app.front.cli``) and the MCP server
+(``app.front.mcp_server``) both call these for send, queue, answer, wait, report and goal, and
+only parse their input and say the result in their own words.
+
+A command takes the pane as the front resolved it (``resolve``: an id, name, id prefix or
+``%N``), the tmux server, the store folder and the config file as the front read it. It refuses
+with a :class:`ConductorError` (one line), which the CLI prints and the MCP server returns as a
+tool error. Who may act on which pane (an agent only on its own, a person on any) is the front's
+to decide before it calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from app.act import handoff
+from app.act.cycle import jobs
+from app.base.errors import ConductorError
+from app.base.model import JobKind, JobState, State
+from app.observe.packs import load_packs
+
+if TYPE_CHECKING:
+    from app.act.gate import Answered
+    from app.adapters.tmux import Tmux
+    from app.observe.assess import Assessment
+    from app.run.configfile import Config
+
+Target = handoff.Target
+resolve = handoff.resolve
+
+
+def send(tmux: Tmux, workers_dir: Path, target: Target, text: str, cfg: Config, *,
+         enter: bool = True, force: bool = False, origin: str = "send") -> None:
+    """Type ``text`` into the pane now, through the gate's refusals (``handoff.send``)."""
+    handoff.send(tmux, target, text, load_packs(), cfg.watch, workers_dir, enter=enter,
+                 force=force, origin=origin)
+
+
+def queue(tmux: Tmux, workers_dir: Path, target: Target, text: str, cfg: Config) -> int:
+    """Store a message for the watcher to type when the pane is next READY; its job number.
+    Refused as ``send`` would refuse the text, and when the pane shows a shell or a plain
+    program now: a queued message is prose for an agent CLI (the watcher checks again when it
+    types)."""
+    handoff.check_text(text)
+    packs = load_packs()
+    watch = handoff.PaneWatch(tmux, target, packs, cfg.watch, workers_dir)
+    watch.poll()
+    refusal = jobs.prose_refusal(packs, watch.tracked)
+    if refusal:
+        raise jobs.NotAnAgent(f"not queued: {refusal}; `send` types a command into it now")
+    return jobs.queue_message(workers_dir, target.worker_id, text, cfg.cycle.queue_ttl_s)
+
+
+def answer(tmux: Tmux, workers_dir: Path, target: Target, choice: str, cfg: Config
+           ) -> Answered:
+    """Press the keys of the dialog's option ``choice`` (approve, refuse, a key or a label)."""
+    from app.act import gate
+
+    return gate.answer(tmux, target, choice, load_packs(), cfg.watch, workers_dir)
+
+
+def wait_states(until: str, what: str) -> frozenset[State]:
+    """The states a wait ends on, from "READY" or "READY,NEEDS_CONF" (``what``: how the front
+    calls the parameter, for the refusal)."""
+    from app.adapters.notify import parse_states
+
+    states = frozenset(parse_states(until.replace(",", " ").split()))
+    if not states:
+        raise ConductorError(f"{what} needs a state: READY, BUSY, NEEDS_CONFIRMATION or ERROR")
+    return states
+
+
+def wait(tmux: Tmux, workers_dir: Path, target: Target, until: Collection[State],
+         timeout_s: float | None, cfg: Config, *, poll_s: float | None = None,
+         on_change: Callable[[Assessment], None] | None = None
+         ) -> tuple[handoff.PaneWatch, handoff.WaitResult]:
+    """Block until the pane is in one of ``until`` or ``timeout_s`` passes (``handoff.wait``,
+    every ``poll_s``, by default the config's); the watch it looked through, and the result."""
+    watch = handoff.PaneWatch(tmux, target, load_packs(), cfg.watch, workers_dir)
+    result = handoff.wait(watch, until, timeout_s, poll_s or cfg.wait_poll_s,
+                          on_change=on_change)
+    return watch, result
+
+
+def report(workers_dir: Path, worker_id: str, text: str, wait_cmd: str | None, cfg: Config, *,
+           by_agent: bool) -> jobs.Reported:
+    """Record a report and queue its cycle. A person's ``wait_cmd`` runs as given; an agent's
+    only when the person declared or allowed it (``jobs.agent_report``)."""
+    if by_agent:
+        return jobs.agent_report(workers_dir, worker_id, text, wait_cmd, cfg.cycle, origin="mcp")
+    return jobs.person_report(workers_dir, worker_id, text, wait_cmd, cfg.cycle)
+
+
+def goal(workers_dir: Path, worker_id: str, text: str, check: str | None = None
+         ) -> dict[str, str | None]:
+    """Set what a pane works towards and, the person only, its declared check; both as they
+    are now."""
+    return jobs.set_goal(workers_dir, worker_id, text, check)
+
+
+def paused(workers_dir: Path, worker_id: str) -> bool:
+    """The pane's latest cycle is PAUSED (by hand or by the assessor): nothing is typed into it.
+    No store is no cycle; any other store problem raises (a caller that types fails closed)."""
+    from app.adapters.store import StoreMissing, StoreReader
+
+    try:
+        reader = StoreReader(workers_dir)
+    except StoreMissing:
+        return False
+    try:
+        cycles = [job for job in reader.jobs(worker_id) if job.kind is JobKind.CYCLE]
+    finally:
+        reader.close()
+    return bool(cycles) and cycles[-1].state is JobState.PAUSED
