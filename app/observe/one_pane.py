@@ -195,3 +195,10 @@ def watcher_vouches(row: Mapping[str, Any] | None, tracked: Tracked, since: floa
             and row.get("last_snapshot_hash") == tracked.stability_hash
             and (row.get("state_entered_ts") or 0.0) > max(
                 since, tracked.signals.sent, tracked.signals.turn_start))
+
+
+def target_of(tracked: Tracked) -> Target:
+    """The pane the watcher tracks, named as ``resolve`` names one: what the steps type into."""
+    server_pid = (tracked.pty_row or {}).get("server_pid") or 0
+    return Target(pane=tracked.pane, server_pid=int(server_pid), worker_id=tracked.worker_id,
+                  name=tracked.name, cli_forced=tracked.cli_forced)

@@ -19,7 +19,7 @@ and asks for a person.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -42,17 +42,14 @@ from app.act.cycle.jobs import (
     prose_refusal,
     stamp,
 )
+from app.act.steps import ActingStep
 from app.base.errors import ConductorError
 from app.base.inputs import clean_output
 from app.base.model import Job, JobState, Note, State
 from app.base.redact import redact
+from app.observe.one_pane import target_of
 
 if TYPE_CHECKING:
-    from app.adapters.llm import LLMClient
-    from app.adapters.store import StoreWriter
-    from app.adapters.tmux import Tmux
-    from app.base.settings import WatchSettings
-    from app.observe.packs import Pack
     from app.observe.pane import Tracked
 
 log = logging.getLogger(__name__)
@@ -68,22 +65,14 @@ _PRUNE_EVERY_S = 3600.0
 _KEEP_DONE_S = 7 * 86400.0
 
 
-class CycleStep:
-    def __init__(self, tmux: Tmux, store: StoreWriter, packs: Mapping[str, Pack],
-                 settings: CycleSettings, watch_settings: WatchSettings, *,
-                 llm: LLMClient | None = None,
-                 announce: Callable[[Tracked, Note], None] | None = None) -> None:
-        self.tmux = tmux
-        self.store = store
-        self.packs = packs
-        self.settings = settings
-        self.watch_settings = watch_settings
-        self.llm = llm
-        self.announce = announce
+class CycleStep(ActingStep[CycleSettings]):
+    source = "cycle"
+
+    def setup(self) -> None:
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="conductor-cycle")
         self._checks: dict[int, Future[Check]] = {}
-        self._runner = CheckRunner(settings.cmd_timeout_s, settings.output_chars,
-                                   store_tag(store.workers_dir))
+        self._runner = CheckRunner(self.settings.cmd_timeout_s, self.settings.output_chars,
+                                   store_tag(self.store.workers_dir))
         self._decisions: dict[int, Future[decide.Decision]] = {}
         self._tick: float | None = None
         self._latest: dict[str, Job] = {}
@@ -233,12 +222,8 @@ class CycleStep:
         """Type through the safe path; the refusal, or "" once typed."""
         from app.act import handoff
 
-        server_pid = (pane.pty_row or {}).get("server_pid") or 0
-        target = handoff.Target(pane=pane.pane, server_pid=int(server_pid),
-                                worker_id=pane.worker_id, name=pane.name,
-                                cli_forced=pane.cli_forced)
         try:
-            handoff.send(self.tmux, target, text, self.packs, self.watch_settings,
+            handoff.send(self.tmux, target_of(pane), text, self.packs, self.watch_settings,
                          self.store.workers_dir, origin=origin, agent_only=True)
         except ConductorError as exc:  # Refused, or the pane went away
             return str(exc)
@@ -404,12 +389,7 @@ class CycleStep:
 
     def _tell(self, pane: Tracked, note: Note) -> None:
         log.info("cycle %s: %s%s", pane.name, note.title, f": {note.body}" if note.body else "")
-        if self.announce is None:
-            return
-        try:
-            self.announce(pane, note)
-        except Exception as exc:  # a notification is never worth a tick
-            log.warning("cycle notification failed: %s", exc)
+        super()._tell(pane, note)
 
     def close(self) -> None:
         self._runner.close()

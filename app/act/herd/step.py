@@ -15,22 +15,20 @@ that pane, logged once per change, while the other panes decide as usual.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from app.act.herd import eligibility, rules
 from app.act.herd.eligibility import Counters, Decision, HerdSettings, PaneFacts
+from app.act.steps import ActingStep
 from app.base.errors import ConductorError
 from app.base.model import Note, State
+from app.observe.one_pane import target_of
 from app.observe.packs import GENERIC_PACK, PatternTimeout, time_limit
 
 if TYPE_CHECKING:
     from app.act.herd.llmrule import Asker
-    from app.adapters.llm import LLMClient
-    from app.adapters.store import StoreWriter
-    from app.adapters.tmux import Tmux
-    from app.base.settings import WatchSettings
     from app.observe.packs import Pack
     from app.observe.pane import Tracked
 
@@ -64,18 +62,10 @@ class Outcome:
     detail: str = ""
 
 
-class HerdStep:
-    def __init__(self, tmux: Tmux, store: StoreWriter, packs: Mapping[str, Pack],
-                 settings: HerdSettings, watch_settings: WatchSettings, *,
-                 llm: LLMClient | None = None,
-                 announce: Callable[[Tracked, Note], None] | None = None) -> None:
-        self.tmux = tmux
-        self.store = store
-        self.packs = packs
-        self.settings = settings
-        self.watch_settings = watch_settings
-        self.llm = llm
-        self.announce = announce
+class HerdStep(ActingStep[HerdSettings]):
+    source = "herd"
+
+    def setup(self) -> None:
         self._asker: Asker | None = None
         self._tick: float | None = None
         self._rows: dict[str, dict[str, Any]] = {}
@@ -278,9 +268,7 @@ class HerdStep:
         from app.act import handoff
 
         tracked = pending.tracked
-        target = handoff.Target(pane=tracked.pane, server_pid=_server_pid(tracked) or 0,
-                                worker_id=tracked.worker_id, name=tracked.name,
-                                cli_forced=tracked.cli_forced)
+        target = target_of(tracked)
         try:
             if rule.approve and pending.facts.state is State.NEEDS_CONFIRMATION:
                 # A dialog takes its own keys, never typed text: the rule's command names the
@@ -399,15 +387,6 @@ class HerdStep:
             "text": outcome.text or None, "state": pending.facts.state.value,
             "detail": outcome.detail or _detail(pending, counters),
         }
-
-    def _tell(self, tracked: Tracked, note: Note) -> None:
-        if self.announce is None:
-            return
-        try:
-            self.announce(tracked, note)
-        except Exception as exc:  # a notification is never worth a nudge or a tick
-            log.warning("herd notification failed: %s", exc)
-
 
 # Blocks that say something is wrong with the rules or the code, not with the pane's moment.
 _FAULTS = frozenset({"rule_error", "herd_fault"})
