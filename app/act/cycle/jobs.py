@@ -1,11 +1,13 @@
 """Jobs for the daemon, and the commands that write them: ``send --queue``, ``report``,
 ``pause``/``resume``, ``queue drop``, plus ``dispatch`` (which needs no daemon).
 
-A job is one row of the store's ``jobs`` table. A queued message (kind ``message``) waits in
-state ``queued`` until the watcher delivers it (``delivered``), it expires (``expired``) or a
-person drops it (``dropped``). A cycle (kind ``cycle``) starts ``queued`` and moves through
-WAITING, IDLE_SPIN and DECIDING to STANDBY (a directive was typed) or PAUSED (nothing typed, a
-person told); a newer report supersedes an unfinished cycle of the same pane. A job is finished
+A job is one row of the store's ``jobs`` table, read as an ``app.base.model.Job``; the states of
+both kinds are one ``JobState`` vocabulary (the names below are its members). A queued message
+(kind ``message``) waits in state ``queued`` until the watcher delivers it (``delivered``), it
+expires (``expired``) or a person drops it (``dropped``). A cycle (kind ``cycle``) starts
+``queued`` and moves through WAITING, IDLE_SPIN and DECIDING to STANDBY (a directive was typed)
+or PAUSED (nothing typed, a person told); a newer report supersedes an unfinished cycle of the
+same pane. A job is finished
 once ``done_ts`` is set; the daemon reads unfinished jobs on every tick, so a job written while
 no daemon runs is picked up when one starts. A job the watcher could not work (a check that
 would not start, a step that failed) ends ``failed`` with the reason, so the queue moves on.
