@@ -148,15 +148,29 @@ class RuleTrace:
     detail: str
 
 
-class JobKind(str, enum.Enum):
+class _Stored(str, enum.Enum):
+    """A word the store holds: printed as itself, and a word this version does not know (a newer
+    one wrote it) reads as itself, not as an error that would stop every reader of the jobs."""
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    @classmethod
+    def _missing_(cls, value: object) -> _Stored | None:
+        if not isinstance(value, str):
+            return None
+        unknown = str.__new__(cls, value)
+        unknown._name_ = value
+        unknown._value_ = value
+        return unknown
+
+
+class JobKind(_Stored):
     MESSAGE = "message"  # a queued message: typed when its pane is next READY
     CYCLE = "cycle"  # the post-report cycle: check, settle, decide, one directive
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class JobState(str, enum.Enum):
+class JobState(_Stored):
     """Every state of a job, as the store has always held it: a queued message's states and a
     cycle's ends in lower case, a cycle in motion (and its two shown ends) in upper case. The
     stored strings are kept, so a store written before this type reads as it was."""
@@ -173,20 +187,6 @@ class JobState(str, enum.Enum):
     SUPERSEDED = "superseded"  # a cycle: a newer report came
     RESUMED = "resumed"  # a paused cycle: the person resumed the pane
     FAILED = "failed"  # either: the watcher could not work it (the reason is in ``detail``)
-
-    def __str__(self) -> str:
-        return self.value
-
-    @classmethod
-    def _missing_(cls, value: object) -> JobState | None:
-        # A state a newer version wrote reads as itself, not as an error that would stop
-        # every reader of the jobs.
-        if not isinstance(value, str):
-            return None
-        unknown = str.__new__(cls, value)
-        unknown._name_ = value
-        unknown._value_ = value
-        return unknown
 
     @property
     def shown(self) -> str:

@@ -250,4 +250,8 @@ def test_jobs_written_by_hand_with_every_stored_state_read_as_typed_jobs(tmp_pat
     assert jobs[0].kind is JobKind.MESSAGE and not jobs[0].finished and jobs[1].finished
     writer = StoreWriter(tmp_path)
     assert [job.seq for job in writer.open_jobs()] == [1]
+    with writer.transaction() as conn:
+        later = writer.add_job(conn, {"id": "abc", "kind": "later_kind", "state": "queued"})
+    [job] = [job for job in writer.open_jobs() if job.seq == later]
+    assert job.kind == "later_kind" and job.kind not in (JobKind.MESSAGE, JobKind.CYCLE)
     writer.close()
