@@ -20,6 +20,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -105,7 +106,6 @@ class Lab:
         return self.tm("capture-pane", "-p", "-t", "lab").stdout
 
     def wait_screen(self, needle, timeout=30, gone=False):
-        import re
         end = time.time() + timeout
         while time.time() < end:
             found = re.search(needle, self.pane()) is not None
@@ -292,7 +292,6 @@ class Lab:
                            capture_output=True)
 
     def start_claude(self, fresh=True):
-        import re
         self.tm("send-keys", "-t", "lab", "claude" if not fresh else "clear; claude", "Enter")
         # start-up dialogs a seeded HOME may still meet (releases differ, and some come up a
         # moment after the box): each is captured once; idle means the box, no dialog, twice
@@ -328,10 +327,13 @@ class Lab:
         self.settle()
 
     def quit_claude(self):
-        self.keys("C-c")
-        time.sleep(0.3)
-        self.keys("C-c")
-        self.wait_screen(r"lab\$ *$", 15)
+        for _ in range(6):
+            if re.search(r"lab\$ *$", self.pane().rstrip("\n")):
+                return
+            self.keys("C-c")
+            time.sleep(0.3)
+            self.keys("C-c")
+            time.sleep(1)
 
     # ---- cases ---------------------------------------------------------------------------
     def case_core(self):
@@ -550,13 +552,22 @@ class Lab:
         self.settle()
         self.cap("ready-after-interrupt", "READY", "Esc while streaming; turn aborted, idle")
 
+    def kill_claude(self):
+        """Claude Code killed from outside (a crash, a closed ssh link): its last frame stays."""
+        shell = self.tm("display-message", "-p", "-t", "lab", "#{pane_pid}").stdout.strip()
+        kids = subprocess.run(["ps", "-o", "pid=", "--ppid", shell], capture_output=True,
+                              text=True).stdout.split()
+        for pid in kids:
+            os.kill(int(pid), 9)
+        self.wait_screen(r"lab\$ *$", 15)
+
     def case_restart(self):
-        """A dialog left on screen when Claude Code is quit, then a new session below it."""
+        """A dialog left on screen when Claude Code died, then a new session below it."""
         t = self.count(self.tool_sent())
         self.send("Clean the build directory RUNBASH")
         self.wait_ev(self.tool_sent(), t, 30)
         time.sleep(2.5)
-        self.quit_claude()
+        self.kill_claude()
         self.start_claude(fresh=False)
         self.cap("ready-restart-old-dialog-above", "READY",
                  "quit with a permission dialog open, started again below it; idle")
