@@ -176,7 +176,7 @@ class ScreenView:
             return []
         top, bottom = spot
         above = [r for r in self.filled if r < top]
-        above = above[len(above) - region.count:] if region.count else []
+        above = above[max(0, len(above) - region.count):] if region.count else []
         inside = [r for r in self.filled if top <= r <= bottom]
         below = [r for r in self.filled if r > bottom]
         return {"above": above, "below": below, "at": inside,

@@ -178,3 +178,33 @@ def test_claude_dialog_is_its_option_block_whatever_follows(claude: Pack) -> Non
         assert verdict.summary == "Claude Code wants to run: rm -rf build"
     answered = dialog + f"● Done.\n{RULE}\n❯\xa0\n{RULE}\n  ? for shortcuts"
     assert claude.classify(answered).state is State.READY
+
+
+def test_above_takes_what_there_is_on_a_short_screen() -> None:
+    # fewer lines above the anchor than asked for: all of them, not a wrapped-around slice
+    working = screen("""
+        * Thinking... (3s)
+          [x] one
+          [ ] two
+          [ ] three
+        +-----+
+        | >
+        +-----+
+        """)
+    pack = parse_pack(BOXED.replace("region: {above: box, lines: 20}",
+                                    "region: {above: box, lines: 50}"), "boxed.yml")
+    assert pack.classify(working).rule_id == "working"
+
+
+def test_claude_reply_without_end_mark_is_busy_only_where_the_release_draws_end_marks(
+        claude: Pack) -> None:
+    box = f"{RULE}\n❯\xa0\n{RULE}\n  🤖 Opus │ 📁 proj │ 🌿 main*"
+    reply = "● lorem ipsum dolor sit amet\n  sed do eiusmod\n  3 tasks (2 done, 1 in progress)\n"
+    # 2.1.19-2.1.2x: a spinner for as long as it works, no end mark after a short turn
+    assert claude.classify(reply + box).state is State.READY
+    # 2.1.197 and later close every turn with an end mark; their footer says so
+    verdict = claude.classify(reply + box + "\n  ← for agents")
+    assert (verdict.state, verdict.rule_id) == (
+        State.BUSY, "reply-without-end-mark-newer-release")
+    ended = reply.replace("  3 tasks", "✻ Worked for 3s · done 11:22 PM\n  3 tasks")
+    assert claude.classify(ended + box + "\n  ← for agents").state is State.READY
