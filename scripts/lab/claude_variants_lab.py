@@ -228,6 +228,12 @@ class Lab:
 
     def ready(self, case, note, ended_before, timeout=90):
         self.wait_ev(self.turn_end, ended_before, timeout)
+        # a turn queued behind another ends later than the first end_turn: wait for every
+        # response the server started to have ended
+        end = time.time() + timeout
+        while time.time() < end and self.count(self.main_start) > self.count(
+                lambda x: x["kind"] in ("response_end", "client_disconnected") and x.get("main", True)):
+            time.sleep(0.3)
         time.sleep(1.0)
         self.settle()
         self.cap(case, "READY", note)
@@ -353,31 +359,32 @@ class Lab:
         time.sleep(7)
         self.cap_busy("busy-streaming", "model streaming text (0.4 s a word)", e)
         self.ready("ready-after-long-answer", "turn finished after a long streamed answer", e)
-        # a shell command waiting for approval, then approved
+        # a shell command waiting for approval, then approved (accept-edits mode may run it
+        # without asking: then there is no dialog to capture)
         e = self.count(self.turn_end)
         t = self.count(self.tool_sent())
         self.send("Clean the build directory RUNBASH")
         self.wait_ev(self.tool_sent(), t, 30)
         time.sleep(2.5)
-        self.cap("confirm-shell-command", "NEEDS_CONFIRMATION", "approval for 'rm -rf build'")
-        self.keys("Enter")
-        self.ready("ready-after-tool", "turn finished after an approved tool call", e)
-        # a file write refused with Esc
+        if "Do you want to proceed" in self.pane():
+            self.cap("confirm-shell-command", "NEEDS_CONFIRMATION", "approval for 'rm -rf build'")
+            self.keys("Enter")
+        self.ready("ready-after-tool", "turn finished after a shell command", e)
+        # a file write refused with Esc, or written without asking in accept-edits mode
         self.make_proj()
+        e = self.count(self.turn_end)
         t = self.count(self.tool_sent())
         self.send("Create a notes file EDITFILE")
         self.wait_ev(self.tool_sent(), t, 30)
         time.sleep(2.5)
-        if RUNS[self.a.run_name]["mode"] == "acceptEdits":
-            self.settle()
-        else:
+        if "Do you want to" in self.pane():
             self.cap("confirm-file-write", "NEEDS_CONFIRMATION", "approval for creating notes.txt")
             self.keys("Escape")
-        time.sleep(2.5)
-        self.settle()
-        self.cap("ready-after-deny" if RUNS[self.a.run_name]["mode"] != "acceptEdits"
-                 else "ready-after-accepted-edit", "READY",
-                 "file write refused with Esc (or accepted by accept-edits mode); prompt idle")
+            time.sleep(2.5)
+            self.settle()
+            self.cap("ready-after-deny", "READY", "file write refused with Esc; prompt idle")
+        else:
+            self.ready("ready-after-accepted-edit", "file written without asking; turn over", e)
         # an API error it does not retry
         e = self.count(lambda x: x["kind"] == "error_sent")
         self.send("Trigger an error FAIL400")
@@ -385,6 +392,12 @@ class Lab:
         time.sleep(3)
         self.settle()
         self.cap("error-400", "ERROR", "HTTP 400 shown, turn over")
+        # a plain answer, so the next case starts from an idle screen with no error on it
+        e = self.count(self.turn_end)
+        self.send("Say you are ready")
+        self.wait_ev(self.turn_end, e, 40)
+        time.sleep(1.5)
+        self.settle()
 
     def task_actions(self, tasks_api):
         subjects = [("Read the README", "Reading the README"),
@@ -547,10 +560,11 @@ class Lab:
         time.sleep(2)
         self.cap_busy("busy-streaming-draft-typed", "streaming while a draft is typed in the box", e)
         self.keys("C-u")
-        self.keys("Escape")
+        # in vim mode Esc leaves INSERT mode; Ctrl+C interrupts in every mode
+        self.keys("C-c" if RUNS[self.a.run_name]["editor"] == "vim" else "Escape")
         time.sleep(2.5)
         self.settle()
-        self.cap("ready-after-interrupt", "READY", "Esc while streaming; turn aborted, idle")
+        self.cap("ready-after-interrupt", "READY", "turn interrupted while streaming; idle")
 
     def kill_claude(self):
         """Claude Code killed from outside (a crash, a closed ssh link): its last frame stays."""
