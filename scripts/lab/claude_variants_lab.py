@@ -392,8 +392,11 @@ class Lab:
         time.sleep(3)
         self.settle()
         self.cap("error-400", "ERROR", "HTTP 400 shown, turn over")
-        # a plain answer, so the next case starts from an idle screen with no error on it
+        # a plain answer, so the next case starts from an idle screen with no error on it (the
+        # CLI merges the failed prompt into the next one, whose keyword would fail it again)
         e = self.count(self.turn_end)
+        self.queue([{"type": "text", "text": "OK. I am ready for the next instruction.",
+                     "delay": 0.05}])
         self.send("Say you are ready")
         self.wait_ev(self.turn_end, e, 40)
         time.sleep(1.5)
@@ -573,7 +576,13 @@ class Lab:
                               text=True).stdout.split()
         for pid in kids:
             os.kill(int(pid), 9)
-        self.wait_screen(r"lab\$ *$", 15)
+        time.sleep(1)
+        # the cursor was inside the dead frame: move it under the frame, so the new session
+        # starts below the old dialog instead of drawing over it
+        rows = int(self.a.size.split("x")[1])
+        self.tm("send-keys", "-t", "lab", "-l", f"printf '\\033[{rows};1H\\n'")
+        self.tm("send-keys", "-t", "lab", "Enter")
+        time.sleep(1)
 
     def case_restart(self):
         """A dialog left on screen when Claude Code died, then a new session below it."""
