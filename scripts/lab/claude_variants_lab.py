@@ -143,7 +143,8 @@ class Lab:
     def ev(self):
         try:
             with open(self.events) as f:
-                return [json.loads(l) for l in f if l.strip()]
+                found = [json.loads(line) for line in f if line.strip()]
+            return [e for e in found if isinstance(e, dict)]
         except OSError:
             return []
 
@@ -180,6 +181,8 @@ class Lab:
             try:
                 body = json.load(open(path))
             except (OSError, ValueError):
+                continue
+            if not isinstance(body, dict):  # a queue of actions posted to the control API
                 continue
             self.tools |= {t.get("name") for t in body.get("tools") or [] if t.get("name")}
 
