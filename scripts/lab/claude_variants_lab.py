@@ -440,8 +440,18 @@ class Lab:
         acts.append({"type": "text", "tokens": 30, "delay": 0.35, "line_words": 8})
         return acts
 
-    def case_tasks(self):
+    def warm_up(self):
+        """One plain turn, so the tools the CLI offers are known (from its request body)."""
         self.learn_tools()
+        if self.tools:
+            return
+        e = self.count(self.turn_end)
+        self.send("Say hello")
+        self.ready("ready-after-hello", "a short plain turn", e)
+        self.learn_tools()
+
+    def case_tasks(self):
+        self.warm_up()
         tasks_api = "TaskCreate" in self.tools
         if not tasks_api and "TodoWrite" not in self.tools:
             log("no task tool offered: tasks case skipped")
@@ -500,7 +510,7 @@ class Lab:
         return words in self.pane()
 
     def case_modes(self):
-        self.learn_tools()
+        self.warm_up()
         if self.cycle_to("accept edits on"):
             self.settle()
             self.cap("ready-acceptedits-mode", "READY", "idle in accept-edits mode")
