@@ -22,4 +22,5 @@ if [ "$BATCH" = 2 ] || [ "$BATCH" = all ]; then
   one accept 120x40 core,modes,tasks
   one vim 100x30 core,draft,tasks
   one plain 213x60 core,tasks,modes,language
+  one plain 80x24 core,prose,ask,language
 fi
