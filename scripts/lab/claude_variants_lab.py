@@ -230,7 +230,9 @@ class Lab:
             self.drop(name, "the turn ended around the capture")
 
     def ready(self, case, note, ended_before, timeout=90):
-        self.wait_ev(self.turn_end, ended_before, timeout)
+        if not self.wait_ev(self.turn_end, ended_before, timeout):
+            log(f"no end of turn: {case} not captured")
+            return
         # a turn queued behind another ends later than the first end_turn: wait for every
         # response the server started to have ended
         end = time.time() + timeout
