@@ -208,3 +208,22 @@ def test_claude_reply_without_end_mark_is_busy_only_where_the_release_draws_end_
         State.BUSY, "reply-without-end-mark-newer-release")
     ended = reply.replace("  3 tasks", "✻ Worked for 3s · done 11:22 PM\n  3 tasks")
     assert claude.classify(ended + box + "\n  ← for agents").state is State.READY
+
+
+@pytest.mark.parametrize("glyph", ["✻", "✳", "✽", "⠋", "◐"])
+def test_claude_spinner_is_the_turn_line_whatever_its_glyph(claude: Pack, glyph: str) -> None:
+    box = f"{RULE}\n❯\xa0\n{RULE}\n  Opus | ~/proj | 23%"
+    working = (f"● Bash(sleep 10)\n  ⎿  Running…\n{glyph} Cleaning the build directory… (2m 3s)\n"
+               f"  ⎿  ✔ Read the README\n     ◼ Clean the build directory\n{box}")
+    assert claude.classify(working).state is State.BUSY
+    # a reply whose text ends in an ellipsis is not a spinner
+    idle = f"● I looked at it and will wait for you…\n{box}"
+    assert claude.classify(idle).state is State.READY
+
+
+def test_claude_draft_that_looks_like_an_option_is_a_draft(claude: Pack) -> None:
+    screen_text = (f"✻ Worked for 3s\n{RULE}\n❯ 1. fix the parser\n  2. then the tests\n{RULE}\n"
+                   "  ? for shortcuts")
+    verdict = claude.classify(screen_text)
+    assert verdict.state is State.READY
+    assert claude.draft(screen_text) == "1. fix the parser 2. then the tests"
