@@ -227,3 +227,12 @@ def test_claude_draft_that_looks_like_an_option_is_a_draft(claude: Pack) -> None
     verdict = claude.classify(screen_text)
     assert verdict.state is State.READY
     assert claude.draft(screen_text) == "1. fix the parser 2. then the tests"
+
+
+def test_claude_bare_menu_is_found_whatever_follows_it(claude: Pack) -> None:
+    menu = (f"{RULE}\n  Make auto mode your default permission mode?\n"
+            "  ❯ Yes, set auto mode as my default permission mode\n    No, keep manual mode\n")
+    for tail in ("", "  2/3 tasks done · 1 in progress\n  ✔ Read the README\n  ◼ Write a summary"):
+        verdict = claude.classify(menu + tail)
+        assert (verdict.state, verdict.rule_id) == (State.NEEDS_CONFIRMATION, "bare-menu"), tail
+        assert "default permission mode?" in verdict.summary
