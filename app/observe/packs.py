@@ -318,6 +318,9 @@ class Pack:
     # Parts of an idle screen that change by themselves (a hint that fades after a turn, a clock):
     # blanked before hashing so they do not hold READY back.
     volatile: tuple[re.Pattern[str], ...] = ()
+    # Parts placed by anchors that change by themselves (a status line with a clock under the
+    # box): their lines are left out of the fingerprint.
+    volatile_regions: tuple[Region, ...] = ()
     input: InputBox | None = None
     # The generic pack, whose NEEDS_CONFIRMATION and BUSY rules run beneath this pack's (see
     # _ordered): dialogs a CLI's pack has not learned yet (set by load_packs).
@@ -353,6 +356,10 @@ class Pack:
         raw screen so READY is not delayed by text that changes on its own.
         """
         text = normalise(screen)
+        if self.volatile_regions:
+            view = ScreenView(text, self.anchors)
+            drop = {row for region in self.volatile_regions for row in view.rows_of(region)}
+            text = "\n".join(line for i, line in enumerate(view.lines) if i not in drop)
         for pattern in self.volatile:
             text = pattern.sub("", text)
         return screen_hash(text)
@@ -584,6 +591,7 @@ def parse_pack(text: str, where: str) -> Pack:
         stable_polls=stable_polls,
         rules=ordered,
         volatile=_parse_volatile(data.get("volatile"), where, top),
+        volatile_regions=_parse_volatile_regions(data.get("volatile"), where, top, anchors),
         input=_parse_input(data.get("input"), where, top, anchors),
         anchors=anchors,
         examples=tuple(_parse_example(raw, where, top) for raw in data.get("examples") or []),
@@ -858,11 +866,23 @@ def _parse_detect(raw: Any, where: str, top: int | None) -> Detect:
 
 
 def _parse_volatile(raw: Any, where: str, top: int | None) -> tuple[re.Pattern[str], ...]:
+    """The regexes of ``volatile``; its ``{region: …}`` items are read by the function below."""
     if raw is None:
         return ()
     if not isinstance(raw, list):
-        raise PackError(where, top, "'volatile' must be a list of regexes")
-    return tuple(_compile(p, where, top, "volatile") for p in raw)
+        raise PackError(where, top, "'volatile' must be a list of regexes or {region: …}")
+    return tuple(_compile(p, where, top, "volatile") for p in raw if not isinstance(p, dict))
+
+
+def _parse_volatile_regions(raw: Any, where: str, top: int | None,
+                            anchors: Collection[str]) -> tuple[Region, ...]:
+    regions: list[Region] = []
+    for item in raw if isinstance(raw, list) else []:
+        if isinstance(item, dict):
+            _check_keys(item, {"region"}, where, "volatile")
+            regions.append(_parse_region(item.get("region"), where, _line(item, top),
+                                         "volatile", anchors))
+    return tuple(regions)
 
 
 def _parse_input(raw: Any, where: str, top: int | None,

@@ -236,3 +236,21 @@ def test_claude_bare_menu_is_found_whatever_follows_it(claude: Pack) -> None:
         verdict = claude.classify(menu + tail)
         assert (verdict.state, verdict.rule_id) == (State.NEEDS_CONFIRMATION, "bare-menu"), tail
         assert "default permission mode?" in verdict.summary
+
+
+def test_a_volatile_region_leaves_a_ticking_status_line_out_of_the_fingerprint(
+        claude: Pack) -> None:
+    idle = (f"● Done.\n✻ Worked for 3s\n{RULE}\n❯\xa0\n{RULE}\n"
+            "  🕐 23:59:58 │ session 12m 4s\n  ? for shortcuts")
+    ticked = idle.replace("23:59:58", "23:59:59").replace("12m 4s", "12m 5s")
+    assert claude.fingerprint(idle) == claude.fingerprint(ticked)
+    assert claude.fingerprint(idle) != claude.fingerprint(idle.replace("Done.", "Done!"))
+    assert claude.fingerprint(idle) != claude.fingerprint(idle.replace("❯\xa0", "❯ typed"))
+
+
+def test_volatile_takes_regexes_and_anchored_regions_only() -> None:
+    text = BOXED.replace("rules:", "volatile:\n  - 'clock \\d+'\n  - region: {below: box}\nrules:")
+    pack = parse_pack(text, "boxed.yml")
+    assert len(pack.volatile) == 1 and len(pack.volatile_regions) == 1
+    with pytest.raises(PackError, match="unknown key"):
+        parse_pack(BOXED.replace("rules:", "volatile:\n  - {when: box}\nrules:"), "boxed.yml")
