@@ -17,6 +17,7 @@ if [ "$BATCH" = 1 ] || [ "$BATCH" = all ]; then
   one sl2c 200x50 core,tasks,language,prose,ask,restart
   one sl3 80x24 core,tasks,prose
   one sl1 250x80 core,tasks,restart
+  one sl3 213x245 core,tasks,restart  # tall: an old dialog above the new banner stays in view
 fi
 if [ "$BATCH" = 2 ] || [ "$BATCH" = all ]; then
   one accept 120x40 core,modes,tasks
