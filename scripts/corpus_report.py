@@ -3,6 +3,7 @@
     python scripts/corpus_report.py            # all figures
     python scripts/corpus_report.py --errors   # also list every wrong screen
     python scripts/corpus_report.py --versions # only the per-CLI, per-version table
+    python scripts/corpus_report.py --variations  # held-out variant captures per variation
 
 The corpus lives in ``tests/corpus/<set>/``: each set has a ``labels.tsv`` (path, cli, state, size,
 note, and optionally the pane's foreground ``command`` at capture time),
@@ -479,6 +480,34 @@ def version_table(results: Sequence[ScreenResult]) -> list[str]:
     return out
 
 
+# Captures of one release in several set-ups (scripts/lab/claude_variants_lab.py) are sets named
+# `<cli>-<version>-variants`; each screen's file name ends in `-<variation>-<cols>x<rows>.txt`.
+VARIANT_SET_SUFFIX = "-variants"
+
+
+def variation_of(case: ScreenCase) -> str:
+    stem = Path(case.path).stem
+    parts = stem.rsplit("-", 2)
+    return f"{parts[-2]} {parts[-1]}" if len(parts) == 3 else "?"
+
+
+def variation_table(results: Sequence[ScreenResult]) -> list[str]:
+    """One row per release and variation of the variant sets, held-out screens only."""
+    grouped: dict[tuple[str, str, str], list[ScreenResult]] = defaultdict(list)
+    for result in results:
+        case = result.case
+        if case.held_out and case.set_name.endswith(VARIANT_SET_SUFFIX):
+            grouped[(case.cli, case.version, variation_of(case))].append(result)
+    out = [f"{'cli':<12} {'version':<9} {'variation':<16} {'screens':>7} {'right':>6} "
+           f"{'%':>6}  {'false READY':>11}  {'dialogs found':>13}"]
+    for (cli, version, variation), group in sorted(grouped.items()):
+        fig = figures(group)
+        out.append(f"{cli:<12} {version:<9} {variation:<16} {fig.total:>7} {fig.right:>6} "
+                   f"{100 * fig.accuracy:6.1f}  {fig.ready_on_busy + fig.ready_on_confirm:>11}  "
+                   f"{fig.confirm_found:>6}/{fig.confirm_total:<6}")
+    return out
+
+
 def draft_line(label: str, fig: DraftFigures) -> str:
     return (f"{label:<14} screens {fig.screens:>3}   typed {fig.typed:>2}   read right "
             f"{fig.read_right:>2}   missed {fig.missed}   wrong text {fig.wrong_text}   "
@@ -556,7 +585,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="with --errors, also list wrong held-out screens (spoils them)")
     parser.add_argument("--versions", action="store_true",
                         help="print only the per-CLI, per-version table")
+    parser.add_argument("--variations", action="store_true",
+                        help="print only the held-out screens of the variant sets, per release "
+                             "and variation (status line, mode, size)")
     args = parser.parse_args(argv)
+    if args.variations:
+        print("\n".join(variation_table(classify_cases(load_packs(), load_cases()))))
+        return 0
     if args.versions:
         print("\n".join(version_table(classify_cases(load_packs(), load_cases()))))
         return 0

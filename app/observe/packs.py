@@ -13,7 +13,7 @@ import re
 import string
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -49,13 +49,14 @@ GENERIC_PACK = "generic"
 _LINE_KEY = "__line__"
 
 _PACK_KEYS = {"name", "description", "detect", "stable_polls", "volatile", "input", "rules",
-              "examples", "checked_versions", "clear_command"}
+              "anchors", "examples", "checked_versions", "clear_command"}
 _DETECT_KEYS = {"commands", "command_patterns", "titles", "screen", "weak"}
 _RULE_KEYS = {"id", "state", "region", "match", "unless", "reason", "summary", "actions_needed",
               "confidence", "description", "program"}
 _CONDITION_KEYS = {"pattern", "region"}
 _EXAMPLE_KEYS = {"name", "state", "screen", "rule", "draft", "program"}
 _INPUT_KEYS = {"region", "match", "trim", "placeholder"}
+_ANCHOR_KEYS = {"pattern", "region"}
 _DRAFT_GROUP = "draft"
 # Template fields every rule may use besides its own named groups: the first matched line, the
 # hint computed from the dialog's options on screen, the plain program in the foreground.
@@ -76,11 +77,15 @@ class _LineLoader(yaml.SafeLoader):
 
 @dataclass(frozen=True)
 class Region:
-    """Which part of the screen a condition looks at: all of it, or the first/last N non-blank
-    lines (terminals pad the bottom with blank lines, which carry nothing)."""
+    """Which part of the screen a condition looks at: all of it, the first/last N non-blank
+    lines (terminals pad the bottom with blank lines, which carry nothing), or a part placed
+    by one of the pack's anchors: the N non-blank lines ``above`` it, everything ``below`` it,
+    the anchor itself (``at``), or ``from`` N lines above it down to the bottom of the screen.
+    An anchored region of a screen where its anchor is not found is empty."""
 
-    kind: str = "all"  # "all" | "last" | "first"
+    kind: str = "all"  # "all" | "last" | "first" | "above" | "below" | "at" | "from"
     count: int = 0
+    anchor: str = ""
 
     def select(self, text: str) -> str:
         if self.kind == "last":
@@ -102,8 +107,87 @@ class Region:
             return "\n".join(lines[filled[max(0, len(filled) - self.count)]:])
         return "\n".join(lines[: filled[min(len(filled), self.count) - 1] + 1])
 
+    def pick(self, view: ScreenView, keep_blanks: bool = False) -> str:
+        """This region of a screen whose anchors ``view`` finds."""
+        if not self.anchor:
+            return self.select_keeping_blanks(view.text) if keep_blanks else self.select(view.text)
+        return view.join(view.rows_of(self), keep_blanks)
+
     def __str__(self) -> str:
+        if self.anchor:
+            return f"{self.kind} {self.anchor}" + (f" ({self.count} lines)" if self.count else "")
         return "all" if self.kind == "all" else f"{self.kind} {self.count}"
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A landmark of a CLI's screen found by its structure (its input box, a dialog's option
+    block), wherever it sits: the lowest match of ``pattern`` in ``region``. Regions placed by
+    it follow it up and down the screen, so a status line or a task list does not move them."""
+
+    name: str
+    pattern: re.Pattern[str]
+    region: Region
+    line: int = 0
+
+    def locate(self, view: ScreenView) -> tuple[int, int] | None:
+        """The raw line numbers of the match's first and last line, or None."""
+        rows = view.rows_of(self.region)
+        area = "\n".join(view.lines[r] for r in rows)
+        lowest = None
+        for found in self.pattern.finditer(area):
+            lowest = found
+        if lowest is None:
+            return None
+        end = lowest.end()
+        if end > lowest.start() and area[end - 1] == "\n":
+            end -= 1
+        return rows[area.count("\n", 0, lowest.start())], rows[area.count("\n", 0, end)]
+
+
+class ScreenView:
+    """One normalised screen as a pack's rules see it: its lines, and its anchors, each looked
+    for once and only when a rule asks for it."""
+
+    def __init__(self, text: str, anchors: Mapping[str, Anchor] | None = None) -> None:
+        self.text = text
+        self.lines = text.split("\n")
+        self.filled = [i for i, line in enumerate(self.lines) if line.strip()]
+        self._anchors: Mapping[str, Anchor] = anchors or {}
+        self._spots: dict[str, tuple[int, int] | None] = {}
+
+    def spot(self, name: str) -> tuple[int, int] | None:
+        if name not in self._spots:
+            anchor = self._anchors.get(name)
+            self._spots[name] = None  # an anchor placed by itself finds nothing
+            self._spots[name] = anchor.locate(self) if anchor is not None else None
+        return self._spots[name]
+
+    def rows_of(self, region: Region) -> list[int]:
+        """The raw line numbers a region covers (all lines for ``all``, else non-blank ones)."""
+        if region.kind == "all":
+            return list(range(len(self.lines)))
+        if region.kind == "last":
+            return self.filled[max(0, len(self.filled) - region.count):]
+        if region.kind == "first":
+            return self.filled[: region.count]
+        spot = self.spot(region.anchor)
+        if spot is None:
+            return []
+        top, bottom = spot
+        above = [r for r in self.filled if r < top]
+        above = above[max(0, len(above) - region.count):] if region.count else []
+        inside = [r for r in self.filled if top <= r <= bottom]
+        below = [r for r in self.filled if r > bottom]
+        return {"above": above, "below": below, "at": inside,
+                "from": above + inside + below}[region.kind]
+
+    def join(self, rows: Sequence[int], keep_blanks: bool) -> str:
+        if not rows:
+            return ""
+        if keep_blanks:
+            return "\n".join(self.lines[rows[0]: rows[-1] + 1])
+        return "\n".join(self.lines[r] for r in rows)
 
 
 @dataclass(frozen=True)
@@ -111,8 +195,8 @@ class Condition:
     pattern: re.Pattern[str]
     region: Region
 
-    def search(self, text: str) -> re.Match[str] | None:
-        return self.pattern.search(self.region.select(text))
+    def search(self, view: ScreenView) -> re.Match[str] | None:
+        return self.pattern.search(self.region.pick(view))
 
 
 @dataclass(frozen=True)
@@ -163,14 +247,14 @@ class InputBox:
     placeholder: tuple[re.Pattern[str], ...] = ()
     line: int = 0
 
-    def visible(self, text: str) -> bool:
+    def visible(self, view: ScreenView) -> bool:
         """Whether the box is on a normalised screen at all (empty or not)."""
-        area = self.region.select_keeping_blanks(text)
+        area = self.region.pick(view, keep_blanks=True)
         return any(pattern.search(area) for pattern in self.match)
 
-    def read(self, text: str) -> str | None:
+    def read(self, view: ScreenView) -> str | None:
         """The unsent text in the box of a normalised screen, or None (empty box, hint, no box)."""
-        area = self.region.select_keeping_blanks(text)
+        area = self.region.pick(view, keep_blanks=True)
         for pattern in self.match:
             found = pattern.search(area)
             if found is None:
@@ -234,6 +318,9 @@ class Pack:
     # Parts of an idle screen that change by themselves (a hint that fades after a turn, a clock):
     # blanked before hashing so they do not hold READY back.
     volatile: tuple[re.Pattern[str], ...] = ()
+    # Parts placed by anchors that change by themselves (a status line with a clock under the
+    # box): their lines are left out of the fingerprint.
+    volatile_regions: tuple[Region, ...] = ()
     input: InputBox | None = None
     # The generic pack, whose NEEDS_CONFIRMATION and BUSY rules run beneath this pack's (see
     # _ordered): dialogs a CLI's pack has not learned yet (set by load_packs).
@@ -242,6 +329,8 @@ class Pack:
     checked_versions: tuple[str, ...] = field(default=(), compare=False)
     # What starts a fresh conversation in this CLI (`/clear`), for `dispatch --clear`.
     clear_command: str = ""
+    # Landmarks found by structure (the input box), by name, for regions placed by them.
+    anchors: Mapping[str, Anchor] = field(default_factory=dict, compare=False)
 
     def draft(self, screen: str) -> str | None:
         """Text typed into the CLI's input box but not sent yet (stripped, wrapped lines joined).
@@ -252,13 +341,13 @@ class Pack:
         """
         if self.input is None:
             return None
-        return self.input.read(normalise(screen))
+        return self.input.read(ScreenView(normalise(screen), self.anchors))
 
     def input_visible(self, screen: str) -> bool | None:
         """Whether the input box is on screen; None when the pack has no ``input`` rule."""
         if self.input is None:
             return None
-        return self.input.visible(normalise(screen))
+        return self.input.visible(ScreenView(normalise(screen), self.anchors))
 
     def fingerprint(self, screen: str) -> str:
         """Hash of the screen for the stability check, with this pack's volatile parts blanked.
@@ -267,6 +356,10 @@ class Pack:
         raw screen so READY is not delayed by text that changes on its own.
         """
         text = normalise(screen)
+        if self.volatile_regions:
+            view = ScreenView(text, self.anchors)
+            drop = {row for region in self.volatile_regions for row in view.rows_of(region)}
+            text = "\n".join(line for i, line in enumerate(view.lines) if i not in drop)
         for pattern in self.volatile:
             text = pattern.sub("", text)
         return screen_hash(text)
@@ -281,9 +374,12 @@ class Pack:
 
     def explain(self, screen: str, program: str = "") -> tuple[Verdict, list[RuleTrace]]:
         text = normalise(screen)
+        view = ScreenView(text, self.anchors)
+        # The layer's rules place their regions by the layer's own anchors.
+        layer_view = ScreenView(text, self.layer.anchors) if self.layer is not None else view
         traces: list[RuleTrace] = []
         for rule, layered in self._ordered():
-            verdict, trace = self._try(rule, text, program)
+            verdict, trace = self._try(rule, layer_view if layered else view, program)
             if layered:
                 trace = replace(trace, rule_id=f"{GENERIC_PACK}:{trace.rule_id}")
             traces.append(trace)
@@ -325,21 +421,23 @@ class Pack:
                     if r.state not in (State.UNKNOWN, State.NEEDS_CONFIRMATION)), len(own))
         return own[:cut] + asks + own[cut:] + works
 
-    def _try(self, rule: Rule, text: str, program: str = "") -> tuple[Verdict | None, RuleTrace]:
+    def _try(self, rule: Rule, view: ScreenView,
+             program: str = "") -> tuple[Verdict | None, RuleTrace]:
+        text = view.text
         if rule.program is not None and not (program and rule.program.fullmatch(program)):
             detail = f"needs a foreground program matching /{rule.program.pattern}/"
             return None, RuleTrace(rule.id, rule.state, False, detail)
         groups: dict[str, str] = {}
         lines: list[str] = []
         for condition in rule.match:
-            found = condition.search(text)
+            found = condition.search(view)
             if found is None:
                 detail = f"no match for /{condition.pattern.pattern}/ in {condition.region}"
                 return None, RuleTrace(rule.id, rule.state, False, detail)
             groups.update({k: _tidy(v) for k, v in found.groupdict().items() if v is not None})
             lines.append(_line_at(found))
         for condition in rule.unless:
-            vetoed = condition.search(text)
+            vetoed = condition.search(view)
             if vetoed is not None:
                 detail = f"vetoed by /{condition.pattern.pattern}/: {_line_at(vetoed).strip()}"
                 return None, RuleTrace(rule.id, rule.state, False, detail)
@@ -476,7 +574,8 @@ def parse_pack(text: str, where: str) -> Pack:
     raw_rules = data.get("rules")
     if not isinstance(raw_rules, list) or not raw_rules:
         raise PackError(where, top, "'rules' must be a non-empty list")
-    rules = [_parse_rule(raw, where, top) for raw in raw_rules]
+    anchors = _parse_anchors(data.get("anchors"), where, top)
+    rules = [_parse_rule(raw, where, top, anchors) for raw in raw_rules]
     seen: set[str] = set()
     for rule in rules:
         if rule.id in seen:
@@ -492,7 +591,9 @@ def parse_pack(text: str, where: str) -> Pack:
         stable_polls=stable_polls,
         rules=ordered,
         volatile=_parse_volatile(data.get("volatile"), where, top),
-        input=_parse_input(data.get("input"), where, top),
+        volatile_regions=_parse_volatile_regions(data.get("volatile"), where, top, anchors),
+        input=_parse_input(data.get("input"), where, top, anchors),
+        anchors=anchors,
         examples=tuple(_parse_example(raw, where, top) for raw in data.get("examples") or []),
         checked_versions=tuple(checked),
         clear_command=_parse_clear(data.get("clear_command", ""), where, top),
@@ -536,17 +637,68 @@ def _parse_state(value: Any, where: str, line: int | None, what: str) -> State:
                         f"{what}: unknown state {value!r}; use one of {names}") from None
 
 
-def _parse_region(value: Any, where: str, line: int | None, what: str) -> Region:
+_ANCHORED_KINDS = ("above", "below", "at", "from")
+
+
+def _parse_region(value: Any, where: str, line: int | None, what: str,
+                  anchors: Collection[str] = ()) -> Region:
     if value is None or value == "all":
         return Region()
     if isinstance(value, dict):
-        keys = [k for k in value if k != _LINE_KEY]
+        keys = sorted(k for k in value if k != _LINE_KEY)
         if len(keys) == 1 and keys[0] in ("last", "first"):
             count = value[keys[0]]
             if isinstance(count, int) and not isinstance(count, bool) and count > 0:
                 return Region(keys[0], count)
-    raise PackError(where, line, f"{what}: region must be 'all', {{last: N}} or {{first: N}}, "
-                    f"got {value!r}")
+        kinds = [k for k in keys if k in _ANCHORED_KINDS]
+        if len(kinds) == 1 and set(keys) <= {kinds[0], "lines"}:
+            return _anchored_region(value, kinds[0], where, line, what, anchors)
+    raise PackError(where, line, f"{what}: region must be 'all', {{last: N}}, {{first: N}} or "
+                    f"placed by an anchor ({{above: NAME, lines: N}}, {{below: NAME}}, "
+                    f"{{at: NAME}}, {{from: NAME, lines: N}}), got {value!r}")
+
+
+def _anchored_region(value: dict[str, Any], kind: str, where: str, line: int | None, what: str,
+                     anchors: Collection[str]) -> Region:
+    name = value[kind]
+    if not isinstance(name, str) or name not in anchors:
+        known = ", ".join(sorted(anchors)) or "none defined before this point"
+        raise PackError(where, line, f"{what}: region {kind}: unknown anchor {name!r} "
+                        f"(anchors: {known})")
+    count = value.get("lines", 0)
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise PackError(where, line, f"{what}: region lines must be a whole number")
+    if kind == "above" and count == 0:
+        raise PackError(where, line, f"{what}: region above: needs lines: N (how many)")
+    if kind in ("below", "at") and count:
+        raise PackError(where, line, f"{what}: region {kind}: takes no lines")
+    return Region(kind, count, name)
+
+
+def _parse_anchors(raw: Any, where: str, top: int | None) -> dict[str, Anchor]:
+    """Anchors in file order; each may be placed by the ones before it."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise PackError(where, top, "'anchors' must be a mapping of names to {pattern, region}")
+    anchors: dict[str, Anchor] = {}
+    for name, spec in raw.items():
+        if name == _LINE_KEY:
+            continue
+        what = f"anchor '{name}'"
+        if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+            raise PackError(where, top, f"{what}: names are lowercase words")
+        if not isinstance(spec, dict):
+            raise PackError(where, top, f"{what}: must be a mapping with 'pattern'")
+        _check_keys(spec, _ANCHOR_KEYS, where, what)
+        line = _line(spec, top)
+        anchors[name] = Anchor(
+            name=name,
+            pattern=_compile(spec.get("pattern"), where, line, what),
+            region=_parse_region(spec.get("region"), where, line, what, anchors),
+            line=line or 0,
+        )
+    return anchors
 
 
 # A user's pack may hold a pattern that backtracks for hours on some screen (``(a|aa)+$``).
@@ -625,7 +777,7 @@ def _compile(pattern: Any, where: str, line: int | None, what: str) -> re.Patter
 
 
 def _parse_conditions(raw: Any, region: Region, where: str, line: int | None,
-                      what: str) -> tuple[Condition, ...]:
+                      what: str, anchors: Collection[str] = ()) -> tuple[Condition, ...]:
     if raw is None:
         return ()
     items = raw if isinstance(raw, list) else [raw]
@@ -636,7 +788,7 @@ def _parse_conditions(raw: Any, region: Region, where: str, line: int | None,
             item_line = _line(item, line)
             conditions.append(Condition(
                 _compile(item.get("pattern"), where, item_line, what),
-                _parse_region(item.get("region", None), where, item_line, what)
+                _parse_region(item.get("region", None), where, item_line, what, anchors)
                 if "region" in item else region,
             ))
         else:
@@ -644,7 +796,8 @@ def _parse_conditions(raw: Any, region: Region, where: str, line: int | None,
     return tuple(conditions)
 
 
-def _parse_rule(raw: Any, where: str, top: int | None) -> Rule:
+def _parse_rule(raw: Any, where: str, top: int | None,
+                anchors: Collection[str] = ()) -> Rule:
     if not isinstance(raw, dict):
         raise PackError(where, top, f"each rule must be a mapping, got {raw!r}")
     line = _line(raw, top)
@@ -654,11 +807,12 @@ def _parse_rule(raw: Any, where: str, top: int | None) -> Rule:
     what = f"rule '{rule_id}'"
     _check_keys(raw, _RULE_KEYS, where, what)
     state = _parse_state(raw.get("state"), where, line, what)
-    region = _parse_region(raw.get("region"), where, line, what)
-    match = _parse_conditions(raw.get("match"), region, where, line, f"{what} match")
+    region = _parse_region(raw.get("region"), where, line, what, anchors)
+    match = _parse_conditions(raw.get("match"), region, where, line, f"{what} match", anchors)
     if not match:
         raise PackError(where, line, f"{what}: 'match' is required")
-    unless = _parse_conditions(raw.get("unless"), region, where, line, f"{what} unless")
+    unless = _parse_conditions(raw.get("unless"), region, where, line, f"{what} unless",
+                               anchors)
     confidence = raw.get("confidence", 90)
     if not isinstance(confidence, int) or not 0 <= confidence <= 100:
         raise PackError(where, line, f"{what}: confidence must be 0-100")
@@ -712,14 +866,27 @@ def _parse_detect(raw: Any, where: str, top: int | None) -> Detect:
 
 
 def _parse_volatile(raw: Any, where: str, top: int | None) -> tuple[re.Pattern[str], ...]:
+    """The regexes of ``volatile``; its ``{region: …}`` items are read by the function below."""
     if raw is None:
         return ()
     if not isinstance(raw, list):
-        raise PackError(where, top, "'volatile' must be a list of regexes")
-    return tuple(_compile(p, where, top, "volatile") for p in raw)
+        raise PackError(where, top, "'volatile' must be a list of regexes or {region: …}")
+    return tuple(_compile(p, where, top, "volatile") for p in raw if not isinstance(p, dict))
 
 
-def _parse_input(raw: Any, where: str, top: int | None) -> InputBox | None:
+def _parse_volatile_regions(raw: Any, where: str, top: int | None,
+                            anchors: Collection[str]) -> tuple[Region, ...]:
+    regions: list[Region] = []
+    for item in raw if isinstance(raw, list) else []:
+        if isinstance(item, dict):
+            _check_keys(item, {"region"}, where, "volatile")
+            regions.append(_parse_region(item.get("region"), where, _line(item, top),
+                                         "volatile", anchors))
+    return tuple(regions)
+
+
+def _parse_input(raw: Any, where: str, top: int | None,
+                 anchors: Collection[str] = ()) -> InputBox | None:
     if raw is None:
         return None
     if not isinstance(raw, dict):
@@ -742,7 +909,7 @@ def _parse_input(raw: Any, where: str, top: int | None) -> InputBox | None:
             raise PackError(where, line, f"input.match: /{pattern.pattern}/ has no "
                             f"(?P<{_DRAFT_GROUP}>…) group for the typed text")
     return InputBox(
-        region=_parse_region(raw.get("region"), where, line, "input"),
+        region=_parse_region(raw.get("region"), where, line, "input", anchors),
         match=match,
         trim=patterns("trim"),
         placeholder=patterns("placeholder"),

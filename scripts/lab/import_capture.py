@@ -2,7 +2,7 @@
 """Copy one lab capture (a folder with labels.tsv, <cli>/*.txt and timelines) into the corpus,
 split into a set the rules may be written from and a held-out set nobody looks at:
 
-    scripts/lab/import_capture.py CAPTURE_DIR CLI VERSION [--every 3]
+    scripts/lab/import_capture.py CAPTURE_DIR CLI VERSION [--every 3] [--suffix NAME]
 
 Writes tests/corpus/<cli>-<version>/ and tests/corpus/heldout-<cli>-<version>/ (plain text only,
 each with labels.tsv and versions.tsv). The screens are ordered by the CRC-32 of their file names
@@ -24,6 +24,8 @@ def main():
     ap.add_argument("cli")
     ap.add_argument("version")
     ap.add_argument("--every", type=int, default=3)
+    # a second capture of a release already in the corpus goes beside it, not over it
+    ap.add_argument("--suffix", default="")
     a = ap.parse_args()
     rows = {}
     with open(os.path.join(a.capture, "labels.tsv")) as f:
@@ -31,7 +33,7 @@ def main():
             cols = line.split("\t")
             if len(cols) >= 4 and cols[1] == a.cli and os.path.isfile(os.path.join(a.capture, cols[0])):
                 rows[cols[0]] = line  # a re-run appends rows: the last one wins
-    name = f"{a.cli}-{a.version}"
+    name = f"{a.cli}-{a.version}" + (f"-{a.suffix}" if a.suffix else "")
     seen_dir = os.path.join(ROOT, "tests", "corpus", name)
     held_dir = os.path.join(ROOT, "tests", "corpus", f"heldout-{name}")
     for d in (seen_dir, held_dir):
