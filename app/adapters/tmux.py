@@ -20,9 +20,15 @@ import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from app.base.errors import PaneDead, PaneNotFound, TmuxError, TmuxServerNotRunning
+from app.base.errors import (
+    HostUnreachable,
+    PaneDead,
+    PaneNotFound,
+    TmuxError,
+    TmuxServerNotRunning,
+)
 from app.base.model import Pane
 
 if TYPE_CHECKING:
@@ -81,18 +87,39 @@ def _to_int(text: str, default: int = 0) -> int:
         return default
 
 
+LOCAL_HOST = "local"
+
+
+class Via(Protocol):
+    """How a tmux command line reaches another machine's tmux (``app.adapters.ssh.SshVia``)."""
+
+    host: str
+
+    def wrap(self, argv: Sequence[str]) -> list[str]:
+        """The local command line that runs ``argv`` on the host."""
+
+    def failure(self, returncode: int, stderr: str) -> TmuxError | None:
+        """The error when the host, not tmux, failed the call (None: tmux answered)."""
+
+
 class Tmux:
     """One tmux server, named by socket name (``-L``) or socket path (``-S``); neither means the
-    user's default server."""
+    user's default server. With ``via``, the server of another host: every command line is built
+    here as on this machine and ``via`` carries it there (ssh), so listing, capturing, typing and
+    control mode are the same code for every host."""
 
-    def __init__(self, socket_name: str | None = None, socket_path: str | None = None) -> None:
+    def __init__(self, socket_name: str | None = None, socket_path: str | None = None,
+                 via: Via | None = None) -> None:
         self.socket_name = socket_name or None
         self.socket_path = socket_path or None
-        self._binary = shutil.which("tmux") or "tmux"
+        self.via = via
+        self.host = via.host if via is not None else LOCAL_HOST
+        self._binary = "tmux" if via is not None else shutil.which("tmux") or "tmux"
 
     @property
     def label(self) -> str:
-        return self.socket_path or self.socket_name or "default"
+        socket = self.socket_path or self.socket_name or "default"
+        return socket if self.via is None else f"{self.host}:{socket}"
 
     def _argv(self, args: Sequence[str]) -> list[str]:
         argv = [self._binary]
@@ -100,7 +127,11 @@ class Tmux:
             argv += ["-S", self.socket_path]
         elif self.socket_name:
             argv += ["-L", self.socket_name]
-        return argv + list(args)
+        if self.via is None:
+            return argv + list(args)
+        # A login over ssh often has no UTF-8 locale, and tmux would then print our field
+        # separator (and any non-ASCII name) as "_".
+        return self.via.wrap([*argv, "-u", *args])
 
     def run(self, *args: str, check: bool = True, stdin: str | None = None
             ) -> subprocess.CompletedProcess[str]:
@@ -117,7 +148,13 @@ class Tmux:
         except FileNotFoundError:
             raise TmuxError("tmux is not installed (no 'tmux' on PATH)") from None
         except subprocess.TimeoutExpired:
+            if self.via is not None:
+                raise HostUnreachable(f"host {self.host}: tmux {args[0]} did not answer within "
+                                      f"{_TIMEOUT_S:.0f} s") from None
             raise TmuxError(f"tmux {args[0]} did not answer within {_TIMEOUT_S:.0f} s") from None
+        failed = self.via.failure(done.returncode, done.stderr) if self.via is not None else None
+        if failed is not None:
+            raise failed
         if check and done.returncode != 0:
             raise self._error(args[0], done.stderr)
         return done
@@ -130,6 +167,13 @@ class Tmux:
 
     def is_running(self) -> bool:
         return self.run("list-sessions", check=False).returncode == 0
+
+    def version_text(self) -> str:
+        """``tmux -V`` of the server's host, or why it could not be read."""
+        try:
+            return self.run("-V", check=False).stdout
+        except TmuxError as exc:
+            return str(exc)
 
     # --- polling -------------------------------------------------------------------------------
 
@@ -676,11 +720,7 @@ class ControlMode:
 
     def _check_version(self) -> bool:
         if self.available is None:
-            try:
-                text = subprocess.run([self.tmux._binary, "-V"], capture_output=True, text=True,
-                                      timeout=_TIMEOUT_S, check=False).stdout
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                text = str(exc)
+            text = self.tmux.version_text()
             version = tmux_version(text)
             self.available = version is None or version >= CONTROL_MIN_VERSION
             if not self.available:

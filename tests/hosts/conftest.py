@@ -1,0 +1,37 @@
+"""Fixtures for the several-hosts tests: real sshd on loopback, one per host, with its own tmux
+server; see tests/hosts/sshd.py."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.hosts.sshd import SshHost, SshUnavailable, keygen
+
+
+@pytest.fixture
+def ssh_host(tmp_path: Path) -> Iterator[Callable[[str], SshHost]]:
+    """Start one sshd per call (``ssh_host("alpha")``); every one and its tmux server is stopped
+    at the end."""
+    client_key = tmp_path / "client_key"
+    client_pub = keygen(client_key)
+    started: list[SshHost] = []
+
+    def start(name: str) -> SshHost:
+        try:
+            host = SshHost(name, tmp_path / f"host-{name}", client_key, client_pub).start()
+        except SshUnavailable as exc:
+            pytest.skip(str(exc))
+        started.append(host)
+        return host
+
+    yield start
+    for host in started:
+        host.stop()
+        host.kill_tmux()
+    sockets = tmp_path / "sockets"
+    if sockets.is_symlink():
+        shutil.rmtree(sockets.readlink(), ignore_errors=True)
