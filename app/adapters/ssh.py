@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.adapters.tmux import Tmux
 from app.base.errors import ConfigError, HostUnreachable, TmuxError
 
 SSH = "ssh"
@@ -139,3 +140,20 @@ class SshVia:
         subprocess.run([SSH, *self.options, "-o", f"ControlPath={Path(folder) / '%C'}",
                         "-O", "exit", "--", self.destination], capture_output=True,
                        timeout=10, check=False, stdin=subprocess.DEVNULL)
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    """One ``[hosts.NAME]`` table of the config file."""
+
+    name: str
+    ssh: str  # the destination
+    ssh_options: tuple[str, ...] = ()
+    socket: str = ""  # the remote ``tmux -L``; "" for its default server
+    enabled: bool = True
+
+    def via(self, sockets: str = "") -> SshVia:
+        return SshVia(self.name, self.ssh, self.ssh_options, sockets)
+
+    def tmux(self, sockets: str = "") -> Tmux:
+        return Tmux(socket_name=self.socket or None, via=self.via(sockets))

@@ -93,7 +93,9 @@ LOCAL_HOST = "local"
 class Via(Protocol):
     """How a tmux command line reaches another machine's tmux (``app.adapters.ssh.SshVia``)."""
 
-    host: str
+    @property
+    def host(self) -> str:
+        """The host's name in the config file."""
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
         """The local command line that runs ``argv`` on the host."""

@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.hosts.sshd import SshHost, SshUnavailable, keygen
+from tests.hosts.sshd import SshHost, SshUnavailable, keygen, short_folder
 
 
 @pytest.fixture
-def ssh_host(tmp_path: Path) -> Iterator[Callable[[str], SshHost]]:
+def ssh_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+             ) -> Iterator[Callable[[str], SshHost]]:
     """Start one sshd per call (``ssh_host("alpha")``); every one and its tmux server is stopped
-    at the end."""
+    at the end. conductor's ssh sockets go to a short private folder of the test's."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", short_folder(tmp_path))
     client_key = tmp_path / "client_key"
     client_pub = keygen(client_key)
     started: list[SshHost] = []
@@ -35,3 +37,10 @@ def ssh_host(tmp_path: Path) -> Iterator[Callable[[str], SshHost]]:
     sockets = tmp_path / "sockets"
     if sockets.is_symlink():
         shutil.rmtree(sockets.readlink(), ignore_errors=True)
+
+
+def write_hosts(config: Path, *hosts: SshHost, extra: str = "") -> None:
+    """A config file with one [hosts.NAME] table per test host (its own ssh_config via -F)."""
+    tables = [f'[hosts.{h.name}]\nssh = "{h.name}"\nssh_options = ["-F", "{h.client_config}"]\n'
+              for h in hosts]
+    config.write_text("\n".join(tables) + extra, encoding="utf-8")
