@@ -72,6 +72,8 @@ def snapshot(workers_dir: str | Path, socket: str | None = None) -> Snapshot:
     try:
         daemon = reader.daemon() or {}
         workers = reader.workers(socket)
+        if any(w.get("host") not in (None, "local") for w in workers):
+            mark_unreachable(workers, reader.hosts())
     finally:
         reader.close()
     pid = watcher_pid(daemon)
@@ -80,6 +82,22 @@ def snapshot(workers_dir: str | Path, socket: str | None = None) -> Snapshot:
         return Snapshot(workers, None, None, other_socket=watched)
     return Snapshot(workers, pid, daemon.get("problem") or None, daemon.get("last_cycle_ts"),
                     daemon.get("interval"))
+
+
+# Why a pane's row is stale while the watcher runs: its host does not answer (its state is the
+# last one seen; it is never EXITED for that, nor typed into).
+HOST_UNREACHABLE = "host_unreachable"
+
+
+def mark_unreachable(workers: list[dict[str, Any]], hosts: Mapping[str, Mapping[str, Any]]
+                     ) -> None:
+    """Give each live pane of a host that did not answer at its last try
+    ``stale_reason: host_unreachable`` and ``host_problem`` (what ssh said)."""
+    for w in workers:
+        host = hosts.get(str(w.get("host")))
+        if host is not None and not host.get("reachable") and w.get("state") != "EXITED":
+            w["stale_reason"] = HOST_UNREACHABLE
+            w["host_problem"] = host.get("problem") or ""
 
 
 def find_worker(workers: list[dict[str, Any]], ident: str) -> dict[str, Any]:

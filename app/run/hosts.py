@@ -7,16 +7,24 @@ is watched. This machine is the host ``local`` and needs no table.
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from app.act.steps import Step
 from app.adapters.ssh import HostConfig
-from app.adapters.tmux import LOCAL_HOST, tmux_version
-from app.base.errors import ConductorError, ConfigError
+from app.adapters.store import StoreWriter
+from app.adapters.tmux import LOCAL_HOST, ControlMode, Tmux, tmux_version
+from app.base.errors import ConductorError, ConfigError, HostUnreachable, StoreError
+from app.base.settings import WatchSettings
+
+log = logging.getLogger(__name__)
 
 # A host's name shows in `status`, in HOST:NAME and in NAME@HOST: letters, digits, - _ .
 HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -106,3 +114,157 @@ def find_host(hosts: tuple[HostConfig, ...], name: str) -> HostConfig:
             return host
     known = ", ".join([LOCAL_HOST, *(h.name for h in hosts)])
     raise ConfigError(f"no host {name!r} in the config file (hosts: {known})")
+
+
+# --- watching ------------------------------------------------------------------------------------
+
+# Pauses between tries to reach a host that did not answer: doubled each time up to the last.
+BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+# A burst of output wakes the loop; it gathers this long before its tick (as the daemon does).
+_GATHER_S = 0.02
+
+
+class Watching(Protocol):
+    """What a host's thread drives: app.run.watcher.Watcher (kept abstract: the daemon builds it,
+    with the steps and notifier of its own)."""
+
+    @property
+    def steps(self) -> Sequence[Step]: ...
+
+    def tick(self, now: float | None = None, *, full: bool = True) -> Any: ...
+
+    def next_due(self) -> float | None: ...
+
+    def close(self) -> None: ...
+
+
+# (the host's Tmux, the thread's own store connection, control mode or None) -> its watcher
+WatcherFactory = Callable[[Tmux, StoreWriter, "ControlMode | None"], Watching]
+
+
+class HostWatch:
+    """One configured host, watched by a thread of its own with its own watcher, store
+    connection, ssh connection and control-mode clients: a host that is slow or gone costs its
+    own thread time, never a tick of this machine's or another host's.
+
+    A host that does not answer (ssh refused, auth failed, timed out, sessions refused) leaves
+    its panes' rows as they were, marked unreachable in the store's ``hosts`` table (so `status`
+    shows them stale with ``host_unreachable``, and nothing types into them); it is tried again
+    after 1, 2, 4 … 30 s. Its tmux server answering "no server" ends its panes as locally.
+    """
+
+    def __init__(self, host: HostConfig, workers_dir: Path, settings: WatchSettings,
+                 factory: WatcherFactory, stop: threading.Event) -> None:
+        self.host = host
+        self.workers_dir = workers_dir
+        self.settings = settings
+        self.factory = factory
+        self._stop = stop
+        self._wake = threading.Event()
+        self.reachable: bool | None = None
+        self.problem = ""
+        self.ticks = 0
+        self._thread = threading.Thread(target=self._run, name=f"host-{host.name}", daemon=True)
+
+    def start(self) -> HostWatch:
+        self._thread.start()
+        return self
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def join(self, timeout: float) -> None:
+        self._wake.set()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            store = StoreWriter(self.workers_dir)
+        except ConductorError as exc:
+            log.error("host %s: not watched: %s", self.host.name, exc)
+            return
+        tmux = self.host.tmux()
+        control = ControlMode(tmux, self._wake.set) if self.settings.events else None
+        watcher: Watching | None = None
+        try:
+            watcher = self.factory(tmux, store, control)
+            self._loop(watcher, store)
+        except Exception:
+            log.exception("host %s: its watcher stopped", self.host.name)
+        finally:
+            if watcher is not None:
+                watcher.close()
+                for step in watcher.steps:
+                    step.close()
+            if control is not None:
+                control.close()
+            store.close()
+            self.host.via().close()
+
+    def _loop(self, watcher: Watching, store: StoreWriter) -> None:
+        next_full = 0.0
+        failures = 0
+        while not self._stop.is_set():
+            self._wake.clear()
+            started = time.monotonic()
+            full = started >= next_full
+            try:
+                watcher.tick(time.time(), full=full)
+            except HostUnreachable as exc:
+                failures += 1
+                self._record(store, False, str(exc))
+                self._stop.wait(BACKOFF_S[min(failures, len(BACKOFF_S)) - 1])
+                next_full = 0.0
+                continue
+            except StoreError as exc:
+                log.error("host %s: cycle skipped: %s", self.host.name, exc)
+            except Exception:
+                log.exception("host %s: cycle failed; continuing", self.host.name)
+            else:
+                self.ticks += 1
+                failures = 0
+                if self.reachable is not True:
+                    self._record(store, True, "")
+            if full:
+                next_full = started + self.settings.interval_s
+            timeout = next_full - time.monotonic()
+            due = watcher.next_due()
+            if due is not None:
+                timeout = min(timeout, due - time.time())
+            if self._wake.wait(max(0.0, timeout)) and not self._stop.is_set():
+                self._stop.wait(_GATHER_S)
+
+    def _record(self, store: StoreWriter, reachable: bool, problem: str) -> None:
+        if reachable != self.reachable:
+            if reachable:
+                log.info("host %s: reached (%s)", self.host.name, self.host.ssh)
+            else:
+                log.warning("host %s: unreachable, its panes are stale: %s", self.host.name,
+                            problem)
+        self.reachable, self.problem = reachable, problem
+        now = time.time()
+        try:
+            with store.transaction() as conn:
+                store.set_host(conn, name=self.host.name, socket=self.host.tmux().label,
+                               reachable=int(reachable), problem=problem, checked_ts=now,
+                               **({"reached_ts": now} if reachable else {}))
+        except StoreError as exc:
+            log.error("host %s: %s", self.host.name, exc)
+
+
+class HostWatches:
+    """Every enabled host's HostWatch, started together and stopped together."""
+
+    def __init__(self, hosts: tuple[HostConfig, ...], workers_dir: Path,
+                 settings: WatchSettings, factory: WatcherFactory) -> None:
+        self._stop = threading.Event()
+        self.watches = [HostWatch(h, workers_dir, settings, factory, self._stop).start()
+                        for h in hosts if h.enabled]
+        for watch in self.watches:
+            log.info("watching host %s (%s) over ssh", watch.host.name, watch.host.ssh)
+
+    def close(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        deadline = time.monotonic() + timeout
+        for watch in self.watches:
+            watch.join(max(0.1, deadline - time.monotonic()))

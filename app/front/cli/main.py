@@ -108,7 +108,7 @@ def watch(obj: Context, interval: float | None, stable_polls: int | None, once: 
     notify = replace(cfg.notify, kinds=frozenset()) if no_notify else cfg.notify
     code = Daemon(obj.tmux(), obj.workers_dir, settings, once=once, notify=notify,
                   llm_defaults=cfg.llm_defaults, notes=tuple(notes), herd=cfg.herd,
-                  cycle=cfg.cycle).run()
+                  cycle=cfg.cycle, hosts=cfg.hosts).run()
     sys.exit(code)
 
 

@@ -1,0 +1,92 @@
+"""The watcher over several hosts: this machine's tmux plus two real sshd on loopback, each with
+its own tmux server whose pane ids collide with the others'."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO, conductor
+from tests.hosts.conftest import write_hosts
+from tests.hosts.sshd import SshHost
+from tests.waiting import retry_until
+
+AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
+
+
+def rows(server: Any) -> dict[str, dict[str, Any]]:
+    """status --json by HOST:NAME."""
+    done = conductor("-L", server.socket_name, "pty", "status", "--json")
+    if done.returncode != 0:
+        return {}
+    return {f"{w['host']}:{w['name']}": w for w in json.loads(done.stdout)}
+
+
+def agent_on(host: SshHost) -> None:
+    """Session "work" with window "agent" running the fake Claude Code, on that host's tmux."""
+    done = host.tmux("new-session", "-d", "-s", "work", "-n", "agent", "-x", "160", "-y", "40",
+                     AGENT)
+    assert done.returncode == 0, done.stderr
+
+    def idle() -> bool:
+        return "? for shortcuts" in host.tmux("capture-pane", "-p", "-t", "work:agent").stdout
+
+    retry_until(idle, 15)
+
+
+@pytest.fixture
+def two_hosts(ssh_host: Callable[[str], SshHost], session: Any, tmp_path: Path
+              ) -> tuple[SshHost, SshHost]:
+    alpha, beta = ssh_host("alpha"), ssh_host("beta")
+    agent_on(alpha)
+    agent_on(beta)
+    session.new_window(window_name="agent", window_shell=AGENT, attach=False)
+    write_hosts(tmp_path / "config.toml", alpha, beta)
+    return alpha, beta
+
+
+def test_rows_from_every_host_a_remote_question_and_a_host_lost_and_back(
+        two_hosts: tuple[SshHost, SshHost], server: Any, watcher_process: Any) -> None:
+    alpha, beta = two_hosts
+    watcher_process("--interval", "1", "--no-notify")
+    retry_until(lambda: {"local:agent", "alpha:agent", "beta:agent"} <= rows(server).keys() and
+                all(w["state"] == "READY" for k, w in rows(server).items() if k.endswith("agent")),
+                60, interval=0.3, message=f"rows: {rows(server)}")
+    first = rows(server)
+    ids = {key: w["id"] for key, w in first.items()}
+    assert len(set(ids.values())) == len(ids)  # pane ids collide, conductor's ids do not
+    assert first["alpha:agent"]["pane_id"] == first["beta:agent"]["pane_id"] == "%0"
+    assert first["alpha:agent"]["socket"] == "alpha:default"
+
+    # A question on a remote pane.
+    alpha.tmux("send-keys", "-t", "work:agent", "ask", "Enter")
+    retry_until(lambda: rows(server)["alpha:agent"]["state"] == "NEEDS_CONFIRMATION", 30,
+                interval=0.2)
+
+    # The table names each pane's host; the status line writes NAME@HOST.
+    table = conductor("-L", server.socket_name, "pty", "status").stdout
+    assert table.splitlines()[0].split()[:3] == ["ID", "NAME", "HOST"]
+    short = conductor("-L", server.socket_name, "pty", "status", "--short").stdout
+    assert "[agent@alpha: NEEDS_CONF]" in short and "[agent: READY]" in short
+
+    # One host gone: its rows stale, never EXITED; the others carry on.
+    beta.stop()
+    retry_until(lambda: rows(server)["beta:agent"].get("stale_reason") == "host_unreachable",
+                30, interval=0.3)
+    now = rows(server)
+    assert now["beta:agent"]["state"] == "READY" and now["beta:agent"]["stale"]
+    assert not now["alpha:agent"]["stale"] and not now["local:agent"]["stale"]
+    alpha.tmux("send-keys", "-t", "work:agent", "Escape")
+    retry_until(lambda: rows(server)["alpha:agent"]["state"] != "NEEDS_CONFIRMATION", 30,
+                interval=0.2)
+    assert "READY (stale)" in conductor("-L", server.socket_name, "pty", "status").stdout
+
+    # Back: the same ids, fresh again.
+    beta.start()
+    retry_until(lambda: not rows(server)["beta:agent"].get("stale"), 60, interval=0.3)
+    assert {key: w["id"] for key, w in rows(server).items()} == ids
