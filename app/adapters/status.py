@@ -101,12 +101,20 @@ def mark_unreachable(workers: list[dict[str, Any]], hosts: Mapping[str, Mapping[
 
 
 def find_worker(workers: list[dict[str, Any]], ident: str) -> dict[str, Any]:
-    """A worker by id, id prefix, tmux pane id (``%3``) or name; ambiguity is an error."""
+    """A worker by id, id prefix, tmux pane id (``%3``) or name; ambiguity is an error.
+    ``HOST:NAME`` names one host's pane; an unqualified name found on several hosts means this
+    machine's."""
+    head, sep, rest = ident.partition(":")
+    if sep and rest and not any(ident in (w.get("name"), w.get("id")) for w in workers) and \
+            any(w.get("host") == head for w in workers):
+        workers, ident = [w for w in workers if w.get("host") == head], rest
     for key in ("id", "pane_id", "name"):
         exact = [w for w in workers if w.get(key) == ident]
         if len(exact) > 1:
             # A name reused after its first pane exited means the live one.
             exact = [w for w in exact if w.get("state") != "EXITED"] or exact
+        if len(exact) > 1 and any(w.get("host") not in (None, "local") for w in exact):
+            exact = [w for w in exact if w.get("host") in (None, "local")] or exact
         if len(exact) == 1:
             return exact[0]
         if len(exact) > 1:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import shlex
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -19,10 +20,19 @@ from typing import Any, Protocol
 
 from app.act.steps import Step
 from app.adapters.ssh import HostConfig
-from app.adapters.store import StoreWriter
+from app.adapters.status import find_worker
+from app.adapters.store import StoreReader, StoreWriter
 from app.adapters.tmux import LOCAL_HOST, ControlMode, Tmux, tmux_version
-from app.base.errors import ConductorError, ConfigError, HostUnreachable, StoreError
+from app.base.errors import (
+    ConductorError,
+    ConfigError,
+    HostUnreachable,
+    PaneNotFound,
+    StoreError,
+    TmuxServerNotRunning,
+)
 from app.base.settings import WatchSettings
+from app.observe.one_pane import Target, resolve
 
 log = logging.getLogger(__name__)
 
@@ -268,3 +278,92 @@ class HostWatches:
         deadline = time.monotonic() + timeout
         for watch in self.watches:
             watch.join(max(0.1, deadline - time.monotonic()))
+
+
+# --- naming a pane on any host -------------------------------------------------------------------
+
+
+def host_tmux(local: Tmux, hosts: tuple[HostConfig, ...], name: str) -> Tmux:
+    """The tmux server a host name means: ``local`` is the one this command was given."""
+    return local if name == LOCAL_HOST else find_host(hosts, name).tmux()
+
+
+def resolve_anywhere(local: Tmux, workers_dir: Path, ident: str,
+                     hosts: tuple[HostConfig, ...]) -> tuple[Tmux, Target]:
+    """The pane ``ident`` names, and the tmux server it is on.
+
+    ``HOST:NAME`` (or ``HOST:ID``, ``HOST:%N``) names it on that host. Anything else is looked
+    for on this machine first; failing that, among the other hosts' panes in the store: one
+    match is it, several are an error listing them as HOST:NAME, none is the local error."""
+    head, sep, rest = ident.partition(":")
+    if sep and rest and (head == LOCAL_HOST or any(h.name == head for h in hosts)):
+        tmux = host_tmux(local, hosts, head)
+        return tmux, resolve(tmux, workers_dir, rest)
+    try:
+        return local, resolve(local, workers_dir, ident)
+    except (PaneNotFound, TmuxServerNotRunning) as exc:
+        if not hosts:
+            raise
+        missing: ConductorError = exc
+    candidates = _remote_candidates(workers_dir, ident, {h.name for h in hosts})
+    if not candidates:
+        raise missing
+    if len(candidates) > 1:
+        listed = ", ".join(f"{w['host']}:{w['name']} ({w['id']})" for w in candidates)
+        raise PaneNotFound(f"{ident!r} names panes on several hosts: {listed}; "
+                           "name one as HOST:NAME")
+    found = candidates[0]
+    tmux = host_tmux(local, hosts, str(found["host"]))
+    return tmux, resolve(tmux, workers_dir, str(found["id"]))
+
+
+def _remote_candidates(workers_dir: Path, ident: str, names: set[str]
+                       ) -> list[dict[str, Any]]:
+    """Live panes of configured hosts whose id, id prefix, name or tmux pane id is ``ident``."""
+    try:
+        reader = StoreReader(workers_dir)
+    except StoreError:
+        return []
+    try:
+        workers = [w for w in reader.workers() if w.get("host") in names
+                   and w.get("state") != "EXITED"]
+    finally:
+        reader.close()
+    exact = [w for w in workers if ident in (w.get("id"), w.get("name"), w.get("pane_id"))]
+    return exact or [w for w in workers if ident and str(w.get("id", "")).startswith(ident)]
+
+
+def pick_worker(workers: list[dict[str, Any]], ident: str, hosts: tuple[HostConfig, ...]
+                ) -> dict[str, Any]:
+    """A row of ``workers`` by what a person typed, by the rules of :func:`resolve_anywhere`:
+    ``HOST:NAME``, else this machine's first, else one other host's."""
+    head, sep, rest = ident.partition(":")
+    if sep and rest and (head == LOCAL_HOST or any(h.name == head for h in hosts)):
+        return find_worker([w for w in workers if (w.get("host") or LOCAL_HOST) == head], rest)
+    local = [w for w in workers if (w.get("host") or LOCAL_HOST) == LOCAL_HOST]
+    try:
+        return find_worker(local, ident)
+    except PaneNotFound:
+        others = [w for w in workers if (w.get("host") or LOCAL_HOST) != LOCAL_HOST]
+        exact = [w for w in others if ident in (w.get("id"), w.get("name"), w.get("pane_id"))]
+        if len(exact) > 1:
+            listed = ", ".join(f"{w['host']}:{w['name']} ({w['id']})" for w in exact)
+            raise PaneNotFound(f"{ident!r} names panes on several hosts: {listed}; "
+                               "name one as HOST:NAME") from None
+        return exact[0] if exact else find_worker(others, ident)
+
+
+def switch_to_remote(local: Tmux, hosts: tuple[HostConfig, ...], worker: Mapping[str, Any]
+                     ) -> str:
+    """Show another host's pane here: a local window running ``ssh -t HOST tmux attach -t
+    PANE`` (made once, selected after), on the local tmux server."""
+    host = find_host(hosts, str(worker["host"]))
+    window = f"{worker['name']}@{host.name}"
+    for pane in local.list_panes().panes:
+        if pane.window_name == window and not pane.dead:
+            return f"{local.switch_to(pane.pane_id)} (window {window})"
+    remote = ["tmux", *(["-L", host.socket] if host.socket else []), "attach-session",
+              "-t", str(worker["pane_id"])]
+    command = shlex.join(host.via().interactive(remote))
+    pane = local.new_window(str(Path.home()), window, command)
+    return f"{local.switch_to(pane.pane_id)} (new window {window})"

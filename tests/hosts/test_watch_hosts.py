@@ -50,6 +50,7 @@ def two_hosts(ssh_host: Callable[[str], SshHost], session: Any, tmp_path: Path
     return alpha, beta
 
 
+@pytest.mark.slow
 def test_rows_from_every_host_a_remote_question_and_a_host_lost_and_back(
         two_hosts: tuple[SshHost, SshHost], server: Any, watcher_process: Any) -> None:
     alpha, beta = two_hosts

@@ -21,13 +21,12 @@ from app.front.cli.context import Context, echo_clean, friendly_errors, read_con
 
 def target_id(obj: Context, ident: str | None) -> tuple[str, str]:
     """(worker id, label) of a pane named on the command line, or of the caller's own pane."""
-    from app.act import handoff
 
     if ident is None:
         ident = os.environ.get("TMUX_PANE", "").strip()
         if not ident:
             raise ConductorError("no pane given and not inside tmux ($TMUX_PANE is not set)")
-    target = handoff.resolve(obj.tmux(), obj.workers_dir, ident)
+    _, target = obj.resolve(ident)
     return target.worker_id, target.label
 
 
@@ -132,12 +131,10 @@ def dispatch(obj: Context, ident: str, words: tuple[str, ...], clear: bool,
 
     A `wait` after `dispatch` waits for TEXT's turn, never for the clear's.
     """
-    from app.act import handoff
     from app.act.cycle import jobs
     from app.observe.packs import load_packs
 
-    tmux = obj.tmux()
-    target = handoff.resolve(tmux, obj.workers_dir, ident)
+    tmux, target = obj.resolve(ident)
     cfg = read_config()
     done = jobs.dispatch(tmux, target, " ".join(words), load_packs(), cfg.watch, obj.workers_dir,
                          clear=clear, timeout_s=timeout, poll_s=cfg.wait_poll_s)
@@ -178,8 +175,7 @@ def queue_send(obj: Context, ident: str, text: str) -> None:
     from app.observe.packs import load_packs
 
     handoff.check_text(text)
-    tmux = obj.tmux()
-    target = handoff.resolve(tmux, obj.workers_dir, ident)
+    tmux, target = obj.resolve(ident)
     cfg = read_config()
     packs = load_packs()
     watch = handoff.PaneWatch(tmux, target, packs, cfg.watch, obj.workers_dir)

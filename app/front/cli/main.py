@@ -273,8 +273,10 @@ def _history(row: Any) -> str:
 @friendly_errors
 def switch(obj: Context, ident: str | None, go_next: bool, current_pane: str | None) -> None:
     """Bring a pane to the front (switch-client, or select-window with no client attached)."""
-    from app.adapters.status import find_worker, next_needing_human, snapshot
+    from app.adapters.status import next_needing_human, snapshot
+    from app.run.hosts import pick_worker, switch_to_remote
 
+    hosts = read_config().hosts
     if go_next == bool(ident):
         raise ConductorError("give a pane ID|NAME or --next, not both")
     tmux = obj.tmux()
@@ -292,7 +294,11 @@ def switch(obj: Context, ident: str | None, go_next: bool, current_pane: str | N
             return
         worker = found
     else:
-        worker = find_worker(workers, str(ident))
+        worker = pick_worker(workers, str(ident), hosts)
+    if (worker.get("host") or "local") != "local":
+        click.echo(f"{worker['name']}@{worker['host']} ({worker['id']}): "
+                   f"{switch_to_remote(tmux, hosts, worker)}")
+        return
     done = tmux.switch_to(worker["pane_id"])
     click.echo(f"{worker['name']} ({worker['id']}): {done}")
 
@@ -331,8 +337,7 @@ def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force
 
         queue_send(obj, ident, text)
         return
-    tmux = obj.tmux()
-    target = handoff.resolve(tmux, obj.workers_dir, ident)
+    tmux, target = obj.resolve(ident)
     handoff.send(tmux, target, text, load_packs(), read_config().watch, obj.workers_dir,
                  enter=not no_enter, force=force)
 
@@ -350,11 +355,10 @@ def answer(obj: Context, ident: str, choice: str) -> None:
     cancels); OPTION is an option's key (2, y) or label. Exits 1 when the pane asks nothing,
     its options cannot be read, or the dialog is still up after the keys.
     """
-    from app.act import gate, handoff
+    from app.act import gate
     from app.observe.packs import load_packs
 
-    tmux = obj.tmux()
-    target = handoff.resolve(tmux, obj.workers_dir, ident)
+    tmux, target = obj.resolve(ident)
     done = gate.answer(tmux, target, choice, load_packs(), read_config().watch, obj.workers_dir)
     click.echo(f"{target.label}: answered {render.clean_text(done.label)!r} "
                f"({' '.join(done.keys)})")
@@ -388,8 +392,7 @@ def wait(obj: Context, ident: str, until_text: str, timeout: float | None, poll:
     until = frozenset(parse_states(until_text.replace(",", " ").split()))
     if not until:
         raise ConductorError("--until needs a state: READY, BUSY, NEEDS_CONFIRMATION or ERROR")
-    tmux = obj.tmux()
-    target = handoff.resolve(tmux, obj.workers_dir, ident)
+    tmux, target = obj.resolve(ident)
     cfg = read_config()
     watch = handoff.PaneWatch(tmux, target, load_packs(), cfg.watch, obj.workers_dir)
 

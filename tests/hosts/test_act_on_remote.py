@@ -1,0 +1,103 @@
+"""send, wait, answer, dispatch and switch on other hosts' panes, named HOST:NAME or not, with
+hostile names and texts; a dead remote pane is never typed into."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import conductor
+from tests.hosts.conftest import write_hosts
+from tests.hosts.sshd import SshHost
+from tests.hosts.test_watch_hosts import agent_on, rows
+from tests.waiting import retry_until
+
+pytestmark = pytest.mark.slow  # two sshd, their tmux servers and a watcher per test
+SHELL = "env -i PATH=/usr/bin:/bin HOME=/tmp PS1='lab$ ' bash --norc --noprofile"
+
+
+def pty(server: Any, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return conductor("-L", server.socket_name, "pty", *args, timeout=timeout)
+
+
+@pytest.fixture
+def hosts(ssh_host: Callable[[str], SshHost], server: Any, session: Any, tmp_path: Path,
+          watcher_process: Any) -> tuple[SshHost, SshHost]:
+    alpha, beta = ssh_host("alpha"), ssh_host("beta")
+    agent_on(alpha)
+    agent_on(beta)
+    hostile = f"w;$(touch {tmp_path / 'canary'})'\""
+    alpha.tmux("new-window", "-t", "work", "-n", hostile, "-c", str(tmp_path), SHELL)
+    beta.tmux("set-option", "-g", "remain-on-exit", "on")
+    beta.tmux("new-window", "-t", "work", "-n", "dead", "sh -c 'exit 3'")
+    write_hosts(tmp_path / "config.toml", alpha, beta)
+    watcher_process("--interval", "1", "--no-notify")
+    retry_until(lambda: {"alpha:agent", "beta:agent", f"alpha:{hostile}", "beta:dead"}
+                <= rows(server).keys(), 60, interval=0.3)
+    return alpha, beta
+
+
+def test_send_wait_answer_and_dispatch_on_remote_panes(hosts: tuple[SshHost, SshHost],
+                                                       server: Any) -> None:
+    alpha, beta = hosts
+    retry_until(lambda: rows(server)["alpha:agent"]["state"] == "READY", 30, interval=0.3)
+    done = pty(server, "send", "alpha:agent", "work 1")
+    assert done.returncode == 0, done.stderr
+    done = pty(server, "wait", "alpha:agent", "--timeout", "60")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "work 1" in alpha.tmux("capture-pane", "-p", "-t", "work:agent").stdout
+
+    assert pty(server, "send", "alpha:agent", "ask").returncode == 0
+    done = pty(server, "wait", "alpha:agent", "--until", "NEEDS_CONFIRMATION", "--timeout", "30")
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = pty(server, "answer", "alpha:agent", "approve")
+    assert done.returncode == 0, done.stderr
+    assert "answered" in done.stdout
+
+    # Unqualified: only beta has it, once alpha's is named apart.
+    done = pty(server, "dispatch", "beta:agent", "hello there", "--timeout", "60")
+    assert done.returncode == 0, done.stderr
+    retry_until(lambda: "hello there" in beta.tmux("capture-pane", "-p", "-t",
+                                                   "work:agent").stdout, 15)
+
+
+def test_names_are_local_first_then_unique_else_listed(hosts: tuple[SshHost, SshHost],
+                                                       server: Any, session: Any) -> None:
+    done = pty(server, "send", "agent", "hi")
+    assert done.returncode == 1
+    assert "alpha:agent" in done.stderr and "beta:agent" in done.stderr
+    done = pty(server, "send", "dead", "hi")  # only beta has one: found there, and refused
+    assert done.returncode == 1 and "exited" in done.stderr, done.stderr
+
+
+def test_hostile_names_and_texts_stay_data(hosts: tuple[SshHost, SshHost], server: Any,
+                                          tmp_path: Path) -> None:
+    alpha, _ = hosts
+    hostile = f"w;$(touch {tmp_path / 'canary'})'\""
+    retry_until(lambda: rows(server)[f"alpha:{hostile}"]["state"] == "READY", 30, interval=0.3)
+    text = f"echo '$(touch {tmp_path / 'canary2'})' \"`id`\" ; echo done"
+    done = pty(server, "send", f"alpha:{hostile}", text)
+    assert done.returncode == 0, done.stderr
+    retry_until(lambda: "done" in alpha.tmux("capture-pane", "-p", "-t", "work:1").stdout
+                .split("echo done", 1)[-1], 15)
+    assert not (tmp_path / "canary").exists() and not (tmp_path / "canary2").exists()
+
+
+def test_switch_opens_a_local_window_attached_to_the_remote_pane(
+        hosts: tuple[SshHost, SshHost], server: Any, session: Any) -> None:
+    done = pty(server, "switch", "beta:agent")
+    assert done.returncode == 0, done.stderr
+    [window] = [w for w in session.windows if w.window_name == "agent@beta"]
+    pane = window.active_pane
+
+    def shows_agent() -> bool:
+        return "? for shortcuts" in "\n".join(pane.capture_pane())
+
+    retry_until(shows_agent, 20)
+    again = pty(server, "switch", "beta:agent")
+    assert again.returncode == 0 and "new window" not in again.stdout
+    assert len([w for w in session.windows if w.window_name == "agent@beta"]) == 1
