@@ -4,13 +4,14 @@ hostile names and texts; a dead remote pane is never typed into."""
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import conductor
+from tests.conftest import REPO, conductor
 from tests.hosts.conftest import write_hosts
 from tests.hosts.sshd import SshHost
 from tests.hosts.test_watch_hosts import agent_on, rows
@@ -101,3 +102,22 @@ def test_switch_opens_a_local_window_attached_to_the_remote_pane(
     again = pty(server, "switch", "beta:agent")
     assert again.returncode == 0 and "new window" not in again.stdout
     assert len([w for w in session.windows if w.window_name == "agent@beta"]) == 1
+
+
+def test_a_cycle_check_runs_on_the_panes_host_in_its_folder(hosts: tuple[SshHost, SshHost],
+                                                           server: Any, tmp_path: Path) -> None:
+    alpha, _ = hosts
+    folder = tmp_path / "project"
+    folder.mkdir()
+    alpha.tmux("new-window", "-t", "work", "-n", "coder", "-c", str(folder),
+               f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}")
+    retry_until(lambda: rows(server).get("alpha:coder", {}).get("state") == "READY", 60,
+                interval=0.3)
+    check = 'echo "on=${SSH_CONNECTION:+ssh} in=$(pwd) key=${OPENROUTER_API_KEY:-none}" > seen'
+    done = pty(server, "goal", "alpha:coder", "make it work", "--check", check)
+    assert done.returncode == 0, done.stderr
+    done = conductor("-L", server.socket_name, "pty", "report", "alpha:coder", "done",
+                     env={"OPENROUTER_API_KEY": ""})
+    assert done.returncode == 0, done.stderr
+    retry_until(lambda: (folder / "seen").exists(), 60, interval=0.3)
+    assert (folder / "seen").read_text().split() == ["on=ssh", f"in={folder}", "key=none"]

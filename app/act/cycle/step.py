@@ -84,7 +84,8 @@ class CycleStep:
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="conductor-cycle")
         self._checks: dict[int, Future[Check]] = {}
         self._runner = CheckRunner(settings.cmd_timeout_s, settings.output_chars,
-                                   store_tag(store.workers_dir))
+                                   store_tag(store.workers_dir),
+                                   remote=tmux.via.wrap if tmux.via is not None else None)
         self._decisions: dict[int, Future[decide.Decision]] = {}
         self._tick: float | None = None
         self._latest: dict[str, dict[str, Any]] = {}
