@@ -558,6 +558,11 @@ _STRUCTURE = frozenset({
 })
 # A client that failed before it was attached is not tried again for this long (seconds).
 _RETRY_S = 30.0
+# The pane option a hook on another host sets ("CLI EVENT NONCE"; app.run.hooklines), watched
+# with a control-mode subscription, reported with the server's pid in front.
+HOOK_OPTION = "@conductor-hook"
+HOOK_SUBSCRIPTION_NAME = "conductor-hook"
+HOOK_SUBSCRIPTION = f"{HOOK_SUBSCRIPTION_NAME}:%*:#{{pid}} #{{{HOOK_OPTION}}}"
 
 
 @dataclass(frozen=True)
@@ -630,7 +635,12 @@ class ControlClient:
         )
         self._thread = threading.Thread(target=self._read, name=f"tmux-control-{session_id}",
                                         daemon=True)
+        self._hooks_seen: dict[str, str] = {}
         self._thread.start()
+        if tmux.via is not None:
+            # An agent's hook on another host sets a pane option (nothing of ours runs there);
+            # tmux tells us when it changes (tmux >= 3.2 checks subscriptions once a second).
+            self._write(f"refresh-client -B '{HOOK_SUBSCRIPTION}'")
 
     def _read(self) -> None:
         stdout = self.proc.stdout
@@ -662,10 +672,25 @@ class ControlClient:
             if fresh and note.name != "pause":
                 self._write(f"refresh-client -A '{pane}:pause'")
             self.owner._on_output(pane)
+        elif note.name == "subscription-changed":
+            self._hook_changed(note.args)
         elif note.name in _STRUCTURE:
             if note.name == "session-changed":
                 self.attached = True
             self.owner._on_change()
+
+    def _hook_changed(self, args: tuple[str, ...]) -> None:
+        """``%subscription-changed NAME $S @W IDX %P ... : VALUE``: a pane's hook option moved.
+        The first value of each pane is where it stood when we attached, not news."""
+        if len(args) < 6 or args[0] != HOOK_SUBSCRIPTION_NAME or ":" not in args:
+            return
+        pane, value = args[4], " ".join(args[args.index(":") + 1:])
+        if not _PANE_ID.match(pane):
+            return
+        previous = self._hooks_seen.get(pane)
+        self._hooks_seen[pane] = value
+        if previous is not None and value != previous:
+            self.owner._on_hook(pane, value)
 
     def resume(self, pane_ids: Collection[str]) -> None:
         """Continue output of those panes we paused, so their next output is reported again."""
@@ -716,6 +741,7 @@ class ControlMode:
         self._clients: dict[str, ControlClient] = {}
         self._dirty: dict[str, float] = {}
         self._changed_flag = False
+        self._hooks: list[tuple[str, str, float]] = []
         self._retry_at: dict[str, float] = {}
         self.available: bool | None = None  # None: not checked yet
         self.problem = ""
@@ -792,6 +818,18 @@ class ControlMode:
         with self._lock:
             self._changed_flag = True
         self.wake()
+
+    def _on_hook(self, pane_id: str, value: str) -> None:
+        with self._lock:
+            self._hooks.append((pane_id, value, time.time()))
+        self.wake()
+
+    def take_hooks(self) -> list[tuple[str, str, float]]:
+        """Hook option values set since the last call: (pane id, "SERVER_PID CLI EVENT NONCE",
+        when seen)."""
+        with self._lock:
+            hooks, self._hooks = self._hooks, []
+        return hooks
 
     def _on_lost(self, client: ControlClient) -> None:
         log.debug("control client for session %s ended (exit %s)", client.session_id,

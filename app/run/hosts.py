@@ -7,6 +7,7 @@ is watched. This machine is the host ``local`` and needs no table.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import shlex
@@ -32,6 +33,7 @@ from app.base.errors import (
     TmuxServerNotRunning,
 )
 from app.base.settings import WatchSettings
+from app.observe.hookevents import parse_event
 from app.observe.one_pane import Target, resolve
 
 log = logging.getLogger(__name__)
@@ -198,7 +200,7 @@ class HostWatch:
         watcher: Watching | None = None
         try:
             watcher = self.factory(tmux, store, control)
-            self._loop(watcher, store)
+            self._loop(watcher, store, control, tmux.label)
         except Exception:
             log.exception("host %s: its watcher stopped", self.host.name)
         finally:
@@ -211,7 +213,8 @@ class HostWatch:
             store.close()
             self.host.via().close()
 
-    def _loop(self, watcher: Watching, store: StoreWriter) -> None:
+    def _loop(self, watcher: Watching, store: StoreWriter, control: ControlMode | None,
+              socket: str) -> None:
         next_full = 0.0
         failures = 0
         while not self._stop.is_set():
@@ -219,6 +222,8 @@ class HostWatch:
             started = time.monotonic()
             full = started >= next_full
             try:
+                if control is not None:
+                    record_hooks(store, control.take_hooks(), socket)
                 watcher.tick(time.time(), full=full)
             except HostUnreachable as exc:
                 failures += 1
@@ -260,6 +265,25 @@ class HostWatch:
                                **({"reached_ts": now} if reachable else {}))
         except StoreError as exc:
             log.error("host %s: %s", self.host.name, exc)
+
+
+def record_hooks(store: StoreWriter, hooks: list[tuple[str, str, float]], socket: str) -> None:
+    """The hook option values a host's panes took (``SERVER_PID CLI EVENT NONCE``, set by the
+    line of ``app.install.remote_hooks``) as the hook events ``conductor pty hook`` records
+    locally; the tick that follows reads them as it reads those."""
+    rows = []
+    for pane_id, value, seen in hooks:
+        parts = value.split()
+        if len(parts) < 3 or not parts[0].isdigit():
+            continue  # unset, or not our line's value
+        event = parse_event(parts[1], json.dumps({"hook_event_name": parts[2]}))
+        rows.append({"ts": seen, "kind": "hook", "event": event.kind, "name": event.name,
+                     "cli": event.cli, "pane_id": pane_id, "server_pid": int(parts[0]),
+                     "socket": socket, "session_id": "", "detail": "via the pane option"})
+    if rows:
+        with store.transaction() as conn:
+            for row in rows:
+                store.add_event(conn, row)
 
 
 class HostWatches:

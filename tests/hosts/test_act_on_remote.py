@@ -3,6 +3,8 @@ hostile names and texts; a dead remote pane is never typed into."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -11,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from app.install.remote_hooks import hook_line
 from tests.conftest import REPO, conductor
 from tests.hosts.conftest import write_hosts
 from tests.hosts.sshd import SshHost
@@ -121,3 +124,50 @@ def test_a_cycle_check_runs_on_the_panes_host_in_its_folder(hosts: tuple[SshHost
     assert done.returncode == 0, done.stderr
     retry_until(lambda: (folder / "seen").exists(), 60, interval=0.3)
     assert (folder / "seen").read_text().split() == ["on=ssh", f"in={folder}", "key=none"]
+
+
+def test_a_remote_hook_reaches_the_watcher_through_the_pane_option(
+        hosts: tuple[SshHost, SshHost], server: Any, isolated_env: Path) -> None:
+    alpha, _ = hosts
+    # A shell that keeps tmux's TMUX_PANE, as an agent CLI's hooks see it.
+    alpha.tmux("new-window", "-t", "work", "-n", "hooked", "bash --norc --noprofile")
+    retry_until(lambda: "alpha:hooked" in rows(server), 30, interval=0.3)
+    pane = rows(server)["alpha:hooked"]
+    alpha_pid = alpha.tmux("display-message", "-p", "#{pid}").stdout.strip()
+    # What the CLI's Stop hook runs there: one shell line, in the agent's pane.
+    alpha.tmux("send-keys", "-t", pane["pane_id"], "-l", hook_line("claude", "Stop"))
+    alpha.tmux("send-keys", "-t", pane["pane_id"], "Enter")
+
+    def recorded() -> list[tuple[Any, ...]]:
+        with sqlite3.connect(isolated_env / "status.db") as conn:
+            return list(conn.execute(
+                "SELECT kind, event, name, cli, pane_id, server_pid, socket FROM events "
+                "WHERE kind = 'hook'"))
+
+    retry_until(recorded, 30, interval=0.2)
+    assert recorded() == [("hook", "turn_end", "Stop", "claude", pane["pane_id"],
+                           int(alpha_pid), "alpha:default")]
+
+
+def test_hooks_install_on_a_host_keeps_the_rest_with_a_backup(
+        hosts: tuple[SshHost, SshHost], server: Any, tmp_path: Path) -> None:
+    settings = tmp_path / "claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"theme": "dark", "hooks": {"Stop": [
+        {"hooks": [{"type": "command", "command": "notify-me"}]}]}}), encoding="utf-8")
+    done = pty(server, "hooks", "install", "--cli", "claude", "--host", "alpha",
+               "--path", str(settings))
+    assert done.returncode == 0, done.stderr
+    assert f"alpha:{settings}" in done.stdout and "backup" in done.stdout
+    written = json.loads(settings.read_text(encoding="utf-8"))
+    assert written["theme"] == "dark"
+    stop = [h["command"] for g in written["hooks"]["Stop"] for h in g["hooks"]]
+    assert stop == ["notify-me", hook_line("claude", "Stop")]
+    assert "PermissionRequest" in written["hooks"]
+    backups = list(settings.parent.glob("settings.json.conductor-backup-*"))
+    assert len(backups) == 1 and "notify-me" in backups[0].read_text(encoding="utf-8")
+    again = pty(server, "hooks", "install", "--cli", "claude", "--host", "alpha",
+                "--path", str(settings))
+    assert again.returncode == 0 and "already" in again.stdout
+    refused = pty(server, "hooks", "install", "--cli", "codex", "--host", "alpha")
+    assert refused.returncode == 1 and "Codex" in refused.stderr

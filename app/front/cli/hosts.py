@@ -54,3 +54,20 @@ def hosts(obj: Context, as_json: bool) -> None:
     for r in reports:
         if r.problem and r.enabled:
             echo_clean(f"{r.name}: {r.problem}")
+
+
+def install_remote_hooks(host_name: str, cli: str, path: str | None, show_only: bool) -> None:
+    """``hooks install --cli C --host NAME``: app.install.remote_hooks over that host's ssh."""
+    from app.install import remote_hooks
+    from app.run.hosts import find_host
+
+    host = find_host(read_config().hosts, host_name)
+    result = remote_hooks.install(host.via(), cli, path, dry_run=show_only)
+    if show_only:
+        click.echo(result.snippet)
+        return
+    if not result.changed:
+        echo_clean(f"conductor pty hooks for {cli} already in {host.name}:{result.path}")
+        return
+    backup = f" (backup: {result.backup})" if result.backup else ""
+    echo_clean(f"installed conductor pty hooks for {cli} in {host.name}:{result.path}{backup}")
