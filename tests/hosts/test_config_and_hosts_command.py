@@ -27,7 +27,8 @@ def test_hosts_tables_are_read(tmp_path: Path) -> None:
         ("lab", "lab", (), "", False),
     ]
     assert config.watch.interval_s == 3
-    assert "[hosts.gpu]" in path.read_text(encoding="utf-8")  # the upgrade kept the tables
+    text = path.read_text(encoding="utf-8")  # upgraded with the new keys, the tables kept
+    assert "[hosts.gpu]" in text and "[notify]" in text and config.added
 
 
 @pytest.mark.parametrize(("table", "says"), [
