@@ -91,3 +91,29 @@ def test_rows_from_every_host_a_remote_question_and_a_host_lost_and_back(
     beta.start()
     retry_until(lambda: not rows(server)["beta:agent"].get("stale"), 60, interval=0.3)
     assert {key: w["id"] for key, w in rows(server).items()} == ids
+
+
+@pytest.mark.slow
+def test_a_remote_tmux_server_that_restarts_shows_new_panes_and_ends_the_old(
+        ssh_host: Callable[[str], SshHost], server: Any, session: Any, tmp_path: Path,
+        watcher_process: Any) -> None:
+    alpha = ssh_host("alpha")
+    assert alpha.tmux("new-session", "-d", "-s", "work", "-n", "old", "cat").returncode == 0
+    write_hosts(tmp_path / "config.toml", alpha)
+    watcher_process("--interval", "1", "--no-notify")
+    retry_until(lambda: "alpha:old" in rows(server), 60, interval=0.3)
+    old_id = rows(server)["alpha:old"]["id"]
+    alpha.kill_tmux()
+    # The old server may still be on its way out: "server exited unexpectedly" until it is gone.
+    retry_until(lambda: alpha.tmux("new-session", "-d", "-s", "work", "-n", "new",
+                                   "cat").returncode == 0, 15, interval=0.1)
+
+    def ended() -> bool:
+        done = conductor("-L", server.socket_name, "pty", "status", "--json", "--all")
+        every = {w["id"]: w for w in json.loads(done.stdout or "[]")}
+        return every.get(old_id, {}).get("state") == "EXITED" and \
+            every[old_id]["summary"] == "tmux server ended" and "alpha:new" in rows(server)
+
+    retry_until(ended, 60, interval=0.3)
+    new = rows(server)["alpha:new"]
+    assert new["id"] != old_id and new["pane_id"] == "%0" and not new.get("stale")
