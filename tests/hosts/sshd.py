@@ -1,8 +1,9 @@
 """A real OpenSSH server on loopback for the several-hosts tests, run as the current user.
 
 Each ``SshHost`` has its own host key, an authorized client key made in the test's temp folder and
-``SetEnv TMUX_TMPDIR=…`` so every login to it reaches that host's own tmux server: two hosts on one
-machine then look like two machines to conductor (pane ids collide, as on real ones). The client
+``SetEnv TMUX_TMPDIR=… HOME=…`` so every login to it reaches that host's own tmux server and
+home: two hosts on one machine then look like two machines to conductor (pane ids collide, as on
+real ones). The client
 side is an ssh_config file (``ssh -F``) with the host key pinned in its own known_hosts.
 """
 
@@ -49,6 +50,10 @@ class SshHost:
         root.mkdir(parents=True, exist_ok=True)
         self.tmux_dir = root / "tmux"
         self.tmux_dir.mkdir(mode=0o700, exist_ok=True)
+        # Its own home: the host's settings files are its own, and the login shell reads no rc
+        # of this machine's user (bash sources ~/.bashrc for every command sshd runs).
+        self.home = root / "home"
+        self.home.mkdir(exist_ok=True)
         self.port = free_port()
         host_pub = keygen(root / "host_key")
         (root / "authorized_keys").write_text(client_pub + "\n", encoding="utf-8")
@@ -70,7 +75,7 @@ class SshHost:
             "UsePAM no",
             "StrictModes no",
             "PermitRootLogin prohibit-password",
-            f"SetEnv TMUX_TMPDIR={self.tmux_dir}",
+            f"SetEnv TMUX_TMPDIR={self.tmux_dir} HOME={self.home}",
             "LogLevel ERROR",
             "",
         ]), encoding="utf-8")

@@ -169,5 +169,12 @@ def test_hooks_install_on_a_host_keeps_the_rest_with_a_backup(
     again = pty(server, "hooks", "install", "--cli", "claude", "--host", "alpha",
                 "--path", str(settings))
     assert again.returncode == 0 and "already" in again.stdout
+    # Without --path: the CLI's settings in the home folder of the host's login.
+    _, beta = hosts
+    done = pty(server, "hooks", "install", "--cli", "gemini", "--host", "beta")
+    assert done.returncode == 0, done.stderr
+    written = json.loads((beta.home / ".gemini" / "settings.json").read_text(encoding="utf-8"))
+    assert written["hooks"]["AfterAgent"][0]["hooks"][0]["command"] == \
+        hook_line("gemini", "AfterAgent")
     refused = pty(server, "hooks", "install", "--cli", "codex", "--host", "alpha")
     assert refused.returncode == 1 and "Codex" in refused.stderr
