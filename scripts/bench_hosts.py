@@ -27,6 +27,8 @@ sys.path.insert(0, str(REPO))
 from tests.hosts.sshd import SshHost, keygen, short_folder  # noqa: E402
 
 PRINTER = "sh -c 'while :; do date; sleep 0.05; done'"
+# The stand-in Claude Code of the tests: `work S` is a turn of S seconds ending at its prompt.
+AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
 SHELL = "env PS1='$ ' sh"
 
 
@@ -50,9 +52,11 @@ def wait_for(condition: Callable[[], bool], seconds: float) -> bool:
 
 
 @contextmanager
-def lab(hosts: int, panes: int, streaming: int = 0) -> Iterator[tuple[list[SshHost], Path, str]]:
+def lab(hosts: int, panes: int, streaming: int = 0, agent: bool = False
+        ) -> Iterator[tuple[list[SshHost], Path, str]]:
     """``hosts`` sshd with ``panes`` shells each (the first ``streaming`` of the first host
-    printing nonstop), a local tmux server with one shell, a config naming the hosts, a store."""
+    printing nonstop), a local tmux server with one shell, a config naming the hosts, a store;
+    with ``agent``, a window "agent" running the fake agent on every host and locally."""
     with ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cpb-")))
         key = folder / "client_key"
@@ -68,11 +72,16 @@ def lab(hosts: int, panes: int, streaming: int = 0) -> Iterator[tuple[list[SshHo
                 host.tmux("new-window", "-d", "-t", "bench", "-n", f"w{pane}", SHELL)
             for pane in range(streaming if index == 0 else 0):
                 host.tmux("respawn-window", "-k", "-t", f"bench:w{pane}", PRINTER)
+            if agent:
+                host.tmux("new-window", "-d", "-t", "bench", "-n", "agent", AGENT)
         socket = f"bench-hosts-{os.getpid()}"
         subprocess.run(["tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-s",
                         "bench", "-n", "w0", "-x", "160", "-y", "40", SHELL], check=True)
         stack.callback(lambda: subprocess.run(["tmux", "-L", socket, "kill-server"],
                                               check=False))
+        if agent:
+            subprocess.run(["tmux", "-L", socket, "new-window", "-d", "-t", "bench", "-n",
+                            "agent", AGENT], check=True)
         config = folder / "config.toml"
         config.write_text("[notify]\nstates = []\n\n" + "".join(
             f'[hosts.{h.name}]\nssh = "{h.name}"\nssh_options = ["-F", "{h.client_config}"]\n\n'
@@ -98,13 +107,14 @@ def watching(config: Path, socket: str) -> Iterator[tuple[subprocess.Popen[bytes
 def latencies(trials: int) -> dict[str, list[float]]:
     """Per (where, what): seconds from the screen to the state in the store."""
     found: dict[str, list[float]] = {}
-    with lab(1, 1) as (hosts, config, socket), watching(config, socket) as (_, db):
+    with lab(1, 1, agent=True) as (hosts, config, socket), watching(config, socket) as (_, db):
         alpha = hosts[0]
         local_tmux: Callable[..., object] = lambda *a: subprocess.run(  # noqa: E731
             ["tmux", "-L", socket, *a], check=True)
         places = (("local", local_tmux), (alpha.name, alpha.tmux))
         for where, _ in places:
-            wait_for(lambda w=where: host_state(db, w, "w0") == "READY", 90)
+            for name in ("w0", "agent"):
+                wait_for(lambda w=where, n=name: host_state(db, w, n) == "READY", 90)
         for trial in range(trials):
             for where, run in places:
                 time.sleep(0.3 + (trial * 0.37) % 1.0)
@@ -116,11 +126,11 @@ def latencies(trials: int) -> dict[str, list[float]]:
                     time.monotonic() - started if seen else float("inf"))
                 run("send-keys", "-t", "bench:w0", "n", "Enter")
                 wait_for(lambda w=where: host_state(db, w, "w0") == "READY", 30)
-                time.sleep(1.0)
-                run("send-keys", "-t", "bench:w0", "sleep 1.5", "Enter")
-                ends = time.monotonic() + 1.5
-                wait_for(lambda w=where: host_state(db, w, "w0") == "BUSY", 10)
-                seen = wait_for(lambda w=where: host_state(db, w, "w0") == "READY", 30)
+                # A turn of the agent: 1 s of work, then its idle prompt.
+                run("send-keys", "-t", "bench:agent", "work 1", "Enter")
+                ends = time.monotonic() + 1.0
+                wait_for(lambda w=where: host_state(db, w, "agent") == "BUSY", 10)
+                seen = wait_for(lambda w=where: host_state(db, w, "agent") == "READY", 30)
                 found.setdefault(f"{where} turn end", []).append(
                     time.monotonic() - ends if seen else float("inf"))
     return found
