@@ -744,6 +744,9 @@ class ControlMode:
         self._hooks: list[tuple[str, str, float]] = []
         self._retry_at: dict[str, float] = {}
         self.available: bool | None = None  # None: not checked yet
+        # At most this many clients (None: one per session); over ssh each is a session of
+        # sshd's MaxSessions.
+        self.max_clients: int | None = None
         self.problem = ""
 
     def _check_version(self) -> bool:
@@ -770,6 +773,8 @@ class ControlMode:
                     self._retry_at[client.session_id] = now + _RETRY_S
             missing = [s for s in wanted - self._clients.keys()
                        if self._retry_at.get(s, 0.0) <= now]
+            if self.max_clients is not None:  # the rest of the sessions are polled
+                missing = sorted(missing)[:max(0, self.max_clients - len(self._clients))]
         for client in stale:
             client.close()
         for session in missing:

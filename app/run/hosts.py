@@ -132,6 +132,9 @@ def find_host(hosts: tuple[HostConfig, ...], name: str) -> HostConfig:
 
 # Pauses between tries to reach a host that did not answer: doubled each time up to the last.
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+# Control-mode clients per host: each is an ssh session, and sshd's MaxSessions (10 by default)
+# must leave room for the calls in flight; the sessions beyond are polled.
+CONTROL_CLIENTS = 8
 # A burst of output wakes the loop; it gathers this long before its tick (as the daemon does).
 _GATHER_S = 0.02
 
@@ -197,6 +200,8 @@ class HostWatch:
             return
         tmux = self.host.tmux()
         control = ControlMode(tmux, self._wake.set) if self.settings.events else None
+        if control is not None:
+            control.max_clients = CONTROL_CLIENTS
         watcher: Watching | None = None
         try:
             watcher = self.factory(tmux, store, control)

@@ -14,17 +14,19 @@ from tests.hosts.sshd import SshHost, SshUnavailable, keygen, short_folder
 
 @pytest.fixture
 def ssh_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-             ) -> Iterator[Callable[[str], SshHost]]:
-    """Start one sshd per call (``ssh_host("alpha")``); every one and its tmux server is stopped
-    at the end. conductor's ssh sockets go to a short private folder of the test's."""
+             ) -> Iterator[Callable[..., SshHost]]:
+    """Start one sshd per call (``ssh_host("alpha")``, sshd_config lines after the name); every
+    one and its tmux server is stopped at the end. conductor's ssh sockets go to a short
+    private folder of the test's."""
     monkeypatch.setenv("XDG_RUNTIME_DIR", short_folder(tmp_path))
     client_key = tmp_path / "client_key"
     client_pub = keygen(client_key)
     started: list[SshHost] = []
 
-    def start(name: str) -> SshHost:
+    def start(name: str, *sshd_config: str) -> SshHost:
         try:
-            host = SshHost(name, tmp_path / f"host-{name}", client_key, client_pub).start()
+            host = SshHost(name, tmp_path / f"host-{name}", client_key, client_pub,
+                           sshd_config).start()
         except SshUnavailable as exc:
             pytest.skip(str(exc))
         started.append(host)

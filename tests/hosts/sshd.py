@@ -42,7 +42,8 @@ def keygen(path: Path) -> str:
 class SshHost:
     """One sshd on 127.0.0.1, its own tmux folder, and the client config that reaches it."""
 
-    def __init__(self, name: str, root: Path, client_key: Path, client_pub: str) -> None:
+    def __init__(self, name: str, root: Path, client_key: Path, client_pub: str,
+                 extra: tuple[str, ...] = ()) -> None:
         if not Path(SSHD).exists():
             raise SshUnavailable("sshd not found (Debian package: openssh-server)")
         self.name = name
@@ -77,6 +78,7 @@ class SshHost:
             "PermitRootLogin prohibit-password",
             f"SetEnv TMUX_TMPDIR={self.tmux_dir} HOME={self.home}",
             "LogLevel ERROR",
+            *extra,
             "",
         ]), encoding="utf-8")
         self.client_config = root / "ssh_config"

@@ -69,3 +69,13 @@ def test_hosts_command_says_who_answers(ssh_host: Callable[[str], SshHost],
     assert table.splitlines()[0].split() == ["HOST", "SSH", "REACHABLE", "LATENCY", "TMUX",
                                             "WATCH", "PANES"]
     assert "beta: host beta (beta) unreachable" in table
+
+
+def test_a_host_refusing_sessions_is_unreachable(ssh_host: Callable[..., SshHost],
+                                                tmp_path: Path) -> None:
+    full = ssh_host("full", "MaxSessions 0")  # sshd's MaxSessions reached: no session at all
+    write_hosts(tmp_path / "config.toml", full)
+    done = conductor("pty", "hosts", "--json")
+    assert done.returncode == 0, done.stderr
+    row = next(r for r in map(json.loads, done.stdout.splitlines()) if r["name"] == "full")
+    assert not row["reachable"] and "unreachable" in row["problem"]

@@ -116,3 +116,21 @@ def test_control_mode_over_ssh_reports_output(ssh_host: Callable[[str], SshHost]
         assert seen[pane] <= time.monotonic()
     finally:
         control.close()
+
+
+def test_control_clients_over_ssh_are_capped_and_the_rest_polled(
+        ssh_host: Callable[[str], SshHost], tmp_path: Path) -> None:
+    host = ssh_host("alpha")
+    for name in ("s1", "s2", "s3"):
+        assert host.tmux("new-session", "-d", "-s", name, "cat").returncode == 0
+    tmux = Tmux(via=via_for(host, tmp_path))
+    control = ControlMode(tmux)
+    control.max_clients = 2
+    try:
+        sessions = {p.session_id for p in tmux.list_panes().panes}
+        control.follow(sessions)
+        retry_until(lambda: len(control.watching()) == 2, 20)
+        control.follow(sessions)
+        assert len(control.watching()) == 2 and control.watching() < sessions
+    finally:
+        control.close()
