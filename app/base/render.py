@@ -149,7 +149,9 @@ def short_line(workers: Sequence[Mapping[str, Any]], colour: bool = False,
         if state == "EXITED" or w.get("cli_type") == "conductor":  # nothing to act on there
             continue
         name = clean_text(str(w.get("name") or w.get("id")) + _at_host(w))
-        shown = f"[{name}: {_SHORT.get(state, state)}]"
+        # "?": the last state seen before the pane's host stopped answering.
+        stale = "?" if w.get("stale_reason") else ""
+        shown = f"[{name}: {_SHORT.get(state, state)}{stale}]"
         # '#' would start a tmux format in status-right; double it to print it literally.
         text = shown.replace("#", "##")
         items.append((f"#[{style[state]}]{text}#[default]" if state in style else text,

@@ -86,6 +86,11 @@ def test_rows_from_every_host_a_remote_question_and_a_host_lost_and_back(
     retry_until(lambda: rows(server)["alpha:agent"]["state"] != "NEEDS_CONFIRMATION", 30,
                 interval=0.2)
     assert "READY (stale)" in conductor("-L", server.socket_name, "pty", "status").stdout
+    assert "[agent@beta: READY?]" in conductor("-L", server.socket_name, "pty", "status",
+                                               "--short").stdout
+    refused = conductor("-L", server.socket_name, "pty", "send", "beta:agent", "hello")
+    assert refused.returncode == 1 and "unreachable" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
 
     # Back: the same ids, fresh again.
     beta.start()
