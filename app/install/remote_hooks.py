@@ -22,14 +22,7 @@ from dataclasses import dataclass
 from app.adapters.ssh import SshVia
 from app.adapters.tmux import HOOK_OPTION
 from app.base.errors import ConfigError
-from app.install.hooks import (
-    CLAUDE_EVENTS,
-    GEMINI_EVENTS,
-    _group,
-    _json_type,
-    _merge_event,
-    _parse_json,
-)
+from app.install.hooks import CLAUDE_EVENTS, GEMINI_EVENTS, _group, _parse_json, merge_events
 
 REMOTE_CLIS = ("claude", "gemini")
 _SETTINGS = {"claude": ".claude/settings.json", "gemini": ".gemini/settings.json"}
@@ -57,15 +50,7 @@ def merged(cli: str, path: str, old_text: str | None) -> tuple[str | None, str]:
     snippet = json.dumps({"hooks": {e: [_group(cli, e, hook_line(cli, e))] for e in events}},
                          indent=2)
     settings = _parse_json(cli, path, old_text) if old_text is not None else {}  # type: ignore[arg-type]
-    hooks = settings.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise ConfigError(f'{path}: "hooks" is {_json_type(hooks)}, not an object')
-    changed = False
-    for event in events:
-        groups = hooks.setdefault(event, [])
-        if not isinstance(groups, list):
-            raise ConfigError(f'{path}: "hooks.{event}" is {_json_type(groups)}, not a list')
-        changed |= _merge_event(cli, groups, event, hook_line(cli, event))
+    changed = merge_events(cli, path, settings, {e: hook_line(cli, e) for e in events})
     if not changed:
         return None, snippet
     return json.dumps(settings, indent=2, ensure_ascii=False) + "\n", snippet
