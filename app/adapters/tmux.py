@@ -563,6 +563,9 @@ _RETRY_S = 30.0
 HOOK_OPTION = "@conductor-hook"
 HOOK_SUBSCRIPTION_NAME = "conductor-hook"
 HOOK_SUBSCRIPTION = f"{HOOK_SUBSCRIPTION_NAME}:%*:#{{pid}} #{{{HOOK_OPTION}}}"
+# tmux checks subscriptions once a second: what it reports this soon after attaching is the
+# state of things then.
+_HOOK_BASELINE_S = 2.5
 
 
 @dataclass(frozen=True)
@@ -636,11 +639,11 @@ class ControlClient:
         self._thread = threading.Thread(target=self._read, name=f"tmux-control-{session_id}",
                                         daemon=True)
         self._hooks_seen: dict[str, str] = {}
+        # An agent's hook on another host sets a pane option (nothing of ours runs there); once
+        # attached, we ask tmux to tell us when it changes (tmux >= 3.2 checks once a second).
+        self._subscribe = tmux.via is not None
+        self._subscribed_at = 0.0
         self._thread.start()
-        if tmux.via is not None:
-            # An agent's hook on another host sets a pane option (nothing of ours runs there);
-            # tmux tells us when it changes (tmux >= 3.2 checks subscriptions once a second).
-            self._write(f"refresh-client -B '{HOOK_SUBSCRIPTION}'")
 
     def _read(self) -> None:
         stdout = self.proc.stdout
@@ -677,11 +680,16 @@ class ControlClient:
         elif note.name in _STRUCTURE:
             if note.name == "session-changed":
                 self.attached = True
+                if self._subscribe:
+                    # Asked before the attach is done, tmux may drop it.
+                    self._subscribe, self._subscribed_at = False, time.monotonic()
+                    self._write(f"refresh-client -B '{HOOK_SUBSCRIPTION}'")
             self.owner._on_change()
 
     def _hook_changed(self, args: tuple[str, ...]) -> None:
         """``%subscription-changed NAME $S @W IDX %P ... : VALUE``: a pane's hook option moved.
-        The first value of each pane is where it stood when we attached, not news."""
+        The values of the first check after attaching are where things stood, not news; a pane
+        first seen later is new, and its first value is."""
         if len(args) < 6 or args[0] != HOOK_SUBSCRIPTION_NAME or ":" not in args:
             return
         pane, value = args[4], " ".join(args[args.index(":") + 1:])
@@ -689,7 +697,9 @@ class ControlClient:
             return
         previous = self._hooks_seen.get(pane)
         self._hooks_seen[pane] = value
-        if previous is not None and value != previous:
+        baseline = previous is None and \
+            time.monotonic() - self._subscribed_at < _HOOK_BASELINE_S
+        if not baseline and value != previous:
             self.owner._on_hook(pane, value)
 
     def resume(self, pane_ids: Collection[str]) -> None:

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from app.adapters.ssh import SshVia, control_dir, remote_command
-from app.adapters.tmux import ControlMode, Tmux
+from app.adapters.tmux import HOOK_OPTION, ControlMode, Tmux
 from app.base.errors import HostUnreachable, TmuxError
 from tests.hosts.sshd import SshHost, short_folder
-from tests.waiting import retry_until
+from tests.waiting import retry_until, stays_false
 
 HOSTILE = [
     "a b", "'", '"', "$(touch {canary})", "`touch {canary}`", "; touch {canary}", "\\", "*",
@@ -132,5 +132,25 @@ def test_control_clients_over_ssh_are_capped_and_the_rest_polled(
         retry_until(lambda: len(control.watching()) == 2, 20)
         control.follow(sessions)
         assert len(control.watching()) == 2 and control.watching() < sessions
+    finally:
+        control.close()
+
+
+def test_hook_option_changes_are_reported_and_old_values_are_not(
+        ssh_host: Callable[[str], SshHost], tmp_path: Path) -> None:
+    host = ssh_host("alpha")
+    assert host.tmux("new-session", "-d", "-s", "s1", "cat").returncode == 0
+    host.tmux("set-option", "-p", "-t", "%0", HOOK_OPTION, "claude Stop 1")  # before we came
+    tmux = Tmux(via=via_for(host, tmp_path))
+    control = ControlMode(tmux)
+    try:
+        control.follow({p.session_id for p in tmux.list_panes().panes})
+        retry_until(lambda: control.watching(), 20)
+        assert stays_false(control.take_hooks, 3.0)
+        host.tmux("set-option", "-p", "-t", "%0", HOOK_OPTION, "claude PermissionRequest 2")
+        seen: list[tuple[str, str, float]] = []
+        retry_until(lambda: seen.extend(control.take_hooks()) or seen, 10)
+        pid = host.tmux("display-message", "-p", "#{pid}").stdout.strip()
+        assert [(p, v) for p, v, _ in seen] == [("%0", f"{pid} claude PermissionRequest 2")]
     finally:
         control.close()
