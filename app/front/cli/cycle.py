@@ -21,7 +21,6 @@ from app.front.cli.context import Context, echo_clean, friendly_errors, read_con
 
 def target_id(obj: Context, ident: str | None) -> tuple[str, str]:
     """(worker id, label) of a pane named on the command line, or of the caller's own pane."""
-
     if ident is None:
         ident = os.environ.get("TMUX_PANE", "").strip()
         if not ident:
