@@ -76,6 +76,12 @@ def test_names_are_local_first_then_unique_else_listed(hosts: tuple[SshHost, Ssh
     assert "alpha:agent" in done.stderr and "beta:agent" in done.stderr
     done = pty(server, "send", "dead", "hi")  # only beta has one: found there, and refused
     assert done.returncode == 1 and "exited" in done.stderr, done.stderr
+    # The store's commands take HOST:NAME too: herding is opted in for alpha's agent only.
+    done = pty(server, "herd", "on", "alpha:agent", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    herded = pty(server, "herd", "list", "--json")
+    assert rows(server)["alpha:agent"]["id"] in herded.stdout
+    assert rows(server)["beta:agent"]["id"] not in herded.stdout
 
 
 def test_hostile_names_and_texts_stay_data(hosts: tuple[SshHost, SshHost], server: Any,
