@@ -466,7 +466,8 @@ def hosts_section(trials: int, seconds: float) -> None:
     for what, values in sorted(bench_hosts.latencies(trials).items()):
         print(f"  {what:22} {figures(values)}")
     print(f"CPU per minute over ssh (s/min; {seconds:g} s each; ours = watcher tree, its ssh "
-          "clients included; sshd = the sshd serving it; tmux = the remote tmux servers):")
+          "clients and masters included; sshd = the sshd serving it; tmux = the remote tmux "
+          "servers):")
     for hosts, panes, streaming in ((3, 20, 0), (1, 5, 5)):
         ours, sshd, servers, ssh = bench_hosts.cost(hosts, panes, streaming, seconds)
         what = f"{hosts} hosts x {panes} panes" + (f", {streaming} printing" if streaming

@@ -3,7 +3,8 @@ loopback (tests/hosts/sshd.py), each with its own tmux server:
 
 - remote question -> NEEDS_CONFIRMATION and remote turn end -> READY, beside the same on this
   machine's tmux in the same run (control mode over ssh, every default);
-- CPU per minute of the watcher (its process tree: its ssh clients and control clients included),
+- CPU per minute of the watcher (its process tree: its ssh clients and control clients included,
+  and the ssh masters of the shared connections),
   of the sshd serving it and of the remote tmux servers, for 3 hosts x 20 idle panes and for one
   host with 5 panes printing nonstop;
 - ssh processes per host: the shared connection (its master) and the clients on it.
@@ -149,15 +150,20 @@ def tmux_server_cpu(host: SshHost) -> float:
     return proc_cpu(int(pid)) if pid.isdigit() else 0.0
 
 
-def ssh_processes(host: SshHost) -> tuple[int, int]:
-    """(masters, clients): the shared connection's master (``ssh -O check`` names it) and the
-    ssh processes on it that carry the host's ssh_config (control clients, calls in flight)."""
+def master_pid(host: SshHost) -> int:
+    """The pid of the shared connection's master (``ssh -O check`` names it), 0 for none."""
     from app.adapters.ssh import SshVia
 
     via = SshVia(host.name, host.name, tuple(host.ssh_options))
     check = subprocess.run([*via.base_argv()[:-3], "-O", "check", "--", host.name],
                            capture_output=True, text=True, check=False)
-    master = int(check.stderr.split("pid=")[1].split(")")[0]) if "pid=" in check.stderr else 0
+    return int(check.stderr.split("pid=")[1].split(")")[0]) if "pid=" in check.stderr else 0
+
+
+def ssh_processes(host: SshHost) -> tuple[int, int]:
+    """(masters, clients): the shared connection's master and the ssh processes on it that
+    carry the host's ssh_config (control clients, calls in flight)."""
+    master = master_pid(host)
     clients = 0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == master:
@@ -193,10 +199,15 @@ def cost(hosts: int, panes: int, streaming: int, seconds: float
         def servers() -> float:
             return sum(tmux_server_cpu(h) for h in started)
 
-        ours, serving, tmuxes = descendants_cpu(daemon.pid), sshd(), servers()
+        masters = [master_pid(h) for h in started]
+
+        def mine() -> float:  # the masters are ssh's own daemons, not the watcher's children
+            return descendants_cpu(daemon.pid) + sum(descendants_cpu(m) for m in masters if m)
+
+        ours, serving, tmuxes = mine(), sshd(), servers()
         begun = time.monotonic()
         time.sleep(seconds)
         elapsed = (time.monotonic() - begun) / 60
-        figures = ((descendants_cpu(daemon.pid) - ours) / elapsed, (sshd() - serving) / elapsed,
+        figures = ((mine() - ours) / elapsed, (sshd() - serving) / elapsed,
                    (servers() - tmuxes) / elapsed)
         return (*figures, [ssh_processes(h) for h in started])
