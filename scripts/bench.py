@@ -20,6 +20,9 @@ Figures:
 - Handing over at every default: `conductor pty wait` on a pane the watcher has seen READY for
   a while (wall time of the command), and a report whose check is `true` to its cycle's decision.
 - `conductor pty status --short` wall time against `python3 -c pass`, same run.
+- Several hosts (`--only hosts`, scripts/bench_hosts.py): remote question and turn end against
+  local ones over real sshd on loopback, CPU of 3 hosts x 20 idle panes and of 5 remote panes
+  streaming (ours, sshd's, the remote tmux servers'), ssh processes per host.
 """
 
 from __future__ import annotations
@@ -452,7 +455,26 @@ def figures(values: list[float]) -> str:
     return f"median {statistics.median(seen):.2f}, max {max(seen):.2f} (n={len(values)}{missed})"
 
 
-SECTIONS = ("cycles", "latency", "replay", "cost", "handoff", "startup")
+SECTIONS = ("cycles", "latency", "replay", "cost", "handoff", "startup", "hosts")
+
+
+def hosts_section(trials: int, seconds: float) -> None:
+    """Several hosts over real sshd on loopback (scripts/bench_hosts.py)."""
+    from scripts import bench_hosts
+
+    print("\nSeveral hosts over ssh on loopback, every default (control mode over ssh) (s):")
+    for what, values in sorted(bench_hosts.latencies(trials).items()):
+        print(f"  {what:22} {figures(values)}")
+    print(f"CPU per minute over ssh (s/min; {seconds:g} s each; ours = watcher tree, its ssh "
+          "clients and masters included; sshd = the sshd serving it; tmux = the remote tmux "
+          "servers):")
+    for hosts, panes, streaming in ((3, 20, 0), (1, 5, 5)):
+        ours, sshd, servers, ssh = bench_hosts.cost(hosts, panes, streaming, seconds)
+        what = f"{hosts} hosts x {panes} panes" + (f", {streaming} printing" if streaming
+                                                   else ", idle")
+        per_host = ", ".join(f"{m} master + {c} clients" for m, c in ssh)
+        print(f"  {what:28} ours {ours:6.2f}  sshd {sshd:6.2f}  tmux {servers:6.2f}; ssh "
+              f"processes per host: {per_host}")
 
 
 def main() -> None:
@@ -512,6 +534,8 @@ def main() -> None:
               f"while (wall, the CLI's start included): {figures(waits)}; a report with check "
               f"`true` -> its cycle's decision: {figures(decisions)}")
 
+    if "hosts" in only:
+        hosts_section(trials, cost_s)
     if "startup" not in only:
         return
     short, bare = startup(runs)

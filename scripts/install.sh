@@ -4,7 +4,7 @@
 #   scripts/install.sh --mcp    the tool with its MCP extra (`conductor pty mcp`)
 #   scripts/install.sh --test   the tool, its test extras (the MCP extra among them), and what the
 #                               tests use (dbus, notify-send, npm to fetch the real agent CLIs the
-#                               e2e tests run)
+#                               e2e tests run, sshd for the several-hosts tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +26,8 @@ if [ "$with_tests" = 1 ]; then
   command -v dbus-daemon >/dev/null 2>&1 || need_apt+=(dbus)
   command -v notify-send >/dev/null 2>&1 || need_apt+=(libnotify-bin)
   command -v npm >/dev/null 2>&1 || need_apt+=(npm)
+  # The several-hosts tests start real sshd on loopback.
+  [ -x /usr/sbin/sshd ] || command -v sshd >/dev/null 2>&1 || need_apt+=(openssh-server)
 fi
 if [ "${#need_apt[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then

@@ -363,7 +363,8 @@ def pane_lock(tmux: Tmux, target: Target, workers_dir: Path, wait_s: float = LOC
                       "a dead pane")
     folder = Path(workers_dir) / LOCKS_DIR
     number = pane_id.lstrip("%") if pane_id[1:].isdigit() else screen_hash(pane_id)[:16]
-    path = folder / f"pane-{state.server_pid}-{number}.lock"
+    host = "" if tmux.via is None else f"{tmux.host}-"  # another host's pids are its own
+    path = folder / f"pane-{host}{state.server_pid}-{number}.lock"
     try:
         store.make_private_dir(folder)
         fd = store.open_private(str(path), os.O_RDWR)

@@ -72,6 +72,8 @@ def snapshot(workers_dir: str | Path, socket: str | None = None) -> Snapshot:
     try:
         daemon = reader.daemon() or {}
         workers = reader.workers(socket)
+        if any(w.get("host") not in (None, "local") for w in workers):
+            mark_unreachable(workers, reader.hosts())
     finally:
         reader.close()
     pid = watcher_pid(daemon)
@@ -82,13 +84,37 @@ def snapshot(workers_dir: str | Path, socket: str | None = None) -> Snapshot:
                     daemon.get("interval"))
 
 
+# Why a pane's row is stale while the watcher runs: its host does not answer (its state is the
+# last one seen; it is never EXITED for that, nor typed into).
+HOST_UNREACHABLE = "host_unreachable"
+
+
+def mark_unreachable(workers: list[dict[str, Any]], hosts: Mapping[str, Mapping[str, Any]]
+                     ) -> None:
+    """Give each live pane of a host that did not answer at its last try
+    ``stale_reason: host_unreachable`` and ``host_problem`` (what ssh said)."""
+    for w in workers:
+        host = hosts.get(str(w.get("host")))
+        if host is not None and not host.get("reachable") and w.get("state") != "EXITED":
+            w["stale_reason"] = HOST_UNREACHABLE
+            w["host_problem"] = host.get("problem") or ""
+
+
 def find_worker(workers: list[dict[str, Any]], ident: str) -> dict[str, Any]:
-    """A worker by id, id prefix, tmux pane id (``%3``) or name; ambiguity is an error."""
+    """A worker by id, id prefix, tmux pane id (``%3``) or name; ambiguity is an error.
+    ``HOST:NAME`` names one host's pane; an unqualified name found on several hosts means this
+    machine's."""
+    head, sep, rest = ident.partition(":")
+    if sep and rest and not any(ident in (w.get("name"), w.get("id")) for w in workers) and \
+            any(w.get("host") == head for w in workers):
+        workers, ident = [w for w in workers if w.get("host") == head], rest
     for key in ("id", "pane_id", "name"):
         exact = [w for w in workers if w.get(key) == ident]
         if len(exact) > 1:
             # A name reused after its first pane exited means the live one.
             exact = [w for w in exact if w.get("state") != "EXITED"] or exact
+        if len(exact) > 1 and any(w.get("host") not in (None, "local") for w in exact):
+            exact = [w for w in exact if w.get("host") in (None, "local")] or exact
         if len(exact) == 1:
             return exact[0]
         if len(exact) > 1:

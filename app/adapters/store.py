@@ -47,6 +47,8 @@ PUBLIC_FIELDS = (
     "cycle",
     # The git worktree `create --worktree` made for the pane (a path), None when it has none.
     "worktree",
+    # The machine the pane runs on: "local", or a [hosts.NAME] of the config file (over ssh).
+    "host",
 )
 
 # Rows of the events table: what happened to a pane besides its screen. ``kind`` is "send" (our
@@ -153,7 +155,18 @@ def _migrations() -> Migrations:
         # `worktree remove ID` finds it and `status --json` shows it.
         table(db, "ptys").add_column("worktree", str)
 
+    migrations()(m007_hosts)
     return migrations
+
+
+def m007_hosts(db: Database) -> None:
+    """Several hosts (issue 23): the machine each pane runs on, and how each configured host
+    answered last (its panes are stale while it does not)."""
+    db.table("ptys").add_column("host", str, not_null_default="local")
+    db.table("hosts").create({
+        "name": str, "socket": str, "reachable": int, "problem": str, "checked_ts": float,
+        "reached_ts": float,
+    }, pk="name")
 
 
 def db_path(workers_dir: str | Path) -> str:
@@ -317,6 +330,10 @@ class StoreWriter:
         for worker_id in ids:
             for table in ("ptys", "status", "status_history"):
                 conn.execute(f"DELETE FROM {table} WHERE id = ?", (worker_id,))
+
+    def set_host(self, conn: sqlite3.Connection, **fields: Any) -> None:
+        """How a configured host answered (``name`` required; the other columns given)."""
+        _insert(conn, "hosts", fields, conflict_key="name")
 
     def heartbeat(self, conn: sqlite3.Connection, **fields: Any) -> None:
         _insert(conn, "daemon", {"name": "watch", **fields}, conflict_key="name")
@@ -617,9 +634,10 @@ class StoreReader:
             "p.cwd, p.cli_type, p.socket, p.server_pid, s.state, s.summary, s.actions_needed, "
             "s.confidence, s.reasons, s.rule_id, s.classifier, s.state_entered_ts, "
             "s.last_change_ts, s.signals, s.herd_eligible, s.herd_reason, h.goal, s.cycle, "
-            "p.worktree "
+            "p.worktree, p.host "
             "FROM ptys p LEFT JOIN status s ON s.id = p.id LEFT JOIN herd h ON h.id = p.id "
-            "WHERE ? IS NULL OR p.socket = ? OR p.socket IS NULL "
+            # Another host's panes belong to every local socket's watcher.
+            "WHERE ? IS NULL OR p.socket = ? OR p.socket IS NULL OR p.host != 'local' "
             "ORDER BY p.tmux_session, p.window_index, p.pane_index", (socket, socket)
         )
         return [public_row(dict(row)) for row in rows]
@@ -665,6 +683,13 @@ class StoreReader:
     def daemon(self) -> dict[str, Any] | None:
         rows = self._query("SELECT * FROM daemon WHERE name = 'watch'")
         return dict(rows[0]) if rows else None
+
+    def hosts(self) -> dict[str, dict[str, Any]]:
+        """How each configured host answered last, by name (none before the first watch)."""
+        try:
+            return {row["name"]: dict(row) for row in self._query("SELECT * FROM hosts")}
+        except StoreError:
+            return {}  # a store no watcher of several hosts has opened yet
 
     def herd(self) -> dict[str, dict[str, Any]]:
         """Every herd row (opt-in, rules, goal, counters) by pane id."""
@@ -725,6 +750,7 @@ def public_row(row: Mapping[str, Any]) -> dict[str, Any]:
         # The final row of a gone pane is written without the herd's step: no stale "eligible".
         out["eligible_for_herd"], out["herd_reason"] = False, "pane_exited"
     out["cycle"] = out["cycle"] or ""
+    out["host"] = out["host"] or "local"
     out["summary"] = out["summary"] or ""
     out["actions_needed"] = out["actions_needed"] or ""
     return out

@@ -20,9 +20,15 @@ import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from app.base.errors import PaneDead, PaneNotFound, TmuxError, TmuxServerNotRunning
+from app.base.errors import (
+    HostUnreachable,
+    PaneDead,
+    PaneNotFound,
+    TmuxError,
+    TmuxServerNotRunning,
+)
 from app.base.model import Pane
 
 if TYPE_CHECKING:
@@ -81,18 +87,41 @@ def _to_int(text: str, default: int = 0) -> int:
         return default
 
 
+LOCAL_HOST = "local"
+
+
+class Via(Protocol):
+    """How a tmux command line reaches another machine's tmux (``app.adapters.ssh.SshVia``)."""
+
+    @property
+    def host(self) -> str:
+        """The host's name in the config file."""
+
+    def wrap(self, argv: Sequence[str]) -> list[str]:
+        """The local command line that runs ``argv`` on the host."""
+
+    def failure(self, returncode: int, stderr: str) -> TmuxError | None:
+        """The error when the host, not tmux, failed the call (None: tmux answered)."""
+
+
 class Tmux:
     """One tmux server, named by socket name (``-L``) or socket path (``-S``); neither means the
-    user's default server."""
+    user's default server. With ``via``, the server of another host: every command line is built
+    here as on this machine and ``via`` carries it there (ssh), so listing, capturing, typing and
+    control mode are the same code for every host."""
 
-    def __init__(self, socket_name: str | None = None, socket_path: str | None = None) -> None:
+    def __init__(self, socket_name: str | None = None, socket_path: str | None = None,
+                 via: Via | None = None) -> None:
         self.socket_name = socket_name or None
         self.socket_path = socket_path or None
-        self._binary = shutil.which("tmux") or "tmux"
+        self.via = via
+        self.host = via.host if via is not None else LOCAL_HOST
+        self._binary = "tmux" if via is not None else shutil.which("tmux") or "tmux"
 
     @property
     def label(self) -> str:
-        return self.socket_path or self.socket_name or "default"
+        socket = self.socket_path or self.socket_name or "default"
+        return socket if self.via is None else f"{self.host}:{socket}"
 
     def _argv(self, args: Sequence[str]) -> list[str]:
         argv = [self._binary]
@@ -100,7 +129,11 @@ class Tmux:
             argv += ["-S", self.socket_path]
         elif self.socket_name:
             argv += ["-L", self.socket_name]
-        return argv + list(args)
+        if self.via is None:
+            return argv + list(args)
+        # A login over ssh often has no UTF-8 locale, and tmux would then print our field
+        # separator (and any non-ASCII name) as "_".
+        return self.via.wrap([*argv, "-u", *args])
 
     def run(self, *args: str, check: bool = True, stdin: str | None = None
             ) -> subprocess.CompletedProcess[str]:
@@ -117,7 +150,13 @@ class Tmux:
         except FileNotFoundError:
             raise TmuxError("tmux is not installed (no 'tmux' on PATH)") from None
         except subprocess.TimeoutExpired:
+            if self.via is not None:
+                raise HostUnreachable(f"host {self.host}: tmux {args[0]} did not answer within "
+                                      f"{_TIMEOUT_S:.0f} s") from None
             raise TmuxError(f"tmux {args[0]} did not answer within {_TIMEOUT_S:.0f} s") from None
+        failed = self.via.failure(done.returncode, done.stderr) if self.via is not None else None
+        if failed is not None:
+            raise failed
         if check and done.returncode != 0:
             raise self._error(args[0], done.stderr)
         return done
@@ -130,6 +169,13 @@ class Tmux:
 
     def is_running(self) -> bool:
         return self.run("list-sessions", check=False).returncode == 0
+
+    def version_text(self) -> str:
+        """``tmux -V`` of the server's host, or why it could not be read."""
+        try:
+            return self.run("-V", check=False).stdout
+        except TmuxError as exc:
+            return str(exc)
 
     # --- polling -------------------------------------------------------------------------------
 
@@ -512,6 +558,14 @@ _STRUCTURE = frozenset({
 })
 # A client that failed before it was attached is not tried again for this long (seconds).
 _RETRY_S = 30.0
+# The pane option a hook on another host sets ("CLI EVENT NONCE"; app.run.hooklines), watched
+# with a control-mode subscription, reported with the server's pid in front.
+HOOK_OPTION = "@conductor-hook"
+HOOK_SUBSCRIPTION_NAME = "conductor-hook"
+HOOK_SUBSCRIPTION = f"{HOOK_SUBSCRIPTION_NAME}:%*:#{{pid}} #{{{HOOK_OPTION}}}"
+# tmux checks subscriptions once a second: what it reports this soon after attaching is the
+# state of things then.
+_HOOK_BASELINE_S = 2.5
 
 
 @dataclass(frozen=True)
@@ -584,6 +638,11 @@ class ControlClient:
         )
         self._thread = threading.Thread(target=self._read, name=f"tmux-control-{session_id}",
                                         daemon=True)
+        self._hooks_seen: dict[str, str] = {}
+        # An agent's hook on another host sets a pane option (nothing of ours runs there); once
+        # attached, we ask tmux to tell us when it changes (tmux >= 3.2 checks once a second).
+        self._subscribe = tmux.via is not None
+        self._subscribed_at = 0.0
         self._thread.start()
 
     def _read(self) -> None:
@@ -616,10 +675,32 @@ class ControlClient:
             if fresh and note.name != "pause":
                 self._write(f"refresh-client -A '{pane}:pause'")
             self.owner._on_output(pane)
+        elif note.name == "subscription-changed":
+            self._hook_changed(note.args)
         elif note.name in _STRUCTURE:
             if note.name == "session-changed":
                 self.attached = True
+                if self._subscribe:
+                    # Asked before the attach is done, tmux may drop it.
+                    self._subscribe, self._subscribed_at = False, time.monotonic()
+                    self._write(f"refresh-client -B '{HOOK_SUBSCRIPTION}'")
             self.owner._on_change()
+
+    def _hook_changed(self, args: tuple[str, ...]) -> None:
+        """``%subscription-changed NAME $S @W IDX %P ... : VALUE``: a pane's hook option moved.
+        The values of the first check after attaching are where things stood, not news; a pane
+        first seen later is new, and its first value is."""
+        if len(args) < 6 or args[0] != HOOK_SUBSCRIPTION_NAME or ":" not in args:
+            return
+        pane, value = args[4], " ".join(args[args.index(":") + 1:])
+        if not _PANE_ID.match(pane):
+            return
+        previous = self._hooks_seen.get(pane)
+        self._hooks_seen[pane] = value
+        baseline = previous is None and \
+            time.monotonic() - self._subscribed_at < _HOOK_BASELINE_S
+        if not baseline and value != previous:
+            self.owner._on_hook(pane, value)
 
     def resume(self, pane_ids: Collection[str]) -> None:
         """Continue output of those panes we paused, so their next output is reported again."""
@@ -670,17 +751,17 @@ class ControlMode:
         self._clients: dict[str, ControlClient] = {}
         self._dirty: dict[str, float] = {}
         self._changed_flag = False
+        self._hooks: list[tuple[str, str, float]] = []
         self._retry_at: dict[str, float] = {}
         self.available: bool | None = None  # None: not checked yet
+        # At most this many clients (None: one per session); over ssh each is a session of
+        # sshd's MaxSessions.
+        self.max_clients: int | None = None
         self.problem = ""
 
     def _check_version(self) -> bool:
         if self.available is None:
-            try:
-                text = subprocess.run([self.tmux._binary, "-V"], capture_output=True, text=True,
-                                      timeout=_TIMEOUT_S, check=False).stdout
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                text = str(exc)
+            text = self.tmux.version_text()
             version = tmux_version(text)
             self.available = version is None or version >= CONTROL_MIN_VERSION
             if not self.available:
@@ -702,6 +783,8 @@ class ControlMode:
                     self._retry_at[client.session_id] = now + _RETRY_S
             missing = [s for s in wanted - self._clients.keys()
                        if self._retry_at.get(s, 0.0) <= now]
+            if self.max_clients is not None:  # the rest of the sessions are polled
+                missing = sorted(missing)[:max(0, self.max_clients - len(self._clients))]
         for client in stale:
             client.close()
         for session in missing:
@@ -750,6 +833,18 @@ class ControlMode:
         with self._lock:
             self._changed_flag = True
         self.wake()
+
+    def _on_hook(self, pane_id: str, value: str) -> None:
+        with self._lock:
+            self._hooks.append((pane_id, value, time.time()))
+        self.wake()
+
+    def take_hooks(self) -> list[tuple[str, str, float]]:
+        """Hook option values set since the last call: (pane id, "SERVER_PID CLI EVENT NONCE",
+        when seen)."""
+        with self._lock:
+            hooks, self._hooks = self._hooks, []
+        return hooks
 
     def _on_lost(self, client: ControlClient) -> None:
         log.debug("control client for session %s ended (exit %s)", client.session_id,

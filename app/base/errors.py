@@ -47,3 +47,8 @@ class AlreadyRunning(ConductorError):
 
 class LLMError(ConductorError):
     """The LLM classifier gave no usable verdict; the message never contains the API key."""
+
+
+class HostUnreachable(TmuxError):
+    """ssh could not reach a configured host (refused, auth failure, timeout, session refused):
+    its panes are stale, never ended."""

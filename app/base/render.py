@@ -148,8 +148,10 @@ def short_line(workers: Sequence[Mapping[str, Any]], colour: bool = False,
         state = w.get("state") or "UNKNOWN"
         if state == "EXITED" or w.get("cli_type") == "conductor":  # nothing to act on there
             continue
-        name = clean_text(str(w.get("name") or w.get("id")))
-        shown = f"[{name}: {_SHORT.get(state, state)}]"
+        name = clean_text(str(w.get("name") or w.get("id")) + _at_host(w))
+        # "?": the last state seen before the pane's host stopped answering.
+        stale = "?" if w.get("stale_reason") else ""
+        shown = f"[{name}: {_SHORT.get(state, state)}{stale}]"
         # '#' would start a tmux format in status-right; double it to print it literally.
         text = shown.replace("#", "##")
         items.append((f"#[{style[state]}]{text}#[default]" if state in style else text,
@@ -225,6 +227,8 @@ _ALWAYS = ("NAME", "STATE", "WAITING")
 SUMMARY_MIN = 30
 # The reason code of the final row of a pane whose tmux server ended (not the pane itself).
 SERVER_ENDED = "server_ended"
+# This machine's name among hosts (app.adapters.tmux.LOCAL_HOST, which render may not import).
+LOCAL_HOST = "local"
 
 
 def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120.0,
@@ -235,6 +239,11 @@ def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120
     shown, ended = fold_ended(workers, now)
     rows = [_table_row(w, now, grace_s) for w in by_attention(shown)]
     header = ["ID", "NAME", "CLI", "STATE", "CYCLE", "SINCE", "WAITING", "GOAL", "SUMMARY"]
+    if any(_at_host(w) for w in workers):
+        # Several hosts: each pane's machine, "local" included.
+        header.insert(2, "HOST")
+        for row, w in zip(rows, by_attention(shown), strict=True):
+            row.insert(2, clean_text(str(w.get("host") or LOCAL_HOST)))
     keep = [i for i, name in enumerate(header)
             if name in _ALWAYS or any(row[i] not in ("", "-") for row in rows)]
     widths = {i: max(len(row[i]) for row in [header, *rows]) for i in keep}
@@ -253,15 +262,23 @@ def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120
     return "\n".join(lines + [fit(line, width) for line in ended])
 
 
+def _at_host(w: Mapping[str, Any]) -> str:
+    """``@HOST`` for a pane of another host, "" for this machine's."""
+    host = w.get("host") or LOCAL_HOST
+    return "" if host == LOCAL_HOST else f"@{host}"
+
+
 def _table_row(w: Mapping[str, Any], now: float, grace_s: float) -> list[str]:
     entered = w.get("state_entered_ts")
     waited, long_wait = waiting(w, now, grace_s)
+    state = str(w.get("state") or "UNKNOWN")
     return [
         str(w.get("id") or ""),
         # Window names are set by programs (through escapes of their own): printable only.
         clean_text(str(w.get("name") or "")),
         clean_text(str(w.get("cli_type") or "-")),
-        str(w.get("state") or "UNKNOWN"),
+        # A state kept from before its host stopped answering may be over by now.
+        f"{state} (stale)" if w.get("stale_reason") else state,
         str(w.get("cycle") or "-"),
         _clock(entered, now) if entered else "-",
         "-" if waited is None else duration(waited) + (" long" if long_wait else ""),
@@ -320,7 +337,7 @@ def as_json(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 1
         out.append({**w, "waiting_s": None if waited is None else round(waited, 1),
                     "waiting_long": long_wait,
                     "inactive_s": round(max(0.0, now - changed), 1) if changed else None,
-                    "stale": stale_s is not None,
+                    "stale": stale_s is not None or bool(w.get("stale_reason")),
                     "stale_s": None if stale_s is None else round(stale_s, 1)})
     return json.dumps(out, indent=2, ensure_ascii=False)
 

@@ -154,19 +154,26 @@ def _merge_json(
         {"hooks": {event: [_group(cli, event, command)] for event in events}}, indent=2
     )
     settings = _parse_json(cli, path, old_text) if old_text is not None else {}
-    hooks = settings.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise ConfigError(f'{path}: "hooks" is {_json_type(hooks)}, not an object')
-    changed = False
-    for event in events:
-        groups = hooks.setdefault(event, [])
-        if not isinstance(groups, list):
-            raise ConfigError(f'{path}: "hooks.{event}" is {_json_type(groups)}, not a list')
-        changed |= _merge_event(cli, groups, event, command)
+    changed = merge_events(cli, path, settings, dict.fromkeys(events, command))
     warnings = _gemini_warnings(path, settings) if cli == "gemini" else ()
     if not changed:
         return None, snippet, warnings
     return json.dumps(settings, indent=2, ensure_ascii=False) + "\n", snippet, warnings
+
+
+def merge_events(cli: str, path: Path | str, settings: dict[str, Any],
+                 commands: Mapping[str, str]) -> bool:
+    """Add each event's command to the ``hooks`` of parsed settings; True when they changed."""
+    hooks = settings.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise ConfigError(f'{path}: "hooks" is {_json_type(hooks)}, not an object')
+    changed = False
+    for event, command in commands.items():
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise ConfigError(f'{path}: "hooks.{event}" is {_json_type(groups)}, not a list')
+        changed |= _merge_event(cli, groups, event, command)
+    return changed
 
 
 def _parse_json(cli: str, path: Path, text: str) -> dict[str, Any]:

@@ -53,8 +53,10 @@ def resolve(tmux: Tmux, workers_dir: Path, ident: str) -> Target:
         reader = None
     if reader is not None:
         try:
+            # Only this server's rows: another host's server may have the same pid.
             workers = [w for w in reader.workers()
-                       if (reader.pty(w["id"]) or {}).get("server_pid") == listing.server_pid]
+                       if (w.get("host") or "local") == tmux.host
+                       and (reader.pty(w["id"]) or {}).get("server_pid") == listing.server_pid]
             try:
                 stored = find_worker(workers, ident)
             except PaneNotFound:

@@ -26,7 +26,7 @@ import re
 import stat
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -50,6 +50,7 @@ from app.adapters.notify import (
     NotifySettings,
     parse_states,
 )
+from app.adapters.ssh import HostConfig
 from app.base import inputs, settings
 from app.base.errors import ConductorError, ConfigError
 from app.base.files import write_atomic
@@ -58,6 +59,7 @@ from app.base.settings import (  # where the file lives is a plain setting
     DEFAULT_WAIT_POLL_S,
     config_path,
 )
+from app.run.hosts import parse_hosts
 
 logger = logging.getLogger(__name__)
 
@@ -263,6 +265,14 @@ ttl = {_v(cycle_jobs.DEFAULT_QUEUE_TTL_S)}
 # `send` tool may type into as well: names or ids (%N or conductor's id), globs allowed, e.g.
 # ["reviewer", "%7"]; ["*"] = every pane of its tmux server. Read on every call.
 send_to = []
+
+# Other machines whose tmux panes are watched over ssh, one table each (nothing is installed
+# there; see README "Several hosts"):
+# [hosts.gpu]
+# ssh = "me@gpu-box"       # anything ssh accepts, an ~/.ssh/config alias included
+# ssh_options = []         # extra ssh arguments, e.g. ["-F", "/path/to/ssh_config"]
+# socket = ""              # the remote tmux -L socket name; "" = its default server
+# enabled = true
 """
 
 
@@ -296,6 +306,7 @@ class Config:
     added: tuple[str, ...] = ()
     created: bool = False
     mcp: McpSettings = field(default_factory=McpSettings)
+    hosts: tuple[HostConfig, ...] = ()  # [hosts.NAME]: other machines, watched over ssh
 
 
 def load_config(
@@ -320,11 +331,14 @@ def load_config(
         raise ConfigError(f"{path}: cannot read the config file: {reason}") from None
 
     doc = _parse(text, path)
-    values = _check(_flatten(doc.unwrap()), defaults, path)
+    user = doc.unwrap()
+    # [hosts.NAME] tables are the person's own names, not keys of the schema.
+    hosts = parse_hosts(user.pop("hosts", {}), path)
+    values = _check(_flatten(user), defaults, path)
     added: tuple[str, ...] = ()
     if upgrade and any(name not in values for name in defaults):
         added = _upgrade(path, text, doc, {**defaults, **values})
-    return _settings({**defaults, **values}, path, added, False)
+    return replace(_settings({**defaults, **values}, path, added, False), hosts=hosts)
 
 
 # --- upgrading -----------------------------------------------------------------------------------
@@ -370,7 +384,9 @@ def _upgrade(path: Path, old: str, doc: tomlkit.TOMLDocument, merged: dict[str, 
         new = doc.as_string()
         # The file must read back as exactly what was loaded, with every line the user wrote
         # still there in order: a tomlkit quirk may cost a log line, never the user's config.
-        safe = _flatten(tomlkit.parse(new).unwrap()) == merged and _keeps_lines(old, new)
+        reread = tomlkit.parse(new).unwrap()
+        reread.pop("hosts", None)  # [hosts.NAME] are checked apart, and never upgraded
+        safe = _flatten(reread) == merged and _keeps_lines(old, new)
     except TOMLKitError:
         safe = False
     keys = _few(added)

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 from typing import IO
@@ -29,6 +29,7 @@ from app.act.herd.eligibility import HerdSettings
 from app.act.herd.step import HerdStep
 from app.adapters.llm import LLMClient, LLMSettings
 from app.adapters.notify import NotificationEvent, Notifier, NotifySettings
+from app.adapters.ssh import HostConfig
 from app.adapters.store import StoreWriter, make_private_dir, open_private
 from app.adapters.tmux import ControlMode, Tmux
 from app.adapters.watchfiles import LOG_NAME, SafeFormatter, log_handler
@@ -38,6 +39,7 @@ from app.base.settings import WatchSettings
 from app.observe.llm import AsyncLLM, LLMClassifier
 from app.observe.packs import Pack, load_packs
 from app.observe.pane import Tracked
+from app.run.hosts import HostWatches, WatcherFactory
 from app.run.watcher import Watcher
 
 log = logging.getLogger(__name__)
@@ -166,6 +168,20 @@ def _start_cycle(daemon: Daemon, store: StoreWriter, packs: Mapping[str, Pack],
                      announce=announce_with(notifier))
 
 
+def _host_watcher(daemon: Daemon, packs: Mapping[str, Pack], llm: AsyncLLM | None,
+                  notifier: Notifier) -> WatcherFactory:
+    """How a host's thread builds its watcher: this machine's, with that host's tmux and its own
+    herding and cycle steps (they type and run checks there)."""
+    def build(tmux: Tmux, store: StoreWriter, control: ControlMode | None) -> Watcher:
+        there = replace(daemon, tmux=tmux, hosts=())
+        steps = (_start_herd(there, store, packs, llm, notifier),
+                 _start_cycle(there, store, packs, llm, notifier))
+        return Watcher(tmux, store, packs, daemon.settings, on_transition=_notify_with(notifier),
+                       llm=llm, control=control, steps=steps)
+
+    return build
+
+
 @dataclass
 class Daemon:
     tmux: Tmux
@@ -177,6 +193,7 @@ class Daemon:
     notes: tuple[str, ...] = ()  # logged once the watcher has started (e.g. config upgraded)
     herd: HerdSettings | None = None  # the config's [herd]; None: defaults
     cycle: CycleSettings | None = None  # the config's [cycle] and [queue]; None: defaults
+    hosts: tuple[HostConfig, ...] = ()  # the config's [hosts.NAME]: each watched by its thread
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
@@ -228,9 +245,12 @@ class Daemon:
                      store.path, len(packs), ", ".join(sorted(packs)))
             for note in self.notes:
                 log.info("%s", note)
+            remote = HostWatches(self.hosts if not self.once else (), self.workers_dir,
+                                 self.settings, _host_watcher(self, packs, llm, notifier))
             try:
                 self._loop(watcher, store, notifier)
             finally:
+                remote.close()
                 watcher.close()
                 if control is not None:
                     control.close()

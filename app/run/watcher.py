@@ -226,6 +226,8 @@ class Watcher:
         rows = set() if self._cleaned_at_start else self.store.live_ids(self.tmux.label)
         if not self.tracked and not rows:
             return False  # nothing to end
+        if self.tmux.via is not None:
+            return True  # the host answered, its tmux did not: a remote pid is not ours to test
         pids = {self._server_pid}
         pids.update(int((t.pty_row or {}).get("server_pid") or 0) for t in self.tracked.values())
         pids.update(int((self.store.pty(wid) or {}).get("server_pid") or 0) for wid in rows)
@@ -358,7 +360,8 @@ class Watcher:
                     self.store.upsert_pty(conn, {**pty, "last_seen_ts": now})
                 self.store.upsert_status(conn, status_rows)
                 self.store.add_history(conn, history_rows)
-                if full and report.server_running:
+                if full and report.server_running and self.tmux.via is None:
+                    # Only the local loop's: another host's thread must not hide a hung one.
                     self.store.heartbeat(conn, last_cycle_ts=now)
                 if full and self._cycles % _PRUNE_EVERY == 1:
                     cutoff = now - self.settings.history_days * 86400
@@ -435,8 +438,10 @@ class Watcher:
     def _conductor_views(self, current: Mapping[str, Pane]) -> dict[str, str]:
         """The panes showing conductor's own views: this watcher's own (its log's terminal), which
         it marks for other conductor processes, and every pane a live view marked."""
-        mine = views.own_terminals()
         found: dict[str, str] = {}
+        if self.tmux.via is not None:
+            return found  # another host's ttys and pids are not ours to compare with
+        mine = views.own_terminals()
         for wid, pane in current.items():
             if pane.tty and pane.tty in mine:
                 found[wid] = "this watcher's log"
@@ -564,6 +569,7 @@ class Watcher:
             "id": tracked.worker_id,
             "name": tracked.name,
             "socket": self.tmux.label,
+            "host": self.tmux.host,
             "server_pid": server_pid,
             "pane_id": pane.pane_id,
             "tmux_session": pane.session_name,

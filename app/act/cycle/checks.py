@@ -35,6 +35,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,10 +75,22 @@ class _Run:
     ended: bool = False
 
 
+# How a check starts on another host (the one line of shell of ours there, constant; the folder,
+# the deadline and the check arrive as its arguments): in the pane's folder, under the host's
+# `timeout` where it has one, so the check ends there at the deadline too.
+_REMOTE_START = ('cd -- "$1" || exit 126; shift; '
+                 'command -v timeout >/dev/null 2>&1 && exec timeout -k 5 "$@"; shift; exec "$@"')
+
+
 class CheckRunner:
     def __init__(self, timeout_s: float, output_chars: int, tag: str,
                  workers: int = CHECK_WORKERS,
-                 max_output_bytes: int = MAX_OUTPUT_BYTES) -> None:
+                 max_output_bytes: int = MAX_OUTPUT_BYTES,
+                 remote: Callable[[Sequence[str]], list[str]] | None = None) -> None:
+        """``remote``: the panes are on another host, and this makes the local command line
+        that runs an argv there (``app.adapters.ssh.SshVia.wrap``); nothing of our environment
+        reaches the check there."""
+        self.remote = remote
         self.timeout_s = timeout_s
         self.output_chars = output_chars
         self.max_output_bytes = max_output_bytes
@@ -144,6 +157,10 @@ class CheckRunner:
         env[MARKER] = marker
         argv = [sys.executable, "-I", "-S", _REAPER, command] if SUBREAPER \
             else ["/bin/sh", "-c", command]
+        if self.remote is not None:
+            argv = self.remote(["sh", "-c", _REMOTE_START, "conductor-check", cwd or ".",
+                                f"{max(1, round(self.timeout_s))}", "sh", "-c", command])
+            cwd = ""
         try:
             proc = subprocess.Popen(argv, cwd=cwd or None, env=env, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -72,7 +72,8 @@ class CycleStep(ActingStep[CycleSettings]):
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="conductor-cycle")
         self._checks: dict[int, Future[Check]] = {}
         self._runner = CheckRunner(self.settings.cmd_timeout_s, self.settings.output_chars,
-                                   store_tag(self.store.workers_dir))
+                                   store_tag(self.store.workers_dir),
+                                   remote=self.tmux.via.wrap if self.tmux.via is not None else None)
         self._decisions: dict[int, Future[decide.Decision]] = {}
         self._tick: float | None = None
         self._latest: dict[str, Job] = {}

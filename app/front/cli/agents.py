@@ -49,12 +49,21 @@ def hooks() -> None:
               help="Settings file to change (default: the CLI's user settings).")
 @_show_only_option
 @click.option("--force", is_flag=True, help="Codex: replace another program's `notify`.")
+@click.option("--host", default=None, metavar="NAME",
+              help="A [hosts.NAME] of the config file: write the hook there over ssh (one "
+                   "shell line per event, setting a tmux pane option; nothing to install).")
 @click.pass_obj
 @friendly_errors
 def hooks_install(obj: Context, cli_name: str, path: Path | None, show_only: bool,
-                  force: bool) -> None:
+                  force: bool, host: str | None) -> None:
     """Merge our hook into an agent CLI's settings, keeping everything else (with a backup)."""
     from app.install.hooks import install
+
+    if host is not None:
+        from app.front.cli.hosts import install_remote_hooks
+
+        install_remote_hooks(host, cli_name, str(path) if path else None, show_only)
+        return
 
     result = install(cli_name, _hook_command(obj), path, dry_run=show_only, force=force)
     for warning in result.warnings:

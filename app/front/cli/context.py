@@ -19,6 +19,7 @@ from app.base.errors import ConductorError
 
 if TYPE_CHECKING:
     from app.adapters.tmux import Tmux
+    from app.observe.one_pane import Target
     from app.run.configfile import Config
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -64,6 +65,25 @@ class Context:
         from app.adapters.tmux import Tmux
 
         return Tmux(socket_name=self.socket_name)
+
+    def resolve(self, ident: str) -> tuple[Tmux, Target]:
+        """The pane ``ident`` names (``HOST:NAME`` for another host's; see
+        :func:`app.run.hosts.resolve_anywhere`) and the tmux server it is on."""
+        from app.base.errors import PaneNotFound, TmuxServerNotRunning
+        from app.observe.one_pane import resolve
+
+        tmux = self.tmux()
+        if ":" not in ident:
+            # This machine's pane first, before the config file is even read: a pane that is
+            # about to end must be found while it is there.
+            try:
+                return tmux, resolve(tmux, self.workers_dir, ident)
+            except (PaneNotFound, TmuxServerNotRunning):
+                if not read_config().hosts:
+                    raise
+        from app.run.hosts import resolve_anywhere
+
+        return resolve_anywhere(tmux, self.workers_dir, ident, read_config().hosts)
 
 
 def friendly_errors(func: F) -> F:

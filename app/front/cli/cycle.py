@@ -24,13 +24,11 @@ if TYPE_CHECKING:
 
 def target_id(obj: Context, ident: str | None) -> tuple[str, str]:
     """(worker id, label) of a pane named on the command line, or of the caller's own pane."""
-    from app.front import commands
-
     if ident is None:
         ident = os.environ.get("TMUX_PANE", "").strip()
         if not ident:
             raise ConductorError("no pane given and not inside tmux ($TMUX_PANE is not set)")
-    target = commands.resolve(obj.tmux(), obj.workers_dir, ident)
+    _, target = obj.resolve(ident)
     return target.worker_id, target.label
 
 
@@ -136,12 +134,10 @@ def dispatch(obj: Context, ident: str, words: tuple[str, ...], clear: bool,
 
     A `wait` after `dispatch` waits for TEXT's turn, never for the clear's.
     """
-    from app.act import handoff
     from app.act.cycle import jobs
     from app.observe.packs import load_packs
 
-    tmux = obj.tmux()
-    target = handoff.resolve(tmux, obj.workers_dir, ident)
+    tmux, target = obj.resolve(ident)
     cfg = read_config()
     done = jobs.dispatch(tmux, target, " ".join(words), load_packs(), cfg.watch, obj.workers_dir,
                          clear=clear, timeout_s=timeout, poll_s=cfg.wait_poll_s)
@@ -181,8 +177,7 @@ def queue_send(obj: Context, ident: str, text: str) -> None:
     from app.front import commands
 
     handoff.check_text(text)  # before looking for the pane: a bad text is told first
-    tmux = obj.tmux()
-    target = commands.resolve(tmux, obj.workers_dir, ident)
+    tmux, target = obj.resolve(ident)
     seq = commands.queue(tmux, obj.workers_dir, target, text, read_config())
     click.echo(f"queued job {seq} for {target.label}; the watcher types it when the pane is "
                "READY")

@@ -108,7 +108,7 @@ def watch(obj: Context, interval: float | None, stable_polls: int | None, once: 
     notify = replace(cfg.notify, kinds=frozenset()) if no_notify else cfg.notify
     code = Daemon(obj.tmux(), obj.workers_dir, settings, once=once, notify=notify,
                   llm_defaults=cfg.llm_defaults, notes=tuple(notes), herd=cfg.herd,
-                  cycle=cfg.cycle).run()
+                  cycle=cfg.cycle, hosts=cfg.hosts).run()
     sys.exit(code)
 
 
@@ -273,8 +273,10 @@ def _history(row: Any) -> str:
 @friendly_errors
 def switch(obj: Context, ident: str | None, go_next: bool, current_pane: str | None) -> None:
     """Bring a pane to the front (switch-client, or select-window with no client attached)."""
-    from app.adapters.status import find_worker, next_needing_human, snapshot
+    from app.adapters.status import next_needing_human, snapshot
+    from app.run.hosts import pick_worker, switch_to_remote
 
+    hosts = read_config().hosts
     if go_next == bool(ident):
         raise ConductorError("give a pane ID|NAME or --next, not both")
     tmux = obj.tmux()
@@ -292,7 +294,11 @@ def switch(obj: Context, ident: str | None, go_next: bool, current_pane: str | N
             return
         worker = found
     else:
-        worker = find_worker(workers, str(ident))
+        worker = pick_worker(workers, str(ident), hosts)
+    if (worker.get("host") or "local") != "local":
+        click.echo(f"{worker['name']}@{worker['host']} ({worker['id']}): "
+                   f"{switch_to_remote(tmux, hosts, worker)}")
+        return
     done = tmux.switch_to(worker["pane_id"])
     click.echo(f"{worker['name']} ({worker['id']}): {done}")
 
@@ -330,8 +336,7 @@ def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force
 
         queue_send(obj, ident, text)
         return
-    tmux = obj.tmux()
-    target = commands.resolve(tmux, obj.workers_dir, ident)
+    tmux, target = obj.resolve(ident)
     commands.send(tmux, obj.workers_dir, target, text, read_config(), enter=not no_enter,
                   force=force)
 
@@ -351,8 +356,7 @@ def answer(obj: Context, ident: str, choice: str) -> None:
     """
     from app.front import commands
 
-    tmux = obj.tmux()
-    target = commands.resolve(tmux, obj.workers_dir, ident)
+    tmux, target = obj.resolve(ident)
     done = commands.answer(tmux, obj.workers_dir, target, choice, read_config())
     click.echo(f"{target.label}: answered {render.clean_text(done.label)!r} "
                f"({' '.join(done.keys)})")
@@ -383,8 +387,7 @@ def wait(obj: Context, ident: str, until_text: str, timeout: float | None, poll:
     from app.front import commands
 
     until = commands.wait_states(until_text, "--until")
-    tmux = obj.tmux()
-    target = commands.resolve(tmux, obj.workers_dir, ident)
+    tmux, target = obj.resolve(ident)
 
     def report(assessment: Any) -> None:
         if verbose:
@@ -552,11 +555,12 @@ def _register_groups() -> None:
     from app.front.cli.agents import hook, hooks, mcp
     from app.front.cli.cycle import dispatch, pause, queue, report, resume
     from app.front.cli.herd import goal, herd
+    from app.front.cli.hosts import hosts
     from app.front.cli.service import logs, service, stop
     from app.front.cli.worktree import worktree
 
     for command in (hook, hooks, mcp, report, queue, dispatch, pause, resume, herd, goal,
-                    stop, logs, service, worktree):
+                    stop, logs, service, worktree, hosts):
         pty.add_command(command)
 
 
