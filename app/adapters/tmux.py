@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from app.base.errors import PaneDead, PaneNotFound, TmuxError, TmuxServerNotRunning
 from app.base.model import Pane
+from app.base.termsignals import SignalScanner, TermSignal
 
 if TYPE_CHECKING:
     import libtmux
@@ -200,8 +201,10 @@ class Tmux:
             ))
         return PaneListing(server_pid=server_pid, panes=panes)
 
-    def capture(self, pane_ids: Sequence[str]) -> dict[str, str]:
-        """The visible screen of each pane, captured in as few tmux calls as possible.
+    def capture(self, pane_ids: Sequence[str], titles: dict[str, str] | None = None
+                ) -> dict[str, str]:
+        """The visible screen of each pane, captured in as few tmux calls as possible; with
+        ``titles``, each pane's title (``#{pane_title}``) at that moment goes there too.
 
         A pane that vanished between listing and capture is left out of the result (tmux stops a
         command sequence at the first failing command, so the rest is retried without it).
@@ -210,11 +213,12 @@ class Tmux:
         pending = list(pane_ids)
         while pending:
             batch, pending = pending[:_CAPTURE_BATCH], pending[_CAPTURE_BATCH:]
-            leftover = self._capture_batch(batch, screens)
+            leftover = self._capture_batch(batch, screens, titles)
             pending = leftover + pending
         return screens
 
-    def _capture_batch(self, batch: list[str], screens: dict[str, str]) -> list[str]:
+    def _capture_batch(self, batch: list[str], screens: dict[str, str],
+                       titles: dict[str, str] | None = None) -> list[str]:
         # Plain ASCII: tmux may escape control characters depending on the client locale.
         marker = f"<<conductor-{secrets.token_hex(8)}>>"
         args: list[str] = []
@@ -225,6 +229,12 @@ class Tmux:
             # through strftime, which mangles "%3".
             args += ["display-message", "-p", f"{marker} {index}", ";",
                      "capture-pane", "-p", "-t", pane_id]
+            if titles is not None:
+                # In the same breath as the screen: a title tmux took while our control client
+                # had the pane's output paused is read here. After the capture, so a pane that
+                # vanished fails in capture-pane, as without titles.
+                args += [";", "display-message", "-p", "-t", pane_id,
+                         f"{marker}title #{{pane_title}}"]
         done = self.run(*args, check=False)
         current: str | None = None
         lines: list[str] = []
@@ -237,6 +247,10 @@ class Tmux:
 
         for line in done.stdout.split("\n"):
             if line.startswith(marker):
+                if line.startswith(f"{marker}title ") and titles is not None:
+                    if current is not None:
+                        titles[current] = line[len(marker) + 6:]
+                    continue
                 flush()
                 current, lines = batch[int(line[len(marker) + 1:])], []
             else:
@@ -512,6 +526,18 @@ _STRUCTURE = frozenset({
 })
 # A client that failed before it was attached is not tried again for this long (seconds).
 _RETRY_S = 30.0
+# ESC ] (an OSC) and BEL as %output escapes them: output holding neither carries no signal.
+_SIGNAL_MARKS = (b"\\033]", b"\\007")
+# Signals kept per pane between two takes; a pane that sends more keeps the newest.
+_SIGNALS_KEPT = 64
+
+
+def output_signals(scanner: SignalScanner, value: bytes) -> list[TermSignal]:
+    """The terminal signals (titles, progress, bells, notifications) in one ``%output`` value,
+    still escaped as tmux sends it; ``scanner`` joins a sequence split between two values."""
+    if not any(mark in value for mark in _SIGNAL_MARKS) and not scanner.pending:
+        return []
+    return scanner.feed(decode_output(value))
 
 
 @dataclass(frozen=True)
@@ -573,6 +599,7 @@ class ControlClient:
         self.attached = False  # tmux said which session we are in: output flows from now on
         self.alive = True
         self._paused: set[str] = set()
+        self._scanners: dict[str, SignalScanner] = {}
         self._write_lock = threading.Lock()
         env = dict(os.environ)
         env.pop("TMUX", None)
@@ -615,7 +642,9 @@ class ControlClient:
                 self._paused.add(pane)
             if fresh and note.name != "pause":
                 self._write(f"refresh-client -A '{pane}:pause'")
-            self.owner._on_output(pane)
+            signals = output_signals(self._scanners.setdefault(pane, SignalScanner()),
+                                     note.value) if note.value else []
+            self.owner._on_output(pane, signals)
         elif note.name in _STRUCTURE:
             if note.name == "session-changed":
                 self.attached = True
@@ -626,6 +655,9 @@ class ControlClient:
         with self._write_lock:
             paused = [p for p in pane_ids if p in self._paused]
             self._paused.difference_update(paused)
+        for pane in paused:
+            # What it printed while paused never reached us: no sequence runs across the gap.
+            self._scanners.pop(pane, None)
         if paused:
             self._write("refresh-client " + " ".join(f"-A '{p}:continue'" for p in paused))
 
@@ -669,6 +701,7 @@ class ControlMode:
         self._lock = threading.Lock()
         self._clients: dict[str, ControlClient] = {}
         self._dirty: dict[str, float] = {}
+        self._signals: dict[str, list[tuple[float, TermSignal]]] = {}
         self._changed_flag = False
         self._retry_at: dict[str, float] = {}
         self.available: bool | None = None  # None: not checked yet
@@ -727,6 +760,13 @@ class ControlMode:
             changed, self._changed_flag = self._changed_flag, False
         return dirty, changed
 
+    def take_signals(self) -> dict[str, list[tuple[float, TermSignal]]]:
+        """The terminal signals each pane sent since the last call, with the time (epoch
+        seconds) each arrived, oldest first."""
+        with self._lock:
+            signals, self._signals = self._signals, {}
+        return signals
+
     def resume(self, pane_ids: Collection[str]) -> None:
         with self._lock:
             clients = list(self._clients.values())
@@ -741,9 +781,14 @@ class ControlMode:
 
     # --- called from the client threads ---
 
-    def _on_output(self, pane_id: str) -> None:
+    def _on_output(self, pane_id: str, signals: Sequence[TermSignal] = ()) -> None:
         with self._lock:
             self._dirty.setdefault(pane_id, time.monotonic())
+            if signals:
+                now = time.time()
+                kept = self._signals.setdefault(pane_id, [])
+                kept.extend((now, signal) for signal in signals)
+                del kept[:-_SIGNALS_KEPT]
         self.wake()
 
     def _on_change(self) -> None:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.base.model import Pane, State, Transition, Verdict
 from app.base.screen import normalise, screen_hash
 from app.base.settings import WatchSettings
+from app.base.termsignals import TermSignal
 from app.observe.assess import NO_SIGNALS, Assessment, Policy, Signals, assess
 from app.observe.llm import AsyncLLM, merge, worth_asking
 from app.observe.packs import (
@@ -27,6 +28,7 @@ from app.observe.packs import (
     plain_program,
     time_limit,
 )
+from app.observe.signals import TERMINAL, TerminalWatch
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +70,9 @@ class Tracked:
     verdict: Verdict | None = None
     assessment: Assessment | None = None
     signals: Signals = NO_SIGNALS  # hooks and sends, folded from the events table
+    # The terminal's own signals (titles, progress) as they moved the turn; folded into
+    # ``signals`` like hooks (app.observe.signals).
+    terminal: TerminalWatch = field(default_factory=TerminalWatch)
     status_json: str | None = None
     # The rows last written to the store; a row is written again only when it differs.
     status_row: dict[str, Any] | None = None
@@ -84,6 +89,20 @@ class Tracked:
     # The last known (not UNKNOWN) state handed to the notifier: UNKNOWN between two equal
     # states is not a change worth telling.
     told: State | None = None
+
+    def take_title(self, title: str, ts: float) -> None:
+        """Fold in the pane's title as tmux holds it at ``ts`` (a listing's, a capture's)."""
+        event = self.terminal.observe_title(title, ts)
+        if event is not None:
+            self.signals = self.signals.with_event(TERMINAL, event.event, event.name, event.ts)
+
+    def take_signals(self, signals: Sequence[tuple[float, TermSignal]]) -> None:
+        """Fold in terminal signals read from the pane's output, oldest first."""
+        for ts, signal in signals:
+            event = self.terminal.observe(signal, ts)
+            if event is not None:
+                self.signals = self.signals.with_event(TERMINAL, event.event, event.name,
+                                                       event.ts)
 
     def forget_screen(self) -> None:
         """Drop what was read from the screen, so the next capture is judged from scratch."""

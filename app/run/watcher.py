@@ -33,6 +33,7 @@ from app.base.errors import ConductorError, TmuxServerNotRunning
 from app.base.model import Pane, State, Transition, Verdict
 from app.base.render import SERVER_ENDED, clean_text
 from app.base.settings import WatchSettings
+from app.base.termsignals import TermSignal
 from app.observe import views
 from app.observe.assess import (
     TURN_END_ARM_S,
@@ -123,6 +124,10 @@ class Watcher:
         self._server_pid = 0
         self._watched: set[str] = set()  # session ids whose output control mode reports
         self._pending: dict[str, float] = {}  # pane id -> when it printed, not yet captured
+        # The terminal's signals control mode read since the last tick, and the titles the
+        # last capture read (pane id -> ...): evidence folded in before judging.
+        self._heard: dict[str, list[tuple[float, TermSignal]]] = {}
+        self._titles: dict[str, str] = {}
         self._views: dict[str, str] = {}  # worker id -> the conductor view it shows
         self._own_marker: tuple[str, str] | None = None  # (pane id, marker) of our own pane
 
@@ -156,6 +161,7 @@ class Watcher:
         if screens is None:
             return report
         report.captured = len(screens)
+        self._fold_terminal(current, screens, now, full)
         judged = self._judge(current, look, screens, to_capture, now, full, report)
         written = self._write(judged, report, current, gone, orphans, now)
         if written is None:
@@ -193,6 +199,7 @@ class Watcher:
         if self.control is None:
             return full
         dirty, changed = self.control.take()
+        self._heard = self.control.take_signals()
         for pane_id in dirty:
             self._pending.setdefault(pane_id, now)
         known = {t.pane.pane_id for t in self.tracked.values()}
@@ -284,13 +291,29 @@ class Watcher:
             # Before the capture: output from now on is reported again, so nothing printed
             # after the capture goes unnoticed.
             self.control.resume(resumed)
+        self._titles = {}
         try:
-            by_pane = self.tmux.capture([current[w].pane_id for w in to_capture])
+            by_pane = self.tmux.capture([current[w].pane_id for w in to_capture],
+                                        self._titles)
         except TmuxServerNotRunning:
             report.server_running = False
             return None
         return {w: by_pane[current[w].pane_id] for w in to_capture
                 if current[w].pane_id in by_pane}
+
+    def _fold_terminal(self, current: Mapping[str, Pane], screens: Mapping[str, str],
+                       now: float, full: bool) -> None:
+        """The terminal's signals as evidence, in the order they happened: what control mode
+        heard, the listing's title (a full tick), the title read with the capture."""
+        heard, self._heard = self._heard, {}
+        for wid, pane in current.items():
+            tracked = self.tracked[wid]
+            if pane.pane_id in heard:
+                tracked.take_signals(heard[pane.pane_id])
+            if wid in screens and pane.pane_id in self._titles:
+                tracked.take_title(self._titles[pane.pane_id], now)
+            elif full:
+                tracked.take_title(pane.title, now)
 
     def _judge(self, current: Mapping[str, Pane], look: set[str], screens: Mapping[str, str],
                to_capture: list[str], now: float, full: bool, report: CycleReport) -> _Judged:
