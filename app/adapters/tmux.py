@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from app.adapters import hookmark
 from app.base.errors import PaneDead, PaneNotFound, TmuxError, TmuxServerNotRunning
 from app.base.model import Pane
 from app.base.termsignals import SignalScanner, TermSignal
@@ -530,6 +531,9 @@ _RETRY_S = 30.0
 _SIGNAL_MARKS = (b"\\033]", b"\\007")
 # Signals kept per pane between two takes; a pane that sends more keeps the newest.
 _SIGNALS_KEPT = 64
+_HOOK_SUBSCRIPTION = "conductor-hook"
+# A hook waiter whose tmux call failed (no server) tries again after this long (seconds).
+_HOOK_RETRY_S = 2.0
 
 
 def output_signals(scanner: SignalScanner, value: bytes) -> list[TermSignal]:
@@ -555,6 +559,9 @@ class Notification:
         if self.name in ("output", "extended-output", "pause", "continue", "pane-mode-changed") \
                 and self.args and _PANE_ID.match(self.args[0]):
             return self.args[0]
+        if self.name == "subscription-changed" and len(self.args) >= 5 \
+                and _PANE_ID.match(self.args[4]):
+            return self.args[4]  # name $session @window index %pane ... : value
         return None
 
 
@@ -569,8 +576,9 @@ def parse_notification(line: bytes) -> Notification | None:
     if name == "output":
         pane, _, value = rest.partition(b" ")
         return Notification(name, (pane.decode("ascii", "replace"),), value)
-    if name == "extended-output":
-        # %extended-output pane-id age ... : value (arguments up to " : " are for the future)
+    if name in ("extended-output", "subscription-changed"):
+        # %extended-output pane-id age ... : value (arguments up to " : " are for the future);
+        # %subscription-changed name $session @window index %pane ... : value
         before, _, value = rest.partition(b" : ")
         return Notification(name, tuple(before.decode("ascii", "replace").split()), value)
     return Notification(name, tuple(rest.decode("utf-8", "replace").split()))
@@ -612,6 +620,9 @@ class ControlClient:
         self._thread = threading.Thread(target=self._read, name=f"tmux-control-{session_id}",
                                         daemon=True)
         self._thread.start()
+        # Hooks' marks on the session's panes (app.adapters.hookmark), checked by tmux once a
+        # second: the way a hook on a host whose wait-for channel nobody follows still reaches us.
+        self._write(f"refresh-client -B '{_HOOK_SUBSCRIPTION}:%*:#{{{hookmark.OPTION}}}'")
 
     def _read(self) -> None:
         stdout = self.proc.stdout
@@ -645,6 +656,10 @@ class ControlClient:
             signals = output_signals(self._scanners.setdefault(pane, SignalScanner()),
                                      note.value) if note.value else []
             self.owner._on_output(pane, signals)
+        elif note.name == "subscription-changed" and note.args[:1] == (_HOOK_SUBSCRIPTION,):
+            mark = hookmark.parse_mark(note.value.decode("utf-8", "replace"))
+            if pane is not None and mark is not None:
+                self.owner._on_hook(pane, mark)
         elif note.name in _STRUCTURE:
             if note.name == "session-changed":
                 self.attached = True
@@ -702,6 +717,8 @@ class ControlMode:
         self._clients: dict[str, ControlClient] = {}
         self._dirty: dict[str, float] = {}
         self._signals: dict[str, list[tuple[float, TermSignal]]] = {}
+        self._marks: dict[str, tuple[float, str]] = {}
+        self._bell: HookBell | None = None
         self._changed_flag = False
         self._retry_at: dict[str, float] = {}
         self.available: bool | None = None  # None: not checked yet
@@ -725,6 +742,8 @@ class ControlMode:
         """Have one live client per session in ``session_ids`` and none for any other."""
         if not self._check_version():
             return
+        if self._bell is None:
+            self._bell = HookBell(self.tmux, self.wake)
         now = time.monotonic()
         wanted = {s for s in session_ids if s.startswith("$")}
         with self._lock:
@@ -760,6 +779,13 @@ class ControlMode:
             changed, self._changed_flag = self._changed_flag, False
         return dirty, changed
 
+    def take_hook_marks(self) -> dict[str, tuple[float, str]]:
+        """The newest hook mark (epoch seconds, event) each pane's option took since the last
+        call, as the subscription reported it (app.adapters.hookmark)."""
+        with self._lock:
+            marks, self._marks = self._marks, {}
+        return marks
+
     def take_signals(self) -> dict[str, list[tuple[float, TermSignal]]]:
         """The terminal signals each pane sent since the last call, with the time (epoch
         seconds) each arrived, oldest first."""
@@ -776,8 +802,11 @@ class ControlMode:
     def close(self) -> None:
         with self._lock:
             clients, self._clients = list(self._clients.values()), {}
+            bell, self._bell = self._bell, None
         for client in clients:
             client.close()
+        if bell is not None:
+            bell.close()
 
     # --- called from the client threads ---
 
@@ -791,6 +820,11 @@ class ControlMode:
                 del kept[:-_SIGNALS_KEPT]
         self.wake()
 
+    def _on_hook(self, pane_id: str, mark: tuple[float, str]) -> None:
+        with self._lock:
+            self._marks[pane_id] = mark
+        self.wake()
+
     def _on_change(self) -> None:
         with self._lock:
             self._changed_flag = True
@@ -800,3 +834,49 @@ class ControlMode:
         log.debug("control client for session %s ended (exit %s)", client.session_id,
                   client.proc.poll())
         self._on_change()
+
+
+class HookBell:
+    """Waits on the hooks' ``wait-for`` channel (app.adapters.hookmark) in a thread of its own
+    and calls ``wake`` each time a hook rings it: one ``tmux wait-for`` process at a time."""
+
+    def __init__(self, tmux: Tmux, wake: Callable[[], None]) -> None:
+        self.tmux = tmux
+        self.wake = wake
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._thread = threading.Thread(target=self._wait, name="tmux-hook-bell", daemon=True)
+        self._thread.start()
+
+    def _wait(self) -> None:
+        env = dict(os.environ)
+        env.pop("TMUX", None)
+        while not self._closed.is_set():
+            try:
+                with self._lock:
+                    if self._closed.is_set():
+                        return
+                    self._proc = subprocess.Popen(
+                        self.tmux._argv(["wait-for", hookmark.CHANNEL]), env=env,
+                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL, start_new_session=True)
+                status = self._proc.wait()
+            except OSError as exc:
+                log.debug("hook bell: %s", exc)
+                status = -1
+            if self._closed.is_set():
+                return
+            if status == 0:
+                self.wake()
+            else:  # no server (yet): the poll notices; try again later
+                self._closed.wait(_HOOK_RETRY_S)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed.set()
+            proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        self._thread.join(timeout=2)

@@ -128,6 +128,11 @@ class Watcher:
         # last capture read (pane id -> ...): evidence folded in before judging.
         self._heard: dict[str, list[tuple[float, TermSignal]]] = {}
         self._titles: dict[str, str] = {}
+        # Hooks' marks on panes (pane id -> (ts, event)) and the panes that got a hook event
+        # this tick: looked at in a light tick too, so a turn end counts at once.
+        self._marks: dict[str, tuple[float, str]] = {}
+        self._evented: set[str] = set()
+        self._started = time.time()
         self._views: dict[str, str] = {}  # worker id -> the conductor view it shows
         self._own_marker: tuple[str, str] | None = None  # (pane id, marker) of our own pane
 
@@ -200,6 +205,7 @@ class Watcher:
             return full
         dirty, changed = self.control.take()
         self._heard = self.control.take_signals()
+        self._marks = self.control.take_hook_marks()
         for pane_id in dirty:
             self._pending.setdefault(pane_id, now)
         known = {t.pane.pane_id for t in self.tracked.values()}
@@ -275,6 +281,8 @@ class Watcher:
                 to_capture.append(wid)
             elif tracked.recheck_at and tracked.recheck_at <= now:
                 look.add(wid)
+            elif wid in self._evented and tracked.captured_at:
+                look.add(wid)  # a hook just spoke: its word counts now, not at the next look
             if pane.pane_id in self._pending:
                 look.discard(wid)  # it printed since its last capture: not quiet, not judged yet
         look.update(to_capture)
@@ -513,6 +521,7 @@ class Watcher:
         if rows:
             self._event_seq = rows[-1]["seq"]
         by_pane = {pane.pane_id: wid for wid, pane in current.items()}
+        self._evented = set()
         for row in rows:
             wid = by_pane.get(row["pane_id"] or "")
             if wid is None or row["server_pid"] not in (server_pid, None, 0):
@@ -520,6 +529,17 @@ class Watcher:
             tracked = self.tracked[wid]
             tracked.signals = tracked.signals.with_event(
                 row["kind"], row["event"] or "", row["name"] or "", row["ts"] or 0.0)
+            self._evented.add(wid)
+        marks, self._marks = self._marks, {}
+        for pane_id, (ts, event) in marks.items():
+            wid = by_pane.get(pane_id)
+            # A mark from before we started is history the store told us (or nobody needs).
+            # A mark no newer than the pane's last hook row is that row (a local hook).
+            if wid is not None and ts >= self._started \
+                    and ts > self.tracked[wid].signals.last_hook_ts + 0.001:
+                tracked = self.tracked[wid]
+                tracked.signals = tracked.signals.with_event("hook", event, event, ts)
+                self._evented.add(wid)
         if first_read:
             # The states restored from the store were judged with these events already.
             for tracked in self.tracked.values():
