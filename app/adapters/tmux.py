@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import secrets
+import select
 import shutil
 import subprocess
 import threading
@@ -509,10 +510,12 @@ class Tmux:
 # --- control mode ------------------------------------------------------------------------------
 #
 # A control-mode client (``tmux -C attach``) is told of every byte a pane of its session prints
-# (``%output``) and of sessions and windows coming and going. We only need to know *that* a pane
-# printed, so each client pauses a pane's output for itself at the first ``%output`` and the
-# watcher continues it just before capturing the pane: a pane streaming nonstop costs one line per
-# capture, however much it prints, and other clients are not affected (pausing is per client).
+# (``%output``) and of sessions and windows coming and going. We need to know *that* a pane
+# printed (reported once until the watcher captures it), *when it went quiet* (a frame drawn in
+# full: the moment to capture it), and the terminal signals in its output. A pane that floods
+# (more than _FLOOD_BYTES before its next capture) is paused for our client until the watcher
+# continues it just before capturing: it costs one line per capture however much it prints, and
+# other clients are not affected (pausing is per client).
 
 # tmux 3.2 brought client flags (-f) and pausing panes (refresh-client -A).
 CONTROL_MIN_VERSION = (3, 2)
@@ -532,6 +535,15 @@ _SIGNAL_MARKS = (b"\\033]", b"\\007")
 # Signals kept per pane between two takes; a pane that sends more keeps the newest.
 _SIGNALS_KEPT = 64
 _HOOK_SUBSCRIPTION = "conductor-hook"
+_READ_SIZE = 1 << 16
+# How long (seconds) the reader lets output gather between two reads.
+_READ_GATHER_S = 0.05
+# Output a pane may send between two captures before our client pauses it (escaped bytes).
+_FLOOD_BYTES = 16384
+# A pane that printed nothing for this long (seconds) has finished drawing its frame; longer
+# than the frame interval of the agents' spinners (about 0.1 s), so a spinner is never quiet.
+QUIET_S = 0.15
+_FLOODED = float("inf")  # the last output of a pane paused for flooding: never quiet
 # A hook waiter whose tmux call failed (no server) tries again after this long (seconds).
 _HOOK_RETRY_S = 2.0
 
@@ -539,7 +551,7 @@ _HOOK_RETRY_S = 2.0
 def output_signals(scanner: SignalScanner, value: bytes) -> list[TermSignal]:
     """The terminal signals (titles, progress, bells, notifications) in one ``%output`` value,
     still escaped as tmux sends it; ``scanner`` joins a sequence split between two values."""
-    if not any(mark in value for mark in _SIGNAL_MARKS) and not scanner.pending:
+    if _SIGNAL_MARKS[0] not in value and _SIGNAL_MARKS[1] not in value and not scanner.pending:
         return []
     return scanner.feed(decode_output(value))
 
@@ -607,6 +619,8 @@ class ControlClient:
         self.attached = False  # tmux said which session we are in: output flows from now on
         self.alive = True
         self._paused: set[str] = set()
+        self._reported: set[str] = set()  # told the watcher; again only after resume()
+        self._sent: dict[str, int] = {}  # escaped bytes since the last resume()
         self._scanners: dict[str, SignalScanner] = {}
         self._write_lock = threading.Lock()
         env = dict(os.environ)
@@ -627,18 +641,60 @@ class ControlClient:
     def _read(self) -> None:
         stdout = self.proc.stdout
         assert stdout is not None
+        fd = stdout.fileno()
+        partial = b""
         try:
-            for line in stdout:
-                try:
-                    self._handle(line)
-                except Exception:  # one odd line must never end the client
-                    log.exception("control client %s: cannot handle %r", self.session_id,
-                                  line[:200])
+            while True:
+                # Until output comes, or a pane that printed goes quiet.
+                ready, _, _ = select.select([fd], [], [], self.owner._quiet_in())
+                streaming = False
+                if ready:
+                    chunk = os.read(fd, _READ_SIZE)
+                    if not chunk:
+                        break
+                    lines = (partial + chunk).split(b"\n")
+                    partial = lines.pop()
+                    streaming = self._handle_batch(lines)
+                self.owner._tell_quiet()
+                if streaming:
+                    # Panes printing nonstop send a line each every few ms: take them in
+                    # batches (one wake-up of this thread per batch, not per line). Anything
+                    # else (a pane's first output, a window come or gone) is read at once.
+                    time.sleep(_READ_GATHER_S)
         except (OSError, ValueError) as exc:
             log.debug("control client %s: read failed: %s", self.session_id, exc)
         finally:
             self.alive = False
             self.owner._on_lost(self)
+
+    def _handle_batch(self, lines: list[bytes]) -> bool:
+        """Lines read together. More output of a pane already reported, holding no signal and
+        no flood, only moves its clock: it takes the quick way, once per batch; anything else
+        is handled line by line. True when every line was of the first kind."""
+        busy: set[str] = set()
+        plain = True
+        for line in lines:
+            pane = ""
+            if line.startswith(b"%output %"):
+                head, _, value = line[8:].partition(b" ")
+                pane = head.decode("ascii", "replace")
+                sent = self._sent.get(pane, 0) + len(value)
+                if pane in self._reported and sent <= _FLOOD_BYTES \
+                        and b"\\033]" not in value and b"\\007" not in value \
+                        and not (pane in self._scanners and self._scanners[pane].pending):
+                    self._sent[pane] = sent
+                    busy.add(pane)
+                    continue
+            # A flooding pane's output is streaming too; anything else is news to read at once.
+            plain = plain and pane in self._paused
+            try:
+                self._handle(line)
+            except Exception:  # one odd line must never end the client
+                log.exception("control client %s: cannot handle %r", self.session_id,
+                              line[:200])
+        if busy:
+            self.owner._on_more_output(busy)
+        return plain and bool(busy)
 
     def _handle(self, line: bytes) -> None:
         note = parse_notification(line)
@@ -649,13 +705,18 @@ class ControlClient:
             if pane is None:
                 return
             with self._write_lock:
-                fresh = pane not in self._paused
-                self._paused.add(pane)
-            if fresh and note.name != "pause":
+                fresh = pane not in self._reported
+                self._reported.add(pane)
+                sent = self._sent[pane] = self._sent.get(pane, 0) + len(note.value)
+                flood = note.name == "pause" or sent > _FLOOD_BYTES
+                pause = flood and pane not in self._paused
+                if flood:
+                    self._paused.add(pane)
+            if pause and note.name != "pause":
                 self._write(f"refresh-client -A '{pane}:pause'")
             signals = output_signals(self._scanners.setdefault(pane, SignalScanner()),
                                      note.value) if note.value else []
-            self.owner._on_output(pane, signals)
+            self.owner._on_output(pane, signals, fresh, flood)
         elif note.name == "subscription-changed" and note.args[:1] == (_HOOK_SUBSCRIPTION,):
             mark = hookmark.parse_mark(note.value.decode("utf-8", "replace"))
             if pane is not None and mark is not None:
@@ -670,6 +731,9 @@ class ControlClient:
         with self._write_lock:
             paused = [p for p in pane_ids if p in self._paused]
             self._paused.difference_update(paused)
+            self._reported.difference_update(pane_ids)
+            for pane in pane_ids:
+                self._sent.pop(pane, None)
         for pane in paused:
             # What it printed while paused never reached us: no sequence runs across the gap.
             self._scanners.pop(pane, None)
@@ -716,6 +780,10 @@ class ControlMode:
         self._lock = threading.Lock()
         self._clients: dict[str, ControlClient] = {}
         self._dirty: dict[str, float] = {}
+        # Pane id -> when (epoch seconds) its last output arrived, while it awaits a capture;
+        # inf for a pane paused for flooding (its quiet cannot be known).
+        self._last_output: dict[str, float] = {}
+        self._unquiet: set[str] = set()  # reported, not yet told quiet
         self._signals: dict[str, list[tuple[float, TermSignal]]] = {}
         self._marks: dict[str, tuple[float, str]] = {}
         self._bell: HookBell | None = None
@@ -793,9 +861,18 @@ class ControlMode:
             signals, self._signals = self._signals, {}
         return signals
 
+    def quiet(self, pane_id: str, now: float) -> bool:
+        """Whether the pane printed nothing for QUIET_S (as far as we can tell: a pane paused
+        for flooding never is)."""
+        with self._lock:
+            return now - self._last_output.get(pane_id, 0.0) >= QUIET_S
+
     def resume(self, pane_ids: Collection[str]) -> None:
         with self._lock:
             clients = list(self._clients.values())
+            for pane in pane_ids:
+                self._last_output.pop(pane, None)
+                self._unquiet.discard(pane)
         for client in clients:
             client.resume(pane_ids)
 
@@ -810,15 +887,50 @@ class ControlMode:
 
     # --- called from the client threads ---
 
-    def _on_output(self, pane_id: str, signals: Sequence[TermSignal] = ()) -> None:
+    def _on_output(self, pane_id: str, signals: Sequence[TermSignal] = (), fresh: bool = True,
+                   flood: bool = False) -> None:
+        """Output of a pane: the watcher is woken by the first since its capture (``fresh``) and
+        again once the pane went quiet (the quiet thread); other output only moves the clock."""
+        now = time.time()
         with self._lock:
             self._dirty.setdefault(pane_id, time.monotonic())
+            self._last_output[pane_id] = _FLOODED if flood else now
             if signals:
-                now = time.time()
                 kept = self._signals.setdefault(pane_id, [])
                 kept.extend((now, signal) for signal in signals)
                 del kept[:-_SIGNALS_KEPT]
-        self.wake()
+            if not flood:
+                self._unquiet.add(pane_id)
+            else:
+                self._unquiet.discard(pane_id)
+        if fresh:
+            self.wake()
+
+    def _on_more_output(self, pane_ids: Collection[str]) -> None:
+        """More output of panes already reported: only their clocks move."""
+        now = time.time()
+        with self._lock:
+            for pane in pane_ids:
+                if self._last_output.get(pane) != _FLOODED:
+                    self._last_output[pane] = now
+                    self._unquiet.add(pane)
+
+    def _quiet_in(self) -> float | None:
+        """Seconds until the first pane that printed may be quiet; None: none printed."""
+        with self._lock:
+            last = min((self._last_output.get(p, 0.0) for p in self._unquiet), default=_FLOODED)
+        if last == _FLOODED:
+            return None
+        return min(QUIET_S, max(0.0, last + QUIET_S - time.time()))
+
+    def _tell_quiet(self) -> None:
+        """Wake the watcher when a pane that printed went quiet: its frame is complete."""
+        now = time.time()
+        with self._lock:
+            quiet = {p for p in self._unquiet if now - self._last_output.get(p, 0.0) >= QUIET_S}
+            self._unquiet -= quiet
+        if quiet:
+            self.wake()
 
     def _on_hook(self, pane_id: str, mark: tuple[float, str]) -> None:
         with self._lock:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -35,6 +36,10 @@ log = logging.getLogger(__name__)
 # Wall-clock budget for choosing and running one pane's pack on one screen; a pattern that runs
 # past it makes that screen UNKNOWN (reason ``pattern_timeout``) instead of stalling every pane.
 CLASSIFY_BUDGET_S = 0.5
+# A shell's (or an unclaimed program's) pane is looked at again for an agent CLI's marks on a
+# changed screen at most this often (seconds): an agent started from it shows within a second,
+# and a shell printing nonstop does not pay for a search of every pack's marks on every capture.
+REDETECT_S = 1.0
 # How a pane is watched, as shown in its signals ("watch=events"): control mode reports its
 # output, or only the poll looks at it.
 EVENTS, POLL = "events", "poll"
@@ -57,6 +62,7 @@ class Tracked:
     cli_forced: str | None
     pack: Pack | None = None
     pack_command: str = ""
+    detected_at: float = 0.0  # time.monotonic() of the last choice of pack
     # A plain program in the foreground (``less``, ``sleep``; "" for none): its screen is judged
     # by the generic pack while the pane keeps its shell pack.
     program: str = ""
@@ -138,6 +144,7 @@ class PaneObserver:
                 if tracked.pack is None or tracked.pack_command != pane.current_command or (
                     tracked.pack.name in (GENERIC_PACK, "shell")
                     and text_hash != tracked.text_hash
+                    and time.monotonic() - tracked.detected_at >= REDETECT_S
                 ):
                     chosen = self._choose_pack(tracked, text)
                     if program and chosen.name == GENERIC_PACK and tracked.pack is not None \
@@ -147,6 +154,7 @@ class PaneObserver:
                         chosen = tracked.pack
                     rejudge = rejudge or chosen is not tracked.pack
                     tracked.pack = chosen
+                    tracked.detected_at = time.monotonic()
                     tracked.pack_command = pane.current_command
                 tracked.program = program
                 judge, program = judge_for(self.packs, tracked.pack, pane.current_command)

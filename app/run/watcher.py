@@ -60,6 +60,15 @@ _VOLATILE = ("last_snapshot_hash", "last_change_ts", "stable_count")
 # A pane that went quiet is looked at again this often (seconds) until nothing can change any
 # more without new output.
 _RECHECK_S = 0.5
+# A pane printing nonstop is captured once a second at first, then less often the longer it
+# streams (a quarter of the stream's age, at most STREAM_CAPTURE_MAX_S): it reads BUSY all along,
+# and what ends that is its output stopping, which is seen at once whatever the interval: a pane
+# is captured as soon as it is quiet (app.adapters.tmux.QUIET_S), so a dialog or an idle prompt
+# drawn at the end of a stream waits for nothing.
+STREAM_CAPTURE_S = 1.0
+STREAM_CAPTURE_MAX_S = 5.0
+# A streaming pane due within this long (seconds) rides along with a capture made now.
+STREAM_RIDE_S = 1.0
 
 
 @dataclass
@@ -124,6 +133,8 @@ class Watcher:
         self._server_pid = 0
         self._watched: set[str] = set()  # session ids whose output control mode reports
         self._pending: dict[str, float] = {}  # pane id -> when it printed, not yet captured
+        # Pane id -> (when it began printing nonstop, when it was last seen still printing).
+        self._streaming: dict[str, tuple[float, float]] = {}
         # The terminal's signals control mode read since the last tick, and the titles the
         # last capture read (pane id -> ...): evidence folded in before judging.
         self._heard: dict[str, list[tuple[float, TermSignal]]] = {}
@@ -229,6 +240,7 @@ class Watcher:
         socket = self.tmux.label
         listed = {p.pane_id for p in listing.panes}
         self._pending = {p: t for p, t in self._pending.items() if p in listed}
+        self._streaming = {p: t for p, t in self._streaming.items() if p in listed}
         current = {worker_id(socket, listing.server_pid, p.pane_id): p for p in listing.panes}
         self._views = self._conductor_views(current)
         return current
@@ -272,8 +284,8 @@ class Watcher:
             if full:
                 tracked.mode = EVENTS if pane.session_id in self._watched else POLL
             if self._leave_alone(tracked):
-                # Its output stays paused for our control client (it is not taken from
-                # _pending), so printing costs nothing until it is an ordinary pane again.
+                # It is not taken from _pending, so its output only moves control mode's clock
+                # until it is an ordinary pane again.
                 if full:
                     look.add(wid)
                 continue
@@ -285,8 +297,23 @@ class Watcher:
                 look.add(wid)  # a hook just spoke: its word counts now, not at the next look
             if pane.pane_id in self._pending:
                 look.discard(wid)  # it printed since its last capture: not quiet, not judged yet
+        if to_capture:
+            to_capture += self._riders(current, to_capture, now)
         look.update(to_capture)
         return to_capture, look
+
+    def _riders(self, current: Mapping[str, Pane], chosen: list[str], now: float) -> list[str]:
+        """Streaming panes due a capture soon, taken along with this one: one tmux call for
+        them all instead of one each a moment apart."""
+        riders = []
+        for wid, pane in current.items():
+            tracked = self.tracked[wid]
+            if pane.pane_id in self._pending and wid not in chosen \
+                    and not tracked.view and pane.pane_id in self._streaming \
+                    and self._capture_due(pane.pane_id, tracked.captured_at, now) \
+                    <= now + STREAM_RIDE_S:
+                riders.append(wid)
+        return riders
 
     def _capture(self, current: Mapping[str, Pane], to_capture: list[str],
                  report: CycleReport) -> dict[str, str] | None:
@@ -553,18 +580,32 @@ class Watcher:
         # A pane that printed is not looked at again before its next capture.
         times = [t.recheck_at for t in self.tracked.values()
                  if t.recheck_at and t.pane.pane_id not in self._pending]
+        now = time.time()
         if self._pending:
             # A conductor view that printed waits for no capture: it is never captured.
             captured = {t.pane.pane_id: t.captured_at for t in self.tracked.values()
                         if not t.view}
-            times += [captured[p] + self.settings.min_capture_s for p in self._pending
+            # Control mode wakes us when a pane goes quiet.
+            times += [self._capture_due(p, captured[p], now) for p in self._pending
                       if p in captured]
-        now = time.time()
         for step in self.steps:
             due = step.next_due(now)
             if due is not None:
                 times.append(due)
         return min(times) if times else None
+
+    def _capture_due(self, pane_id: str, captured_at: float, now: float) -> float:
+        """When a pane that printed since its last capture is due one: at once after a still
+        spell, min_capture_s after the last once it is quiet, else at the streaming pace."""
+        if self.control is None or self.control.quiet(pane_id, now):
+            self._streaming.pop(pane_id, None)
+            return captured_at + self.settings.min_capture_s
+        began, seen = self._streaming.get(pane_id, (now, now))
+        if now - seen > STREAM_CAPTURE_MAX_S + 1.0:
+            began = now  # it stopped in between: a new stream
+        self._streaming[pane_id] = (began, now)
+        pace = min(STREAM_CAPTURE_MAX_S, max(STREAM_CAPTURE_S, (now - began) / 4))
+        return captured_at + pace
 
     def _recheck_at(self, tracked: Tracked, now: float) -> float:
         """When to look again at a pane without new output, for the assessment rules that move
@@ -586,9 +627,10 @@ class Watcher:
     def _needs_capture(self, tracked: Tracked, pane: Pane, now: float, full: bool = True
                        ) -> bool:
         if pane.pane_id in self._pending:
-            # Control mode said it printed: capture it, but never more often than
-            # min_capture_s, however fast it streams.
-            return now - tracked.captured_at >= self.settings.min_capture_s
+            # Control mode said it printed: capture it once its output went quiet (the frame is
+            # drawn in full), never more often than min_capture_s; while it streams nonstop, once
+            # per STREAM_CAPTURE_S. A pane that had been still that long is captured at once.
+            return now >= self._capture_due(pane.pane_id, tracked.captured_at, now)
         if not full:
             return False
         if tracked.hint != pane.change_hint:
