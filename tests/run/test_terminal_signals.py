@@ -279,3 +279,21 @@ def test_a_turn_end_title_over_a_spinner_or_a_dialog_never_makes_ready(
     assert "READY" not in ticks_after(signal_watcher, player, STOPPED_TITLE)
     light_ticks_until(signal_watcher, isolated_env, "NEEDS_CONFIRMATION")
     assert "READY" not in ticks_after(signal_watcher, player, STOPPED_TITLE)
+
+
+STREAM_THEN_ASK = ("sh -c 'i=0; while [ $i -lt 60 ]; do i=$((i+1)); echo line $i; sleep 0.05; "
+                   "done; printf \"Go on? (y/N) \"; read x; sleep 600'")
+
+
+def test_a_question_at_the_end_of_a_stream_is_seen_by_light_ticks_once_output_stops(
+        server: Any, session: Any, signal_watcher: Watcher, isolated_env: Path) -> None:
+    """While a pane prints nonstop it is captured at the streaming pace; the moment its output
+    stops (the question drawn) control mode says it went quiet and it is captured."""
+    session.new_window(window_name="agent", window_shell=STREAM_THEN_ASK, attach=False)
+    signal_watcher.tick(time.time())
+    assert signal_watcher.control is not None
+    retry_until(lambda: signal_watcher.control.watching(), 10)  # type: ignore[union-attr]
+    signal_watcher.tick(time.time())
+    light_ticks_until(signal_watcher, isolated_env, "NEEDS_CONFIRMATION")
+    tracked = next(t for t in signal_watcher.tracked.values() if t.name == "agent")
+    assert "Go on?" in tracked.text
