@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from app.adapters import hookmark
 from app.base.errors import PaneDead, PaneNotFound, TmuxError, TmuxServerNotRunning
 from app.base.model import Pane
-from app.base.termsignals import SignalScanner, TermSignal
+from app.base.termsignals import TITLE, SignalScanner, TermSignal
 
 if TYPE_CHECKING:
     import libtmux
@@ -548,6 +548,12 @@ _FLOODED = float("inf")  # the last output of a pane paused for flooding: never 
 _HOOK_RETRY_S = 2.0
 
 
+def _news(signal: TermSignal) -> bool:
+    """A signal worth waking the watcher for: anything but a title that starts with a braille
+    spinner frame (agents turn one ten times a second while they work; design/signals.md)."""
+    return not (signal.kind == TITLE and signal.text[:1] and "\u2800" <= signal.text[0] <= "\u28ff")
+
+
 def output_signals(scanner: SignalScanner, value: bytes) -> list[TermSignal]:
     """The terminal signals (titles, progress, bells, notifications) in one ``%output`` value,
     still escaped as tmux sends it; ``scanner`` joins a sequence split between two values."""
@@ -903,7 +909,7 @@ class ControlMode:
                 self._unquiet.add(pane_id)
             else:
                 self._unquiet.discard(pane_id)
-        if fresh:
+        if fresh or any(_news(signal) for signal in signals):
             self.wake()
 
     def _on_more_output(self, pane_ids: Collection[str]) -> None:

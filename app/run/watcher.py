@@ -69,6 +69,8 @@ STREAM_CAPTURE_S = 1.0
 STREAM_CAPTURE_MAX_S = 5.0
 # A streaming pane due within this long (seconds) rides along with a capture made now.
 STREAM_RIDE_S = 1.0
+# A pane whose turn ended (or that asks) since its last capture is captured again this soon.
+URGENT_S = 0.05
 
 
 @dataclass
@@ -172,6 +174,7 @@ class Watcher:
         report.panes = len(current)
         gone, orphans = self._arrivals_and_departures(current)
         self._read_events(current, self._server_pid)
+        self._fold_heard(current)
         to_capture, look = self._choose_looks(current, now, full)
         screens = self._capture(current, to_capture, report)
         if screens is None:
@@ -310,7 +313,7 @@ class Watcher:
             tracked = self.tracked[wid]
             if pane.pane_id in self._pending and wid not in chosen \
                     and not tracked.view and pane.pane_id in self._streaming \
-                    and self._capture_due(pane.pane_id, tracked.captured_at, now) \
+                    and self._capture_due(tracked, now) \
                     <= now + STREAM_RIDE_S:
                 riders.append(wid)
         return riders
@@ -336,15 +339,20 @@ class Watcher:
         return {w: by_pane[current[w].pane_id] for w in to_capture
                 if current[w].pane_id in by_pane}
 
-    def _fold_terminal(self, current: Mapping[str, Pane], screens: Mapping[str, str],
-                       now: float, full: bool) -> None:
-        """The terminal's signals as evidence, in the order they happened: what control mode
-        heard, the listing's title (a full tick), the title read with the capture."""
+    def _fold_heard(self, current: Mapping[str, Pane]) -> None:
+        """The terminal's signals control mode heard, as evidence (before choosing what to
+        capture: a turn end heard makes its pane due at once)."""
         heard, self._heard = self._heard, {}
         for wid, pane in current.items():
-            tracked = self.tracked[wid]
             if pane.pane_id in heard:
-                tracked.take_signals(heard[pane.pane_id])
+                self.tracked[wid].take_signals(heard[pane.pane_id])
+
+    def _fold_terminal(self, current: Mapping[str, Pane], screens: Mapping[str, str],
+                       now: float, full: bool) -> None:
+        """The titles as tmux holds them, after what control mode heard: the listing's (a full
+        tick), the one read with the capture."""
+        for wid, pane in current.items():
+            tracked = self.tracked[wid]
             if wid in screens and pane.pane_id in self._titles:
                 tracked.take_title(self._titles[pane.pane_id], now)
             elif full:
@@ -583,20 +591,24 @@ class Watcher:
         now = time.time()
         if self._pending:
             # A conductor view that printed waits for no capture: it is never captured.
-            captured = {t.pane.pane_id: t.captured_at for t in self.tracked.values()
-                        if not t.view}
             # Control mode wakes us when a pane goes quiet.
-            times += [self._capture_due(p, captured[p], now) for p in self._pending
-                      if p in captured]
+            times += [self._capture_due(t, now) for t in self.tracked.values()
+                      if not t.view and t.pane.pane_id in self._pending]
         for step in self.steps:
             due = step.next_due(now)
             if due is not None:
                 times.append(due)
         return min(times) if times else None
 
-    def _capture_due(self, pane_id: str, captured_at: float, now: float) -> float:
+    def _capture_due(self, tracked: Tracked, now: float) -> float:
         """When a pane that printed since its last capture is due one: at once after a still
-        spell, min_capture_s after the last once it is quiet, else at the streaming pace."""
+        spell, or when a turn end or a question (a hook, the terminal's signal) came since the
+        last (URGENT_S after it at the soonest: the screen may follow a moment later, and the
+        quiet capture after it then finds it); min_capture_s after the last once it is quiet;
+        else at the streaming pace."""
+        pane_id, captured_at = tracked.pane.pane_id, tracked.captured_at
+        if max(tracked.signals.turn_end, tracked.signals.permission) > captured_at:
+            return captured_at + URGENT_S
         if self.control is None or self.control.quiet(pane_id, now):
             self._streaming.pop(pane_id, None)
             return captured_at + self.settings.min_capture_s
@@ -630,7 +642,7 @@ class Watcher:
             # Control mode said it printed: capture it once its output went quiet (the frame is
             # drawn in full), never more often than min_capture_s; while it streams nonstop, once
             # per STREAM_CAPTURE_S. A pane that had been still that long is captured at once.
-            return now >= self._capture_due(pane.pane_id, tracked.captured_at, now)
+            return now >= self._capture_due(tracked, now)
         if not full:
             return False
         if tracked.hint != pane.change_hint:
