@@ -452,9 +452,10 @@ def job_decided(db: Path, seq: int) -> float:
 # --- real agents: the turn's end, as the terminal's signals and the hooks tell it ----------------
 
 def agent_turn_ends(cli: str, version: str, hooks: bool, turns: int
-                    ) -> tuple[list[float], int]:
+                    ) -> tuple[list[float], int, list[float]]:
     """(seconds from the fake model's last byte of each turn to READY in status.db, how many
-    times READY was stored between a prompt's Enter and its turn's end) for the real CLI against
+    times READY was stored between a prompt's Enter and its turn's end, seconds from the turn's
+    turn-end hook event (its time in the events table) to READY) for the real CLI against
     the fake model server, with a real `conductor pty watch` at every default; with ``hooks``
     the CLI's hooks (Codex: notify) are installed, without them only the screen and the
     terminal's signals tell."""
@@ -483,7 +484,7 @@ def agent_turn_ends(cli: str, version: str, hooks: bool, turns: int
             daemon = subprocess.Popen([*conductor_argv(), "-L", lab.socket_name, "pty", "watch",
                                        "-q"], env=env, cwd=REPO)
             db = workers / "status.db"
-            latencies, early = [], 0
+            latencies, early, after_hook = [], 0, []
             try:
                 wait_for(lambda: db.exists() and state(db) == "READY", 60)
                 for turn in range(turns):
@@ -509,12 +510,25 @@ def agent_turn_ends(cli: str, version: str, hooks: bool, turns: int
                     wait_for(turn_over, 60)
                     end = lab.server.turn_ends()[ends]
                     wait_for(lambda: state(db) == "READY", 30)
-                    latencies.append(max(0.0, time.time() - end))
+                    ready = time.time()
+                    latencies.append(max(0.0, ready - end))
+                    if hooks:
+                        with contextlib.suppress(TimeoutError):
+                            wait_for(lambda end=end: hook_end(db, end) is not None, 10)
+                            after_hook.append(max(0.0, ready - (hook_end(db, end) or ready)))
                     time.sleep(1.0)
             finally:
                 daemon.terminate()
                 daemon.wait(timeout=15)
-    return latencies, early
+    return latencies, early, after_hook
+
+
+def hook_end(db: Path, after: float) -> float | None:
+    """The time of the first turn-end hook event recorded after ``after`` (epoch s)."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+        row = conn.execute("SELECT min(ts) FROM events WHERE kind = 'hook' AND "
+                           "event IN ('turn_end', 'idle') AND ts > ?", (after - 1,)).fetchone()
+    return float(row[0]) if row and row[0] is not None else None
 
 
 def figures(values: list[float]) -> str:
@@ -588,12 +602,14 @@ def main() -> None:
         for cli, version in (("claude", "2.1.197"), ("codex", "0.169.0"), ("codex", "0.142.5")):
             for hooks in (False, True):
                 try:
-                    ends, early = agent_turn_ends(cli, version, hooks, max(4, trials))
+                    ends, early, after_hook = agent_turn_ends(cli, version, hooks,
+                                                              max(4, trials))
                 except Exception as exc:  # an agent that cannot run here is a line, not a stop
                     print(f"  {cli} {version}: not measured ({type(exc).__name__}: {exc})")
                     continue
                 how = "hooks + terminal signals" if hooks else "terminal signals, no hooks"
-                print(f"  {cli} {version:8} {how:26} end->READY {figures(ends)}; "
+                hooked = f"; the hook's event->READY {figures(after_hook)}" if hooks else ""
+                print(f"  {cli} {version:8} {how:26} end->READY {figures(ends)}{hooked}; "
                       f"READY before the end: {early}")
 
     if "handoff" in only:
