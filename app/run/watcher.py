@@ -28,7 +28,7 @@ from app.act.steps import Step
 from app.adapters import statusfile
 from app.adapters.status import pid_alive
 from app.adapters.store import StoreWriter, public_row
-from app.adapters.tmux import ControlMode, Tmux
+from app.adapters.tmux import QUIET_S, ControlMode, Tmux
 from app.base.errors import ConductorError, TmuxServerNotRunning
 from app.base.model import Pane, State, Transition, Verdict
 from app.base.render import SERVER_ENDED, clean_text
@@ -609,7 +609,8 @@ class Watcher:
         pane_id, captured_at = tracked.pane.pane_id, tracked.captured_at
         if max(tracked.signals.turn_end, tracked.signals.permission) > captured_at:
             return captured_at + URGENT_S
-        if self.control is None or self.control.quiet(pane_id, now):
+        still = self._pending.get(pane_id, now) - captured_at >= QUIET_S
+        if still or self.control is None or self.control.quiet(pane_id, now):
             self._streaming.pop(pane_id, None)
             return captured_at + self.settings.min_capture_s
         began, seen = self._streaming.get(pane_id, (now, now))
@@ -639,9 +640,9 @@ class Watcher:
     def _needs_capture(self, tracked: Tracked, pane: Pane, now: float, full: bool = True
                        ) -> bool:
         if pane.pane_id in self._pending:
-            # Control mode said it printed: capture it once its output went quiet (the frame is
-            # drawn in full), never more often than min_capture_s; while it streams nonstop, once
-            # per STREAM_CAPTURE_S. A pane that had been still that long is captured at once.
+            # Control mode said it printed: capture it at once after a still spell, else once
+            # its output went quiet (the frame is drawn in full), never more often than
+            # min_capture_s; while it streams nonstop, at the streaming pace (_capture_due).
             return now >= self._capture_due(tracked, now)
         if not full:
             return False
