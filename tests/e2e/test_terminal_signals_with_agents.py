@@ -77,6 +77,10 @@ class Watching:
             due = self.watcher.next_due()
             self.woken.wait(0.2 if due is None else max(0.0, min(0.2, due - time.time())))
 
+    def now_in(self, state: str) -> bool:
+        """The state the ticking thread saw last (what it recorded, with its time)."""
+        return bool(self.states) and self.states[-1][1] == state
+
     def row(self) -> dict[str, Any]:
         reader = StoreReader(self.workers)
         try:
@@ -94,7 +98,7 @@ def run_turns(lab: AgentInTmux, workers: Path) -> None:
         started = time.time()
         lab.send_keys("Enter")
         end = lab.server.wait_for_turn_end(1)
-        retry_until(lambda: watching.row().get("state") == "READY", 30)
+        retry_until(lambda: watching.now_in("READY") and watching.states[-1][0] > started, 30)
         row = watching.row()
         assert "hook_event" in row["reasons"] and "term=title:stopped" in row["signals"], row
         readies = [t for t, state in watching.states if state == "READY" and t > started]
@@ -103,15 +107,14 @@ def run_turns(lab: AgentInTmux, workers: Path) -> None:
         lab.type_text("delete the build folder")
         time.sleep(0.3)
         lab.send_keys("Enter")
-        retry_until(lambda: watching.row().get("state") == "NEEDS_CONFIRMATION", 60)
+        retry_until(lambda: watching.now_in("NEEDS_CONFIRMATION"), 60)
         asked = time.time()
         retry_until(lambda: "Action Required" in lab.tmux(
             "display-message", "-p", "#{pane_title}") or lab.cli == "claude", 10)
         assert watching.row().get("state") == "NEEDS_CONFIRMATION"
         lab.send_keys("Enter")  # approve
         ends = lab.server.wait_for_turn_end(2)
-        retry_until(lambda: watching.row().get("state") == "READY"
-                    and watching.states[-1][0] > asked, 30)
+        retry_until(lambda: watching.now_in("READY") and watching.states[-1][0] > asked, 30)
         dialog_readies = [t for t, state in watching.states if state == "READY" and asked < t]
         assert dialog_readies[0] >= ends, (watching.states, ends)
 
