@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from app.base.termsignals import BELL, NOTIFY, PROGRESS, TITLE, TermSignal
+from app.base.termsignals import PROGRESS, TITLE, TermSignal
 
 WORKING, STOPPED, ASKING = "working", "stopped", "asking"
 # The kind of events.row these signals make (beside "hook" and "send").
@@ -92,8 +92,3 @@ class TerminalWatch:
     def observe_title(self, title: str, ts: float) -> TurnEvent | None:
         """The pane's title as tmux holds it (read with a capture or a listing)."""
         return self.observe(TermSignal(TITLE, title), ts)
-
-
-def is_attention(signal: TermSignal) -> bool:
-    """A bell or a desktop notification: shown, never decisive."""
-    return signal.kind in (BELL, NOTIFY)
