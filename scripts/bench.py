@@ -316,17 +316,23 @@ class Replay:
                 if before == "READY" and label != "READY"]
 
 
-def replay_turns(events: bool) -> dict[str, tuple[list[float], list[float], list[float],
-                                                   list[float]]]:
+TITLED = {"claude-code": "claude", "codex": "codex"}  # the timelines' CLIs that set titles
+
+
+def replay_turns(events: bool, titles: bool = False
+                 ) -> dict[str, tuple[list[float], list[float], list[float], list[float]]]:
     """Per timeline: (turn end -> READY s, dialog -> NEEDS_CONFIRMATION s, idle screen left ->
-    store left READY s, times READY was reported while the screen was not idle)."""
-    replays = [Replay(f) for f in sorted((REPO / "tests/corpus/shared").glob("*/timeline-*"))]
+    store left READY s, times READY was reported while the screen was not idle). With
+    ``titles``, only the timelines of CLIs that set titles, each frame with its title."""
+    replays = [Replay(f) for f in sorted((REPO / "tests/corpus/shared").glob("*/timeline-*"))
+               if not titles or f.parent.name in TITLED]
     changes: dict[str, list[tuple[float, str]]] = {r.name: [] for r in replays}
     with tmux_server(1) as socket, tempfile.TemporaryDirectory() as folder:
         start_file = Path(folder) / "start"
         for replay in replays:
             tmux(socket, "new-window", "-d", "-n", replay.name, sys.executable,
-                 str(REPO / "scripts/replay_timeline.py"), str(replay.folder), str(start_file))
+                 str(REPO / "scripts/replay_timeline.py"), str(replay.folder), str(start_file),
+                 *([TITLED[replay.name]] if titles else []))
         config = Path(folder) / "config.toml"
         config.write_text(watch_config(events, "[notify]\nstates = []\n"))
         env = {**os.environ, "CONDUCTOR_WORKERS_DIR": folder, "CONDUCTOR_CONFIG": str(config)}
@@ -446,6 +452,88 @@ def job_decided(db: Path, seq: int) -> float:
     return found[0][1] - found[0][0]
 
 
+# --- real agents: the turn's end, as the terminal's signals and the hooks tell it ----------------
+
+def agent_turn_ends(cli: str, version: str, hooks: bool, turns: int
+                    ) -> tuple[list[float], int, list[float]]:
+    """(seconds from the fake model's last byte of each turn to READY in status.db, how many
+    times READY was stored between a prompt's Enter and its turn's end, seconds from the turn's
+    turn-end hook event (its time in the events table) to READY) for the real CLI against
+    the fake model server, with a real `conductor pty watch` at every default; with ``hooks``
+    the CLI's hooks (Codex: notify) are installed, without them only the screen and the
+    terminal's signals tell."""
+    from tests import agents
+    from tests.scripted_model import Say
+
+    with tempfile.TemporaryDirectory() as folder:
+        root, workers = Path(folder) / "lab", Path(folder) / "workers"
+        root.mkdir()
+        env = {**os.environ, "CONDUCTOR_WORKERS_DIR": str(workers),
+               "CONDUCTOR_CONFIG": str(Path(folder) / "config.toml")}
+        if cli == "claude":
+            lab: agents.AgentInTmux = agents.ClaudeInTmux(
+                root, agents.install_claude(version=version).binary,
+                env={"CONDUCTOR_WORKERS_DIR": str(workers)})
+        else:
+            kind = agents.OldCodexInTmux if version in ("0.142.5", "0.152.0") \
+                else agents.CodexInTmux
+            lab = kind(root, agents.install_codex(version=version).binary,
+                       env={"CONDUCTOR_WORKERS_DIR": str(workers)})
+        if hooks:
+            subprocess.run([*conductor_argv(), "pty", "hooks", "install", "--cli", lab.cli,
+                            "--path", str(lab.hooks_path)], env=env, check=True,
+                           capture_output=True)
+        with lab:
+            daemon = subprocess.Popen([*conductor_argv(), "-L", lab.socket_name, "pty", "watch",
+                                       "-q"], env=env, cwd=REPO)
+            db = workers / "status.db"
+            latencies, early, after_hook = [], 0, []
+            try:
+                wait_for(lambda: db.exists() and state(db) == "READY", 60)
+                for turn in range(turns):
+                    lab.server.queue(Say.words(12, delay=0.1))
+                    lab.type_text(f"say something, turn {turn}")
+                    time.sleep(0.3)
+                    ends = len(lab.server.turn_ends())
+                    lab.send_keys("Enter")
+                    left = [False]
+
+                    def turn_over(ends: int = ends, left: list[bool] = left) -> bool:
+                        nonlocal early
+                        now_state = state(db)
+                        if len(lab.server.turn_ends()) > ends:
+                            return True
+                        if now_state != "READY":
+                            left[0] = True
+                        elif left[0]:
+                            early += 1  # READY again before the turn ended
+                            left[0] = False
+                        return False
+
+                    wait_for(turn_over, 60)
+                    end = lab.server.turn_ends()[ends]
+                    wait_for(lambda: state(db) == "READY", 30)
+                    ready = time.time()
+                    latencies.append(max(0.0, ready - end))
+                    if hooks:
+                        with contextlib.suppress(TimeoutError):
+                            wait_for(lambda end=end: hook_end(db, end) is not None, 10)
+                            after_hook.append(max(0.0, ready - (hook_end(db, end) or ready)))
+                    time.sleep(1.0)
+            finally:
+                daemon.terminate()
+                daemon.wait(timeout=15)
+    return latencies, early, after_hook
+
+
+def hook_end(db: Path, after: float) -> float | None:
+    """The time of the first turn-end hook event recorded after ``after`` (epoch s)."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+        row = conn.execute("SELECT min(ts) FROM events WHERE kind = 'hook' AND "
+                           "event IN ('turn_end', 'idle') AND ts > ?", (after - 1,)).fetchone()
+    return float(row[0]) if row and row[0] is not None else None
+
+
 def figures(values: list[float]) -> str:
     """Median and max; a value never reached (inf: the watcher missed it) is counted apart."""
     seen = [v for v in values if v != float("inf")]
@@ -455,7 +543,7 @@ def figures(values: list[float]) -> str:
     return f"median {statistics.median(seen):.2f}, max {max(seen):.2f} (n={len(values)}{missed})"
 
 
-SECTIONS = ("cycles", "latency", "replay", "cost", "handoff", "startup", "hosts")
+SECTIONS = ("cycles", "latency", "replay", "cost", "handoff", "startup", "agents", "hosts")
 
 
 def hosts_section(trials: int, seconds: float) -> None:
@@ -507,9 +595,11 @@ def main() -> None:
         print(f"  {label}: {figures(notification_delay(interval, trials, events))}")
 
     print("\nReplayed turns (tests/corpus/shared/*/timeline-*), every default but the mode (s)")
-    for label, events in (("control mode (default)", True), ("polling only", False)) \
+    for label, events, titles in (("control mode (default)", True, False),
+                                  ("polling only", False, False),
+                                  ("control mode, each frame with its CLI's title", True, True)) \
             if "replay" in only else ():
-        results = replay_turns(events)
+        results = replay_turns(events, titles)
         print(f"  {label}:")
         for name, (ends, dialogs, leaves, early) in results.items():
             print(f"    {name:12} end->READY {figures(ends)}; dialog->NEEDS_CONFIRMATION "
@@ -527,6 +617,22 @@ def main() -> None:
         for label, events in (("control mode", True), ("polling only", False)):
             ours, server = watcher_cost(panes, streaming, cost_s, events)
             print(f"  {what:32} {label:13} ours {ours:6.2f}  server {server:6.2f}")
+
+    if "agents" in only:
+        print("\nReal agents against the fake model, every default (s): the model's last byte of "
+              "a turn -> READY in status.db; READY stored before a turn ended")
+        for cli, version in (("claude", "2.1.197"), ("codex", "0.169.0"), ("codex", "0.142.5")):
+            for hooks in (False, True):
+                try:
+                    ends, early, after_hook = agent_turn_ends(cli, version, hooks,
+                                                              max(4, trials))
+                except Exception as exc:  # an agent that cannot run here is a line, not a stop
+                    print(f"  {cli} {version}: not measured ({type(exc).__name__}: {exc})")
+                    continue
+                how = "hooks + terminal signals" if hooks else "terminal signals, no hooks"
+                hooked = f"; the hook's event->READY {figures(after_hook)}" if hooks else ""
+                print(f"  {cli} {version:8} {how:26} end->READY {figures(ends)}{hooked}; "
+                      f"READY before the end: {early}")
 
     if "handoff" in only:
         waits, decisions = handoff_times(runs)

@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import secrets
+import select
 import shutil
 import subprocess
 import threading
@@ -22,6 +23,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from app.adapters import hookmark
 from app.base.errors import (
     HostUnreachable,
     PaneDead,
@@ -30,6 +32,7 @@ from app.base.errors import (
     TmuxServerNotRunning,
 )
 from app.base.model import Pane
+from app.base.termsignals import TITLE, SignalScanner, TermSignal
 
 if TYPE_CHECKING:
     import libtmux
@@ -246,8 +249,10 @@ class Tmux:
             ))
         return PaneListing(server_pid=server_pid, panes=panes)
 
-    def capture(self, pane_ids: Sequence[str]) -> dict[str, str]:
-        """The visible screen of each pane, captured in as few tmux calls as possible.
+    def capture(self, pane_ids: Sequence[str], titles: dict[str, str] | None = None
+                ) -> dict[str, str]:
+        """The visible screen of each pane, captured in as few tmux calls as possible; with
+        ``titles``, each pane's title (``#{pane_title}``) at that moment goes there too.
 
         A pane that vanished between listing and capture is left out of the result (tmux stops a
         command sequence at the first failing command, so the rest is retried without it).
@@ -256,11 +261,12 @@ class Tmux:
         pending = list(pane_ids)
         while pending:
             batch, pending = pending[:_CAPTURE_BATCH], pending[_CAPTURE_BATCH:]
-            leftover = self._capture_batch(batch, screens)
+            leftover = self._capture_batch(batch, screens, titles)
             pending = leftover + pending
         return screens
 
-    def _capture_batch(self, batch: list[str], screens: dict[str, str]) -> list[str]:
+    def _capture_batch(self, batch: list[str], screens: dict[str, str],
+                       titles: dict[str, str] | None = None) -> list[str]:
         # Plain ASCII: tmux may escape control characters depending on the client locale.
         marker = f"<<conductor-{secrets.token_hex(8)}>>"
         args: list[str] = []
@@ -271,6 +277,12 @@ class Tmux:
             # through strftime, which mangles "%3".
             args += ["display-message", "-p", f"{marker} {index}", ";",
                      "capture-pane", "-p", "-t", pane_id]
+            if titles is not None:
+                # In the same breath as the screen: a title tmux took while our control client
+                # had the pane's output paused is read here. After the capture, so a pane that
+                # vanished fails in capture-pane, as without titles.
+                args += [";", "display-message", "-p", "-t", pane_id,
+                         f"{marker}title #{{pane_title}}"]
         done = self.run(*args, check=False)
         current: str | None = None
         lines: list[str] = []
@@ -283,6 +295,10 @@ class Tmux:
 
         for line in done.stdout.split("\n"):
             if line.startswith(marker):
+                if line.startswith(f"{marker}title ") and titles is not None:
+                    if current is not None:
+                        titles[current] = line[len(marker) + 6:]
+                    continue
                 flush()
                 current, lines = batch[int(line[len(marker) + 1:])], []
             else:
@@ -540,10 +556,12 @@ class Tmux:
 # --- control mode ------------------------------------------------------------------------------
 #
 # A control-mode client (``tmux -C attach``) is told of every byte a pane of its session prints
-# (``%output``) and of sessions and windows coming and going. We only need to know *that* a pane
-# printed, so each client pauses a pane's output for itself at the first ``%output`` and the
-# watcher continues it just before capturing the pane: a pane streaming nonstop costs one line per
-# capture, however much it prints, and other clients are not affected (pausing is per client).
+# (``%output``) and of sessions and windows coming and going. We need to know *that* a pane
+# printed (reported once until the watcher captures it), *when it went quiet* (a frame drawn in
+# full: the moment to capture it), and the terminal signals in its output. A pane that floods
+# (more than _FLOOD_BYTES before its next capture) is paused for our client until the watcher
+# continues it just before capturing: it costs one line per capture however much it prints, and
+# other clients are not affected (pausing is per client).
 
 # tmux 3.2 brought client flags (-f) and pausing panes (refresh-client -A).
 CONTROL_MIN_VERSION = (3, 2)
@@ -558,10 +576,42 @@ _STRUCTURE = frozenset({
 })
 # A client that failed before it was attached is not tried again for this long (seconds).
 _RETRY_S = 30.0
-# The pane option a hook on another host sets ("CLI EVENT NONCE"; app.run.hooklines), watched
-# with a control-mode subscription, reported with the server's pid in front.
+# ESC ] (an OSC) and BEL as %output escapes them: output holding neither carries no signal.
+_SIGNAL_MARKS = (b"\\033]", b"\\007")
+# Signals kept per pane between two takes; a pane that sends more keeps the newest.
+_SIGNALS_KEPT = 64
+_HOOK_SUBSCRIPTION = "conductor-hook"
+_READ_SIZE = 1 << 16
+# How long (seconds) the reader lets output gather between two reads.
+_READ_GATHER_S = 0.05
+# Output a pane may send between two captures before our client pauses it (escaped bytes).
+_FLOOD_BYTES = 16384
+# A pane that printed nothing for this long (seconds) has finished drawing its frame; longer
+# than the frame interval of the agents' spinners (about 0.1 s), so a spinner is never quiet.
+QUIET_S = 0.15
+_FLOODED = float("inf")  # the last output of a pane paused for flooding: never quiet
+# A hook waiter whose tmux call failed (no server) tries again after this long (seconds).
+_HOOK_RETRY_S = 2.0
+
+
+def _news(signal: TermSignal) -> bool:
+    """A signal worth waking the watcher for: anything but a title that starts with a braille
+    spinner frame (agents turn one ten times a second while they work; design/signals.md)."""
+    return not (signal.kind == TITLE and signal.text[:1] and "\u2800" <= signal.text[0] <= "\u28ff")
+
+
+def output_signals(scanner: SignalScanner, value: bytes) -> list[TermSignal]:
+    """The terminal signals (titles, progress, bells, notifications) in one ``%output`` value,
+    still escaped as tmux sends it; ``scanner`` joins a sequence split between two values."""
+    if _SIGNAL_MARKS[0] not in value and _SIGNAL_MARKS[1] not in value and not scanner.pending:
+        return []
+    return scanner.feed(decode_output(value))
+# The pane option a hook on another host sets ("CLI EVENT NONCE"; app.install.remote_hooks): the
+# same option a local hook marks (app.adapters.hookmark), but with the event itself in it, since
+# nothing of ours runs there to record it. Watched with a subscription of its own, reported with
+# the server's pid in front.
 HOOK_OPTION = "@conductor-hook"
-HOOK_SUBSCRIPTION_NAME = "conductor-hook"
+HOOK_SUBSCRIPTION_NAME = "conductor-remote-hook"
 HOOK_SUBSCRIPTION = f"{HOOK_SUBSCRIPTION_NAME}:%*:#{{pid}} #{{{HOOK_OPTION}}}"
 # tmux checks subscriptions once a second: what it reports this soon after attaching is the
 # state of things then.
@@ -583,6 +633,9 @@ class Notification:
         if self.name in ("output", "extended-output", "pause", "continue", "pane-mode-changed") \
                 and self.args and _PANE_ID.match(self.args[0]):
             return self.args[0]
+        if self.name == "subscription-changed" and len(self.args) >= 5 \
+                and _PANE_ID.match(self.args[4]):
+            return self.args[4]  # name $session @window index %pane ... : value
         return None
 
 
@@ -597,8 +650,9 @@ def parse_notification(line: bytes) -> Notification | None:
     if name == "output":
         pane, _, value = rest.partition(b" ")
         return Notification(name, (pane.decode("ascii", "replace"),), value)
-    if name == "extended-output":
-        # %extended-output pane-id age ... : value (arguments up to " : " are for the future)
+    if name in ("extended-output", "subscription-changed"):
+        # %extended-output pane-id age ... : value (arguments up to " : " are for the future);
+        # %subscription-changed name $session @window index %pane ... : value
         before, _, value = rest.partition(b" : ")
         return Notification(name, tuple(before.decode("ascii", "replace").split()), value)
     return Notification(name, tuple(rest.decode("utf-8", "replace").split()))
@@ -627,6 +681,9 @@ class ControlClient:
         self.attached = False  # tmux said which session we are in: output flows from now on
         self.alive = True
         self._paused: set[str] = set()
+        self._reported: set[str] = set()  # told the watcher; again only after resume()
+        self._sent: dict[str, int] = {}  # escaped bytes since the last resume()
+        self._scanners: dict[str, SignalScanner] = {}
         self._write_lock = threading.Lock()
         env = dict(os.environ)
         env.pop("TMUX", None)
@@ -644,22 +701,67 @@ class ControlClient:
         self._subscribe = tmux.via is not None
         self._subscribed_at = 0.0
         self._thread.start()
+        # Hooks' marks on the session's panes (app.adapters.hookmark), checked by tmux once a
+        # second: the way a hook on a host whose wait-for channel nobody follows still reaches us.
+        self._write(f"refresh-client -B '{_HOOK_SUBSCRIPTION}:%*:#{{{hookmark.OPTION}}}'")
 
     def _read(self) -> None:
         stdout = self.proc.stdout
         assert stdout is not None
+        fd = stdout.fileno()
+        partial = b""
         try:
-            for line in stdout:
-                try:
-                    self._handle(line)
-                except Exception:  # one odd line must never end the client
-                    log.exception("control client %s: cannot handle %r", self.session_id,
-                                  line[:200])
+            while True:
+                # Until output comes, or a pane that printed goes quiet.
+                ready, _, _ = select.select([fd], [], [], self.owner._quiet_in())
+                streaming = False
+                if ready:
+                    chunk = os.read(fd, _READ_SIZE)
+                    if not chunk:
+                        break
+                    lines = (partial + chunk).split(b"\n")
+                    partial = lines.pop()
+                    streaming = self._handle_batch(lines)
+                self.owner._tell_quiet()
+                if streaming:
+                    # Panes printing nonstop send a line each every few ms: take them in
+                    # batches (one wake-up of this thread per batch, not per line). Anything
+                    # else (a pane's first output, a window come or gone) is read at once.
+                    time.sleep(_READ_GATHER_S)
         except (OSError, ValueError) as exc:
             log.debug("control client %s: read failed: %s", self.session_id, exc)
         finally:
             self.alive = False
             self.owner._on_lost(self)
+
+    def _handle_batch(self, lines: list[bytes]) -> bool:
+        """Lines read together. More output of a pane already reported, holding no signal and
+        no flood, only moves its clock: it takes the quick way, once per batch; anything else
+        is handled line by line. True when every line was of the first kind."""
+        busy: set[str] = set()
+        plain = True
+        for line in lines:
+            pane = ""
+            if line.startswith(b"%output %"):
+                head, _, value = line[8:].partition(b" ")
+                pane = head.decode("ascii", "replace")
+                sent = self._sent.get(pane, 0) + len(value)
+                if pane in self._reported and sent <= _FLOOD_BYTES \
+                        and b"\\033]" not in value and b"\\007" not in value \
+                        and not (pane in self._scanners and self._scanners[pane].pending):
+                    self._sent[pane] = sent
+                    busy.add(pane)
+                    continue
+            # A flooding pane's output is streaming too; anything else is news to read at once.
+            plain = plain and pane in self._paused
+            try:
+                self._handle(line)
+            except Exception:  # one odd line must never end the client
+                log.exception("control client %s: cannot handle %r", self.session_id,
+                              line[:200])
+        if busy:
+            self.owner._on_more_output(busy)
+        return plain and bool(busy)
 
     def _handle(self, line: bytes) -> None:
         note = parse_notification(line)
@@ -670,13 +772,24 @@ class ControlClient:
             if pane is None:
                 return
             with self._write_lock:
-                fresh = pane not in self._paused
-                self._paused.add(pane)
-            if fresh and note.name != "pause":
+                fresh = pane not in self._reported
+                self._reported.add(pane)
+                sent = self._sent[pane] = self._sent.get(pane, 0) + len(note.value)
+                flood = note.name == "pause" or sent > _FLOOD_BYTES
+                pause = flood and pane not in self._paused
+                if flood:
+                    self._paused.add(pane)
+            if pause and note.name != "pause":
                 self._write(f"refresh-client -A '{pane}:pause'")
-            self.owner._on_output(pane)
+            signals = output_signals(self._scanners.setdefault(pane, SignalScanner()),
+                                     note.value) if note.value else []
+            self.owner._on_output(pane, signals, fresh, flood)
+        elif note.name == "subscription-changed" and note.args[:1] == (_HOOK_SUBSCRIPTION,):
+            mark = hookmark.parse_mark(note.value.decode("utf-8", "replace"))
+            if pane is not None and mark is not None:
+                self.owner._on_hook(pane, mark)
         elif note.name == "subscription-changed":
-            self._hook_changed(note.args)
+            self._remote_hook_changed(note.args, note.value.decode("utf-8", "replace"))
         elif note.name in _STRUCTURE:
             if note.name == "session-changed":
                 self.attached = True
@@ -686,13 +799,14 @@ class ControlClient:
                     self._write(f"refresh-client -B '{HOOK_SUBSCRIPTION}'")
             self.owner._on_change()
 
-    def _hook_changed(self, args: tuple[str, ...]) -> None:
-        """``%subscription-changed NAME $S @W IDX %P ... : VALUE``: a pane's hook option moved.
-        The values of the first check after attaching are where things stood, not news; a pane
-        first seen later is new, and its first value is."""
-        if len(args) < 6 or args[0] != HOOK_SUBSCRIPTION_NAME or ":" not in args:
+    def _remote_hook_changed(self, args: tuple[str, ...], value: str) -> None:
+        """``%subscription-changed NAME $S @W IDX %P ... : VALUE``: a remote pane's hook option
+        moved. The values of the first check after attaching are where things stood, not news; a
+        pane first seen later is new, and its first value is."""
+        if len(args) < 5 or args[0] != HOOK_SUBSCRIPTION_NAME:
             return
-        pane, value = args[4], " ".join(args[args.index(":") + 1:])
+        pane = args[4]
+        value = " ".join(value.split())
         if not _PANE_ID.match(pane):
             return
         previous = self._hooks_seen.get(pane)
@@ -700,13 +814,19 @@ class ControlClient:
         baseline = previous is None and \
             time.monotonic() - self._subscribed_at < _HOOK_BASELINE_S
         if not baseline and value != previous:
-            self.owner._on_hook(pane, value)
+            self.owner._on_remote_hook(pane, value)
 
     def resume(self, pane_ids: Collection[str]) -> None:
         """Continue output of those panes we paused, so their next output is reported again."""
         with self._write_lock:
             paused = [p for p in pane_ids if p in self._paused]
             self._paused.difference_update(paused)
+            self._reported.difference_update(pane_ids)
+            for pane in pane_ids:
+                self._sent.pop(pane, None)
+        for pane in paused:
+            # What it printed while paused never reached us: no sequence runs across the gap.
+            self._scanners.pop(pane, None)
         if paused:
             self._write("refresh-client " + " ".join(f"-A '{p}:continue'" for p in paused))
 
@@ -750,6 +870,13 @@ class ControlMode:
         self._lock = threading.Lock()
         self._clients: dict[str, ControlClient] = {}
         self._dirty: dict[str, float] = {}
+        # Pane id -> when (epoch seconds) its last output arrived, while it awaits a capture;
+        # inf for a pane paused for flooding (its quiet cannot be known).
+        self._last_output: dict[str, float] = {}
+        self._unquiet: set[str] = set()  # reported, not yet told quiet
+        self._signals: dict[str, list[tuple[float, TermSignal]]] = {}
+        self._marks: dict[str, tuple[float, str]] = {}
+        self._bell: HookBell | None = None
         self._changed_flag = False
         self._hooks: list[tuple[str, str, float]] = []
         self._retry_at: dict[str, float] = {}
@@ -773,6 +900,8 @@ class ControlMode:
         """Have one live client per session in ``session_ids`` and none for any other."""
         if not self._check_version():
             return
+        if self._bell is None:
+            self._bell = HookBell(self.tmux, self.wake)
         now = time.monotonic()
         wanted = {s for s in session_ids if s.startswith("$")}
         with self._lock:
@@ -810,23 +939,94 @@ class ControlMode:
             changed, self._changed_flag = self._changed_flag, False
         return dirty, changed
 
+    def take_hook_marks(self) -> dict[str, tuple[float, str]]:
+        """The newest hook mark (epoch seconds, event) each pane's option took since the last
+        call, as the subscription reported it (app.adapters.hookmark)."""
+        with self._lock:
+            marks, self._marks = self._marks, {}
+        return marks
+
+    def take_signals(self) -> dict[str, list[tuple[float, TermSignal]]]:
+        """The terminal signals each pane sent since the last call, with the time (epoch
+        seconds) each arrived, oldest first."""
+        with self._lock:
+            signals, self._signals = self._signals, {}
+        return signals
+
+    def quiet(self, pane_id: str, now: float) -> bool:
+        """Whether the pane printed nothing for QUIET_S (as far as we can tell: a pane paused
+        for flooding never is)."""
+        with self._lock:
+            return now - self._last_output.get(pane_id, 0.0) >= QUIET_S
+
     def resume(self, pane_ids: Collection[str]) -> None:
         with self._lock:
             clients = list(self._clients.values())
+            for pane in pane_ids:
+                self._last_output.pop(pane, None)
+                self._unquiet.discard(pane)
         for client in clients:
             client.resume(pane_ids)
 
     def close(self) -> None:
         with self._lock:
             clients, self._clients = list(self._clients.values()), {}
+            bell, self._bell = self._bell, None
         for client in clients:
             client.close()
+        if bell is not None:
+            bell.close()
 
     # --- called from the client threads ---
 
-    def _on_output(self, pane_id: str) -> None:
+    def _on_output(self, pane_id: str, signals: Sequence[TermSignal] = (), fresh: bool = True,
+                   flood: bool = False) -> None:
+        """Output of a pane: the watcher is woken by the first since its capture (``fresh``) and
+        again once the pane went quiet (the quiet thread); other output only moves the clock."""
+        now = time.time()
         with self._lock:
             self._dirty.setdefault(pane_id, time.monotonic())
+            self._last_output[pane_id] = _FLOODED if flood else now
+            if signals:
+                kept = self._signals.setdefault(pane_id, [])
+                kept.extend((now, signal) for signal in signals)
+                del kept[:-_SIGNALS_KEPT]
+            if not flood:
+                self._unquiet.add(pane_id)
+            else:
+                self._unquiet.discard(pane_id)
+        if fresh or any(_news(signal) for signal in signals):
+            self.wake()
+
+    def _on_more_output(self, pane_ids: Collection[str]) -> None:
+        """More output of panes already reported: only their clocks move."""
+        now = time.time()
+        with self._lock:
+            for pane in pane_ids:
+                if self._last_output.get(pane) != _FLOODED:
+                    self._last_output[pane] = now
+                    self._unquiet.add(pane)
+
+    def _quiet_in(self) -> float | None:
+        """Seconds until the first pane that printed may be quiet; None: none printed."""
+        with self._lock:
+            last = min((self._last_output.get(p, 0.0) for p in self._unquiet), default=_FLOODED)
+        if last == _FLOODED:
+            return None
+        return min(QUIET_S, max(0.0, last + QUIET_S - time.time()))
+
+    def _tell_quiet(self) -> None:
+        """Wake the watcher when a pane that printed went quiet: its frame is complete."""
+        now = time.time()
+        with self._lock:
+            quiet = {p for p in self._unquiet if now - self._last_output.get(p, 0.0) >= QUIET_S}
+            self._unquiet -= quiet
+        if quiet:
+            self.wake()
+
+    def _on_hook(self, pane_id: str, mark: tuple[float, str]) -> None:
+        with self._lock:
+            self._marks[pane_id] = mark
         self.wake()
 
     def _on_change(self) -> None:
@@ -834,7 +1034,7 @@ class ControlMode:
             self._changed_flag = True
         self.wake()
 
-    def _on_hook(self, pane_id: str, value: str) -> None:
+    def _on_remote_hook(self, pane_id: str, value: str) -> None:
         with self._lock:
             self._hooks.append((pane_id, value, time.time()))
         self.wake()
@@ -850,3 +1050,49 @@ class ControlMode:
         log.debug("control client for session %s ended (exit %s)", client.session_id,
                   client.proc.poll())
         self._on_change()
+
+
+class HookBell:
+    """Waits on the hooks' ``wait-for`` channel (app.adapters.hookmark) in a thread of its own
+    and calls ``wake`` each time a hook rings it: one ``tmux wait-for`` process at a time."""
+
+    def __init__(self, tmux: Tmux, wake: Callable[[], None]) -> None:
+        self.tmux = tmux
+        self.wake = wake
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._thread = threading.Thread(target=self._wait, name="tmux-hook-bell", daemon=True)
+        self._thread.start()
+
+    def _wait(self) -> None:
+        env = dict(os.environ)
+        env.pop("TMUX", None)
+        while not self._closed.is_set():
+            try:
+                with self._lock:
+                    if self._closed.is_set():
+                        return
+                    self._proc = subprocess.Popen(
+                        self.tmux._argv(["wait-for", hookmark.CHANNEL]), env=env,
+                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL, start_new_session=True)
+                status = self._proc.wait()
+            except OSError as exc:
+                log.debug("hook bell: %s", exc)
+                status = -1
+            if self._closed.is_set():
+                return
+            if status == 0:
+                self.wake()
+            else:  # no server (yet): the poll notices; try again later
+                self._closed.wait(_HOOK_RETRY_S)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed.set()
+            proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        self._thread.join(timeout=2)

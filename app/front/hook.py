@@ -4,7 +4,8 @@ It runs inside the agent's own hook, so it must be quick, print nothing (Claude 
 CLI read a hook's stdout) and always exit 0: a failure here is written to ``hook.log`` in the
 store folder, never shown to the agent. Stdlib only, for start-up time. The event is one row in
 the store's events table, written before we exit: nothing is sent over a network, nothing is left
-to a background task that could be lost.
+to a background task that could be lost. Then the hook marks its pane (a tmux pane option and a
+``wait-for`` channel, ``app.adapters.hookmark``), which wakes the watcher at once.
 
 Claude Code and Gemini CLI pass the event JSON on stdin; Codex's ``notify`` program gets it as the
 last argument.
@@ -57,7 +58,23 @@ def main(argv: list[str], stdin: TextIO | None = None, env: Mapping[str, str] | 
         record_event(workers_dir, row)
     except Exception as exc:
         _log(workers_dir, env, f"could not record {row['name']}: {exc}")
+    _wake_watcher(workers_dir, env, row)
     return 0
+
+
+def _wake_watcher(workers_dir: str, env: Mapping[str, str], row: dict[str, Any]) -> None:
+    """Leave the event's mark on the pane, so a watcher hears of it now, not at its next look
+    (app.adapters.hookmark)."""
+    try:
+        from app.adapters import hookmark
+
+        status = hookmark.ring(row["socket"], row["pane_id"],
+                               hookmark.format_mark(row["ts"], row["event"]))
+    except Exception as exc:
+        _log(workers_dir, env, f"could not mark the pane: {type(exc).__name__}: {exc}")
+        return
+    if status != 0:
+        _log(workers_dir, env, f"could not mark the pane: tmux exit status {status}")
 
 
 def _parse_args(argv: list[str]) -> tuple[str | None, str | None]:

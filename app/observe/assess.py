@@ -52,15 +52,21 @@ class Signals:
     permission: float = 0.0
     last_hook: str = ""  # the CLI's own name of the newest hook event, for people
     last_hook_ts: float = 0.0
+    # The terminal's own signal that moved the turn last (app.observe.signals), for people.
+    last_terminal: str = ""
 
     def with_event(self, kind: str, event: str, name: str, ts: float) -> Signals:
-        """Fold one row of the events table in (rows arrive in store order)."""
+        """Fold one row of the events table in (rows arrive in store order), or one of the
+        terminal's signals (``kind`` "terminal"), which weighs what the same hook would."""
         if kind == "send":
             return replace(self, sent=max(self.sent, ts))
-        if kind != "hook":  # a refusal (app.act.gate): nothing reached the pane
+        if kind == "terminal":
+            hooked = replace(self, last_terminal=name or event)
+        elif kind != "hook":  # a refusal (app.act.gate): nothing reached the pane
             return self
-        hooked = replace(self, last_hook=name or event, last_hook_ts=ts) \
-            if ts >= self.last_hook_ts else self
+        else:
+            hooked = replace(self, last_hook=name or event, last_hook_ts=ts) \
+                if ts >= self.last_hook_ts else self
         if event in TURN_START_EVENTS:
             return replace(hooked, turn_start=max(self.turn_start, ts))
         if event in TURN_END_EVENTS:
@@ -218,6 +224,8 @@ def assess(
     shown = [f"screen={verdict.state.value}"]
     if signals.last_hook:
         shown.append(f"hook={signals.last_hook}")
+    if signals.last_terminal:
+        shown.append(f"term={signals.last_terminal}")
     if signals.sent and now - signals.sent < 3600:
         shown.append("sent")
 

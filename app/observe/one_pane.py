@@ -112,6 +112,8 @@ class PaneWatch:
         if pane_id not in screens:
             raise PaneNotFound(f"pane {self.target.label} is gone")
         self.tracked.pane = pane
+        # The terminal's own signals, as the listing's title holds them (app.observe.signals).
+        self.tracked.take_title(pane.title, now)
         self.observer.classify(self.tracked, screens[pane_id])
         watcher_row = self._watcher_row = self._read_store()
         self.observer.assess(self.tracked, now)

@@ -275,6 +275,14 @@ class InputBox:
         return line.strip()
 
 
+_MATCHED_KEPT = 1024
+
+
+def command_name(command: str) -> str:
+    """The last part of a process name or path (``/usr/bin/node`` -> ``node``)."""
+    return "" if command.strip() in (".", "") else command.strip().rstrip("/").rpartition("/")[2]
+
+
 @dataclass(frozen=True)
 class Detect:
     """How a pane is recognised as running this pack's CLI.
@@ -289,12 +297,20 @@ class Detect:
     titles: tuple[re.Pattern[str], ...] = ()
     screen: tuple[re.Pattern[str], ...] = ()
     weak: bool = False
+    # Answers already given: a process name matches or not for the life of the pack, and the
+    # watcher asks for every pane on every capture.
+    _matched: dict[str, bool] = field(default_factory=dict, compare=False, hash=False,
+                                      repr=False)
 
     def matches_command(self, name: str) -> bool:
-        base = Path(name.strip()).name
-        if not base:
-            return False
-        return base in self.commands or any(p.fullmatch(base) for p in self.command_patterns)
+        known = self._matched.get(name)
+        if known is None:
+            base = command_name(name)
+            known = bool(base) and (base in self.commands
+                                    or any(p.fullmatch(base) for p in self.command_patterns))
+            if len(self._matched) < _MATCHED_KEPT:
+                self._matched[name] = known
+        return known
 
     def screen_position(self, text: str) -> int:
         """Where this pack's marks end lowest on the screen (-1: none). Live marks sit at the
@@ -976,7 +992,7 @@ def _check_examples(pack: Pack) -> None:
 def plain_program(packs: Mapping[str, Pack], command: str) -> str:
     """The pane's foreground process name when no pack claims it (``less``, ``sleep``, ``top``
     started from a shell), else "". Agent CLIs and shells are claimed by their packs."""
-    name = Path(command.strip()).name
+    name = command_name(command)
     if not name or any(p.detect.matches_command(name) for p in packs.values()):
         return ""
     return name

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.base.model import Pane, State, Transition, Verdict
 from app.base.screen import normalise, screen_hash
 from app.base.settings import WatchSettings
+from app.base.termsignals import TermSignal
 from app.observe.assess import NO_SIGNALS, Assessment, Policy, Signals, assess
 from app.observe.llm import AsyncLLM, merge, worth_asking
 from app.observe.packs import (
@@ -27,12 +29,17 @@ from app.observe.packs import (
     plain_program,
     time_limit,
 )
+from app.observe.signals import TERMINAL, TerminalWatch
 
 log = logging.getLogger(__name__)
 
 # Wall-clock budget for choosing and running one pane's pack on one screen; a pattern that runs
 # past it makes that screen UNKNOWN (reason ``pattern_timeout``) instead of stalling every pane.
 CLASSIFY_BUDGET_S = 0.5
+# A shell's (or an unclaimed program's) pane is looked at again for an agent CLI's marks on a
+# changed screen at most this often (seconds): an agent started from it shows within a second,
+# and a shell printing nonstop does not pay for a search of every pack's marks on every capture.
+REDETECT_S = 1.0
 # How a pane is watched, as shown in its signals ("watch=events"): control mode reports its
 # output, or only the poll looks at it.
 EVENTS, POLL = "events", "poll"
@@ -55,6 +62,7 @@ class Tracked:
     cli_forced: str | None
     pack: Pack | None = None
     pack_command: str = ""
+    detected_at: float = 0.0  # time.monotonic() of the last choice of pack
     # A plain program in the foreground (``less``, ``sleep``; "" for none): its screen is judged
     # by the generic pack while the pane keeps its shell pack.
     program: str = ""
@@ -68,6 +76,9 @@ class Tracked:
     verdict: Verdict | None = None
     assessment: Assessment | None = None
     signals: Signals = NO_SIGNALS  # hooks and sends, folded from the events table
+    # The terminal's own signals (titles, progress) as they moved the turn; folded into
+    # ``signals`` like hooks (app.observe.signals).
+    terminal: TerminalWatch = field(default_factory=TerminalWatch)
     status_json: str | None = None
     # The rows last written to the store; a row is written again only when it differs.
     status_row: dict[str, Any] | None = None
@@ -84,6 +95,20 @@ class Tracked:
     # The last known (not UNKNOWN) state handed to the notifier: UNKNOWN between two equal
     # states is not a change worth telling.
     told: State | None = None
+
+    def take_title(self, title: str, ts: float) -> None:
+        """Fold in the pane's title as tmux holds it at ``ts`` (a listing's, a capture's)."""
+        event = self.terminal.observe_title(title, ts)
+        if event is not None:
+            self.signals = self.signals.with_event(TERMINAL, event.event, event.name, event.ts)
+
+    def take_signals(self, signals: Sequence[tuple[float, TermSignal]]) -> None:
+        """Fold in terminal signals read from the pane's output, oldest first."""
+        for ts, signal in signals:
+            event = self.terminal.observe(signal, ts)
+            if event is not None:
+                self.signals = self.signals.with_event(TERMINAL, event.event, event.name,
+                                                       event.ts)
 
     def forget_screen(self) -> None:
         """Drop what was read from the screen, so the next capture is judged from scratch."""
@@ -119,6 +144,7 @@ class PaneObserver:
                 if tracked.pack is None or tracked.pack_command != pane.current_command or (
                     tracked.pack.name in (GENERIC_PACK, "shell")
                     and text_hash != tracked.text_hash
+                    and time.monotonic() - tracked.detected_at >= REDETECT_S
                 ):
                     chosen = self._choose_pack(tracked, text)
                     if program and chosen.name == GENERIC_PACK and tracked.pack is not None \
@@ -128,6 +154,7 @@ class PaneObserver:
                         chosen = tracked.pack
                     rejudge = rejudge or chosen is not tracked.pack
                     tracked.pack = chosen
+                    tracked.detected_at = time.monotonic()
                     tracked.pack_command = pane.current_command
                 tracked.program = program
                 judge, program = judge_for(self.packs, tracked.pack, pane.current_command)

@@ -28,11 +28,12 @@ from app.act.steps import Step
 from app.adapters import statusfile
 from app.adapters.status import pid_alive
 from app.adapters.store import StoreWriter, public_row
-from app.adapters.tmux import ControlMode, Tmux
+from app.adapters.tmux import QUIET_S, ControlMode, Tmux
 from app.base.errors import ConductorError, TmuxServerNotRunning
 from app.base.model import Pane, State, Transition, Verdict
 from app.base.render import SERVER_ENDED, clean_text
 from app.base.settings import WatchSettings
+from app.base.termsignals import TermSignal
 from app.observe import views
 from app.observe.assess import (
     TURN_END_ARM_S,
@@ -59,6 +60,17 @@ _VOLATILE = ("last_snapshot_hash", "last_change_ts", "stable_count")
 # A pane that went quiet is looked at again this often (seconds) until nothing can change any
 # more without new output.
 _RECHECK_S = 0.5
+# A pane printing nonstop is captured once a second at first, then less often the longer it
+# streams (a quarter of the stream's age, at most STREAM_CAPTURE_MAX_S): it reads BUSY all along,
+# and what ends that is its output stopping, which is seen at once whatever the interval: a pane
+# is captured as soon as it is quiet (app.adapters.tmux.QUIET_S), so a dialog or an idle prompt
+# drawn at the end of a stream waits for nothing.
+STREAM_CAPTURE_S = 1.0
+STREAM_CAPTURE_MAX_S = 5.0
+# A streaming pane due within this long (seconds) rides along with a capture made now.
+STREAM_RIDE_S = 1.0
+# A pane whose turn ended (or that asks) since its last capture is captured again this soon.
+URGENT_S = 0.05
 
 
 @dataclass
@@ -123,6 +135,17 @@ class Watcher:
         self._server_pid = 0
         self._watched: set[str] = set()  # session ids whose output control mode reports
         self._pending: dict[str, float] = {}  # pane id -> when it printed, not yet captured
+        # Pane id -> (when it began printing nonstop, when it was last seen still printing).
+        self._streaming: dict[str, tuple[float, float]] = {}
+        # The terminal's signals control mode read since the last tick, and the titles the
+        # last capture read (pane id -> ...): evidence folded in before judging.
+        self._heard: dict[str, list[tuple[float, TermSignal]]] = {}
+        self._titles: dict[str, str] = {}
+        # Hooks' marks on panes (pane id -> (ts, event)) and the panes that got a hook event
+        # this tick: looked at in a light tick too, so a turn end counts at once.
+        self._marks: dict[str, tuple[float, str]] = {}
+        self._evented: set[str] = set()
+        self._started = time.time()
         self._views: dict[str, str] = {}  # worker id -> the conductor view it shows
         self._own_marker: tuple[str, str] | None = None  # (pane id, marker) of our own pane
 
@@ -151,11 +174,13 @@ class Watcher:
         report.panes = len(current)
         gone, orphans = self._arrivals_and_departures(current)
         self._read_events(current, self._server_pid)
+        self._fold_heard(current)
         to_capture, look = self._choose_looks(current, now, full)
         screens = self._capture(current, to_capture, report)
         if screens is None:
             return report
         report.captured = len(screens)
+        self._fold_terminal(current, screens, now, full)
         judged = self._judge(current, look, screens, to_capture, now, full, report)
         written = self._write(judged, report, current, gone, orphans, now)
         if written is None:
@@ -193,6 +218,8 @@ class Watcher:
         if self.control is None:
             return full
         dirty, changed = self.control.take()
+        self._heard = self.control.take_signals()
+        self._marks = self.control.take_hook_marks()
         for pane_id in dirty:
             self._pending.setdefault(pane_id, now)
         known = {t.pane.pane_id for t in self.tracked.values()}
@@ -216,6 +243,7 @@ class Watcher:
         socket = self.tmux.label
         listed = {p.pane_id for p in listing.panes}
         self._pending = {p: t for p, t in self._pending.items() if p in listed}
+        self._streaming = {p: t for p, t in self._streaming.items() if p in listed}
         current = {worker_id(socket, listing.server_pid, p.pane_id): p for p in listing.panes}
         self._views = self._conductor_views(current)
         return current
@@ -261,8 +289,8 @@ class Watcher:
             if full:
                 tracked.mode = EVENTS if pane.session_id in self._watched else POLL
             if self._leave_alone(tracked):
-                # Its output stays paused for our control client (it is not taken from
-                # _pending), so printing costs nothing until it is an ordinary pane again.
+                # It is not taken from _pending, so its output only moves control mode's clock
+                # until it is an ordinary pane again.
                 if full:
                     look.add(wid)
                 continue
@@ -270,10 +298,27 @@ class Watcher:
                 to_capture.append(wid)
             elif tracked.recheck_at and tracked.recheck_at <= now:
                 look.add(wid)
+            elif wid in self._evented and tracked.captured_at:
+                look.add(wid)  # a hook just spoke: its word counts now, not at the next look
             if pane.pane_id in self._pending:
                 look.discard(wid)  # it printed since its last capture: not quiet, not judged yet
+        if to_capture:
+            to_capture += self._riders(current, to_capture, now)
         look.update(to_capture)
         return to_capture, look
+
+    def _riders(self, current: Mapping[str, Pane], chosen: list[str], now: float) -> list[str]:
+        """Streaming panes due a capture soon, taken along with this one: one tmux call for
+        them all instead of one each a moment apart."""
+        riders = []
+        for wid, pane in current.items():
+            tracked = self.tracked[wid]
+            if pane.pane_id in self._pending and wid not in chosen \
+                    and not tracked.view and pane.pane_id in self._streaming \
+                    and self._capture_due(tracked, now) \
+                    <= now + STREAM_RIDE_S:
+                riders.append(wid)
+        return riders
 
     def _capture(self, current: Mapping[str, Pane], to_capture: list[str],
                  report: CycleReport) -> dict[str, str] | None:
@@ -286,13 +331,34 @@ class Watcher:
             # Before the capture: output from now on is reported again, so nothing printed
             # after the capture goes unnoticed.
             self.control.resume(resumed)
+        self._titles = {}
         try:
-            by_pane = self.tmux.capture([current[w].pane_id for w in to_capture])
+            by_pane = self.tmux.capture([current[w].pane_id for w in to_capture],
+                                        self._titles)
         except TmuxServerNotRunning:
             report.server_running = False
             return None
         return {w: by_pane[current[w].pane_id] for w in to_capture
                 if current[w].pane_id in by_pane}
+
+    def _fold_heard(self, current: Mapping[str, Pane]) -> None:
+        """The terminal's signals control mode heard, as evidence (before choosing what to
+        capture: a turn end heard makes its pane due at once)."""
+        heard, self._heard = self._heard, {}
+        for wid, pane in current.items():
+            if pane.pane_id in heard:
+                self.tracked[wid].take_signals(heard[pane.pane_id])
+
+    def _fold_terminal(self, current: Mapping[str, Pane], screens: Mapping[str, str],
+                       now: float, full: bool) -> None:
+        """The titles as tmux holds them, after what control mode heard: the listing's (a full
+        tick), the one read with the capture."""
+        for wid, pane in current.items():
+            tracked = self.tracked[wid]
+            if wid in screens and pane.pane_id in self._titles:
+                tracked.take_title(self._titles[pane.pane_id], now)
+            elif full:
+                tracked.take_title(pane.title, now)
 
     def _judge(self, current: Mapping[str, Pane], look: set[str], screens: Mapping[str, str],
                to_capture: list[str], now: float, full: bool, report: CycleReport) -> _Judged:
@@ -495,6 +561,7 @@ class Watcher:
         if rows:
             self._event_seq = rows[-1]["seq"]
         by_pane = {pane.pane_id: wid for wid, pane in current.items()}
+        self._evented = set()
         for row in rows:
             wid = by_pane.get(row["pane_id"] or "")
             if wid is None or row["server_pid"] not in (server_pid, None, 0):
@@ -502,6 +569,17 @@ class Watcher:
             tracked = self.tracked[wid]
             tracked.signals = tracked.signals.with_event(
                 row["kind"], row["event"] or "", row["name"] or "", row["ts"] or 0.0)
+            self._evented.add(wid)
+        marks, self._marks = self._marks, {}
+        for pane_id, (ts, event) in marks.items():
+            wid = by_pane.get(pane_id)
+            # A mark from before we started is history the store told us (or nobody needs).
+            # A mark no newer than the pane's last hook row is that row (a local hook).
+            if wid is not None and ts >= self._started \
+                    and ts > self.tracked[wid].signals.last_hook_ts + 0.001:
+                tracked = self.tracked[wid]
+                tracked.signals = tracked.signals.with_event("hook", event, event, ts)
+                self._evented.add(wid)
         if first_read:
             # The states restored from the store were judged with these events already.
             for tracked in self.tracked.values():
@@ -515,18 +593,37 @@ class Watcher:
         # A pane that printed is not looked at again before its next capture.
         times = [t.recheck_at for t in self.tracked.values()
                  if t.recheck_at and t.pane.pane_id not in self._pending]
+        now = time.time()
         if self._pending:
             # A conductor view that printed waits for no capture: it is never captured.
-            captured = {t.pane.pane_id: t.captured_at for t in self.tracked.values()
-                        if not t.view}
-            times += [captured[p] + self.settings.min_capture_s for p in self._pending
-                      if p in captured]
-        now = time.time()
+            # Control mode wakes us when a pane goes quiet.
+            times += [self._capture_due(t, now) for t in self.tracked.values()
+                      if not t.view and t.pane.pane_id in self._pending]
         for step in self.steps:
             due = step.next_due(now)
             if due is not None:
                 times.append(due)
         return min(times) if times else None
+
+    def _capture_due(self, tracked: Tracked, now: float) -> float:
+        """When a pane that printed since its last capture is due one: at once after a still
+        spell, or when a turn end or a question (a hook, the terminal's signal) came since the
+        last (URGENT_S after it at the soonest: the screen may follow a moment later, and the
+        quiet capture after it then finds it); min_capture_s after the last once it is quiet;
+        else at the streaming pace."""
+        pane_id, captured_at = tracked.pane.pane_id, tracked.captured_at
+        if max(tracked.signals.turn_end, tracked.signals.permission) > captured_at:
+            return captured_at + URGENT_S
+        still = self._pending.get(pane_id, now) - captured_at >= QUIET_S
+        if still or self.control is None or self.control.quiet(pane_id, now):
+            self._streaming.pop(pane_id, None)
+            return captured_at + self.settings.min_capture_s
+        began, seen = self._streaming.get(pane_id, (now, now))
+        if now - seen > STREAM_CAPTURE_MAX_S + 1.0:
+            began = now  # it stopped in between: a new stream
+        self._streaming[pane_id] = (began, now)
+        pace = min(STREAM_CAPTURE_MAX_S, max(STREAM_CAPTURE_S, (now - began) / 4))
+        return captured_at + pace
 
     def _recheck_at(self, tracked: Tracked, now: float) -> float:
         """When to look again at a pane without new output, for the assessment rules that move
@@ -548,9 +645,10 @@ class Watcher:
     def _needs_capture(self, tracked: Tracked, pane: Pane, now: float, full: bool = True
                        ) -> bool:
         if pane.pane_id in self._pending:
-            # Control mode said it printed: capture it, but never more often than
-            # min_capture_s, however fast it streams.
-            return now - tracked.captured_at >= self.settings.min_capture_s
+            # Control mode said it printed: capture it at once after a still spell, else once
+            # its output went quiet (the frame is drawn in full), never more often than
+            # min_capture_s; while it streams nonstop, at the streaming pace (_capture_due).
+            return now >= self._capture_due(tracked, now)
         if not full:
             return False
         if tracked.hint != pane.change_hint:

@@ -1,0 +1,94 @@
+"""What the terminal's own signals say about an agent's turn (the second channel beside the screen).
+
+Agent CLIs tell the terminal where their turn is, through the window title above all
+(``design/signals.md`` has what each release sends, as observed):
+
+- while the model works, the title starts with a braille spinner frame (``⠂``, ``⠋``...) and a
+  space: Claude Code (about once a second) and Codex (ten times a second) both do;
+- Codex's approval dialog makes it ``[ ! ] Action Required | ...`` (blinking with ``[ . ]``);
+- when the turn stops, the spinner goes: Claude Code shows ``✳ <session>``, Codex the bare title.
+  Claude Code's ``✳`` also comes with a permission dialog: it means "not working", not "idle".
+
+:class:`TerminalWatch` follows one pane's signals and turns a change of phase into the same event
+names hooks use (``turn_start``, ``turn_end``, ``permission``; ``app.observe.assess``), so they
+are evidence of the same weight: a turn end lets an idle screen be READY at once, and nothing
+here overrules a screen that shows work or a dialog. A progress report (OSC 9;4) counts the same
+way: set or indeterminate is working, removed is stopped. Bells and notifications are kept for
+people (``term=bell``) but decide nothing: no CLI observed sends them under tmux, and a bell alone
+does not say whether the turn ended or a question came.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from app.base.termsignals import PROGRESS, TITLE, TermSignal
+
+WORKING, STOPPED, ASKING = "working", "stopped", "asking"
+# The kind of events.row these signals make (beside "hook" and "send").
+TERMINAL = "terminal"
+_SPINNER = re.compile(r"^[\u2801-\u28ff] ")
+_ASKING = re.compile(r"^\[ [!.] \] Action Required\b")
+# OSC 9;4 states: 0 removed, 1 set, 2 error, 3 indeterminate, 4 paused.
+_PROGRESS_WORKING = ("1", "3")
+_PROGRESS_STOPPED = ("0",)
+_EVENT = {WORKING: "turn_start", STOPPED: "turn_end", ASKING: "permission"}
+
+
+def title_phase(title: str) -> str:
+    """Where a title says the turn is; any title without a spinner or a question is STOPPED."""
+    if _SPINNER.match(title):
+        return WORKING
+    if _ASKING.match(title):
+        return ASKING
+    return STOPPED
+
+
+def _phase(signal: TermSignal) -> str | None:
+    if signal.kind == TITLE:
+        return title_phase(signal.text)
+    if signal.kind == PROGRESS:
+        state = signal.text.partition(";")[0]
+        if state in _PROGRESS_WORKING:
+            return WORKING
+        if state in _PROGRESS_STOPPED:
+            return STOPPED
+    return None
+
+
+@dataclass(frozen=True)
+class TurnEvent:
+    """One change of phase, as an event row would carry it."""
+
+    event: str  # turn_start, turn_end or permission
+    name: str  # what was seen, for people: the signal's kind and phase ("title:stopped")
+    ts: float
+
+
+class TerminalWatch:
+    """One pane's terminal signals, in the order they were seen."""
+
+    def __init__(self) -> None:
+        self.phase: str | None = None
+        self.last = ""  # the newest signal, for people
+        self._seen_at = 0.0
+
+    def observe(self, signal: TermSignal, ts: float) -> TurnEvent | None:
+        """Fold one signal in; the event when it moved the turn to another phase. A signal
+        older than the newest one folded in (the stream's, after a capture's title) is stale."""
+        if ts < self._seen_at:
+            return None
+        self._seen_at = ts
+        self.last = str(signal)[:80]
+        phase = _phase(signal)
+        if phase is None or phase == self.phase:
+            return None
+        before, self.phase = self.phase, phase
+        if phase == STOPPED and before is None:
+            return None  # first sight of a quiet title: no turn ended that we saw
+        return TurnEvent(_EVENT[phase], f"{signal.kind}:{phase}", ts)
+
+    def observe_title(self, title: str, ts: float) -> TurnEvent | None:
+        """The pane's title as tmux holds it (read with a capture or a listing)."""
+        return self.observe(TermSignal(TITLE, title), ts)
