@@ -69,6 +69,23 @@ CLIS = {
 GEM_FOOTER = {"ui": {"footer": {"items": ["workspace", "git-branch", "model-name", "context-used",
                                           "memory-usage", "session-id"], "showLabels": True,
                                 "hideContextPercentage": False}}}
+# A user's status-line command: three lines with colours (model, context, git branch and cost),
+# or one plain line, as people write them for Claude Code and Qwen Code.
+STATUS_3 = r"""#!/bin/bash
+input=$(cat)
+printf '\033[36mlabb-model\033[0m · ctx 12%% · \033[32m⎇ main\033[0m\n'
+printf '\033[33m$0.42\033[0m session · 3 requests\n'
+printf 'current: 0.24.4 · latest: 0.24.4\n'
+"""
+STATUS_1 = r"""#!/bin/bash
+input=$(cat)
+echo "labb-model | ctx 12% | main"
+"""
+QWEN_STATUS = {"_files": {".qwen/statusline.sh": STATUS_3},
+               "ui": {"statusLine": {"type": "command", "command": "bash ~/.qwen/statusline.sh"}}}
+QWEN_STATUS_1 = {"_files": {".qwen/statusline.sh": STATUS_1},
+                 "ui": {"statusLine": {"type": "command", "command": "bash ~/.qwen/statusline.sh"}}}
+
 VARIATIONS = {
     "gemini": {
         "base-80x24": ((80, 24), {}, "", "all"),
@@ -85,6 +102,8 @@ VARIATIONS = {
         "wide-250x80": ((250, 80), {}, "", "all"),
         "theme-light-vim": ((120, 40), {"ui": {"theme": "GitHub Light"}, "general": {"vimMode": True}},
                             "", "all"),
+        "status-line-3": ((200, 50), QWEN_STATUS, "", "all"),
+        "status-line-1-vim": ((120, 40), {**QWEN_STATUS_1, "general": {"vimMode": True}}, "", "all"),
         "auto-edit-lang": ((160, 45), {}, "--approval-mode auto-edit", "lang"),
         "plan-mode": ((160, 45), {}, "--approval-mode plan", "plan"),
         "yolo": ((100, 30), {}, "--approval-mode yolo", "all"),
@@ -189,7 +208,7 @@ def seq_shell(s, cli, v, expect_confirm=True):
             L.send_keys(s, k)
     if cli.name == "aider":
         time.sleep(3)
-        if not re.search(cli.confirm, "\n".join(L.capture(s).rstrip().split("\n")[-3:])):
+        if not re.search(r"\]: ?$", L.capture(s).rstrip()):  # no question on the last line
             L.save(s, cli.name, f"{v}-busy-tool-running", "BUSY", f"{v}: shell command running")
         time.sleep(7)
         if re.search(cli.confirm, "\n".join(L.capture(s).rstrip().split("\n")[-3:])):
@@ -229,6 +248,10 @@ def run_variation(key, v):
     size, patch, args, what = VARIATIONS[key][v]
     script, work = cli.env(v)
     home = os.path.join(A.scratch, f"home-{'aider' if key == 'aider' else {'gemini': 'gemini', 'qwen': 'qwen', 'opencode': 'opencode'}[key]}-{v}")
+    patch = dict(patch)
+    for rel, text in patch.pop("_files", {}).items():  # e.g. a status-line script in the home
+        with open(os.path.join(home, rel), "w") as f:
+            f.write(text.replace("$HOME_DIR", home))
     if cli.settings_file and patch:
         patch_settings(os.path.join(home, cli.settings_file), patch)
     if what == "nogit":
