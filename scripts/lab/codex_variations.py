@@ -140,7 +140,12 @@ def prompt(s, text):
     L.send_keys(s, "Enter")
 
 
-def busy_save(s, v, case, note):
+def busy_save(s, v, case, note, n_end=None):
+    """BUSY while Codex's status line says so, or (Codex draws no mark while it streams text)
+    while the server's answer to this turn is still streaming."""
+    if n_end is not None and len(events("turn_end")) == n_end and not __import__("re").search(BUSY, L.capture(s)):
+        L.save(s, "codex", f"{v}-{case}", "BUSY", f"{v}: {note} (the model's stream is still open)")
+        return
     L.wait_for(s, BUSY, 20)
     L.save(s, "codex", f"{v}-{case}", "BUSY", f"{v}: {note}")
 
@@ -156,7 +161,7 @@ def turn(s, v, text, case, note, busy_note):
     n = len(events("turn_end"))
     prompt(s, text)
     time.sleep(4)
-    busy_save(s, v, f"busy-{case}", busy_note)
+    busy_save(s, v, f"busy-{case}", busy_note, n)
     idle_save(s, v, f"ready-after-{case}", note, n)
 
 
@@ -231,6 +236,10 @@ def main():
     ap.add_argument("--flags", default="--no-daemon")
     A = ap.parse_args()
     A.prefix = os.path.abspath(A.prefix)
+    codex = os.path.join(A.prefix, "node_modules", ".bin", "codex")
+    if A.flags and subprocess.run([codex, *A.flags.split(), "--version"], capture_output=True,
+                                  env={**os.environ, "HOME": tempfile.gettempdir()}).returncode != 0:
+        A.flags = ""  # releases before ~0.150 refuse --no-daemon
     os.environ["LABB_SCREENS"] = os.path.abspath(A.screens)
     import labb_tmux
     L = labb_tmux

@@ -2,10 +2,11 @@
 """Copy one lab capture (a folder with labels.tsv, <cli>/*.txt and timelines) into the corpus,
 split into a set the rules may be written from and a held-out set nobody looks at:
 
-    scripts/lab/import_capture.py CAPTURE_DIR CLI VERSION [--every 3]
+    scripts/lab/import_capture.py CAPTURE_DIR CLI VERSION [--every 3] [--tag variations]
 
 Writes tests/corpus/<cli>-<version>/ and tests/corpus/heldout-<cli>-<version>/ (plain text only,
-each with labels.tsv and versions.tsv). The screens are ordered by the CRC-32 of their file names
+each with labels.tsv and versions.tsv). ``--tag T`` names the sets <cli>-<version>-T instead,
+for a second capture of a release already in the corpus (its versions.tsv keeps the release). The screens are ordered by the CRC-32 of their file names
 and the first third (``--every 3``, rounded up) is held out, with every timeline: the split does
 not depend on what the screens show.
 """
@@ -24,6 +25,7 @@ def main():
     ap.add_argument("cli")
     ap.add_argument("version")
     ap.add_argument("--every", type=int, default=3)
+    ap.add_argument("--tag", default="")
     a = ap.parse_args()
     rows = {}
     with open(os.path.join(a.capture, "labels.tsv")) as f:
@@ -31,7 +33,7 @@ def main():
             cols = line.split("\t")
             if len(cols) >= 4 and cols[1] == a.cli and os.path.isfile(os.path.join(a.capture, cols[0])):
                 rows[cols[0]] = line  # a re-run appends rows: the last one wins
-    name = f"{a.cli}-{a.version}"
+    name = f"{a.cli}-{a.version}" + (f"-{a.tag}" if a.tag else "")
     seen_dir = os.path.join(ROOT, "tests", "corpus", name)
     held_dir = os.path.join(ROOT, "tests", "corpus", f"heldout-{name}")
     for d in (seen_dir, held_dir):

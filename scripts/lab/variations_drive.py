@@ -197,9 +197,7 @@ def seq_todo(s, cli, v):
 
 
 def seq_shell(s, cli, v, expect_confirm=True):
-    D.queue({"type": "shell", "command": PY_SLEEP, "description": "Wait 8 seconds then print a marker",
-             "pre_text": "I will run a shell command now."})
-    submit(s, cli, "LAB_SHELL run the command")
+    submit(s, cli, "LAB_PYSHELL run the command")  # python's sleep: Qwen refuses `sleep N;`
     if expect_confirm:
         L.wait_for(s, cli.confirm, 40)
         L.wait_stable(s, 1.0)
@@ -248,6 +246,11 @@ def run_variation(key, v):
     size, patch, args, what = VARIATIONS[key][v]
     script, work = cli.env(v)
     home = os.path.join(A.scratch, f"home-{'aider' if key == 'aider' else {'gemini': 'gemini', 'qwen': 'qwen', 'opencode': 'opencode'}[key]}-{v}")
+    if key == "qwen" and "--approval-mode" in args:  # qwen_env's script sets the default mode
+        with open(script) as f:
+            body = f.read()
+        with open(script, "w") as f:
+            f.write(body.replace("--approval-mode default ", ""))
     patch = dict(patch)
     for rel, text in patch.pop("_files", {}).items():  # e.g. a status-line script in the home
         with open(os.path.join(home, rel), "w") as f:
