@@ -140,10 +140,11 @@ def wait_idle(s, cli, timeout=90, v=""):
             lines = [l for l in L.capture(s).rstrip("\n").split("\n") if l.strip()]
             if lines and re.search(cli.confirm + r".*\]: ?$", lines[-1]):
                 # architect mode asks "Edit the files?" after each answer
-                L.wait_stable(s, 1.0)
-                L.save(s, cli.name, f"{v}-confirm-question-{int(time.time()) % 1000}", "NEEDS_CONFIRMATION",
-                       f"{v}: aider asks a (Y)es/(N)o question after the answer")
-                L.send_keys(s, "n", "Enter")
+                last = [l for l in L.wait_stable(s, 1.0).rstrip("\n").split("\n") if l.strip()]
+                if last and re.search(cli.confirm + r".*\]: ?$", last[-1]):  # still asking
+                    L.save(s, cli.name, f"{v}-confirm-question-{int(time.time()) % 1000}", "NEEDS_CONFIRMATION",
+                           f"{v}: aider asks a (Y)es/(N)o question after the answer")
+                    L.send_keys(s, "n", "Enter")
                 time.sleep(1)
             elif lines and lines[-1].rstrip() in (">", "diff>", "ask>", "architect>", "code>") and len(lines) > 1:
                 break
