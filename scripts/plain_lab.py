@@ -50,12 +50,19 @@ def cases(work: Path) -> list[Case]:
              "git log", r"(?m)^:\s*$", needs="git"),
         Case("more-file", "NEEDS_CONFIRMATION", "more showing a long file, '--More--'",
              f"more {long_file}", r"--More--", needs="more"),
+        Case("git-log-more", "NEEDS_CONFIRMATION",
+             "git log through more (GIT_PAGER=more) at '--More--'",
+             "GIT_PAGER=more git log", r"--More--", needs="more"),
         Case("man-page", "NEEDS_CONFIRMATION", "man page in its pager",
              "man ls", r"(?m)Manual page|\(END\)|^:\s*$", settle=1.0, needs="man"),
         Case("vim-normal", "NEEDS_CONFIRMATION", "vim editing a file (normal mode)",
              f"vim -u NONE {work / 'short.txt'}", r'"[^"]*short\.txt"', needs="vim"),
         Case("vim-insert", "NEEDS_CONFIRMATION", "vim in insert mode",
              f"vim -u NONE {work / 'notes.md'}", r"notes\.md", keys=("i",), needs="vim"),
+        # vim with no file waits for a person as any editor does: a question to hand over, not a
+        # prompt to type an agent's instruction into
+        Case("vim-just-opened", "NEEDS_CONFIRMATION", "vim just opened, no file: its intro screen",
+             "vim -u NONE", r"VIM - Vi IMproved", needs="vim"),
         Case("python-repl-idle", "READY", "python3 REPL at its >>> prompt",
              "python3 -q", r"(?m)^>>> ?$", needs="python3"),
         Case("python-repl-busy", "BUSY", "python3 REPL running time.sleep(30)",
@@ -77,6 +84,11 @@ def cases(work: Path) -> list[Case]:
              "sleep 30", r"sleep 30\s*$", settle=1.5),
         Case("spinner-script", "BUSY", "a program drawing a braille spinner (npm-style)",
              f"python3 {work / 'spin.py'}", r"[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] ", needs="python3"),
+        Case("npm-install-spinner", "BUSY",
+             "npm install retrying an unreachable registry: its spinner",
+             f"cd {work / 'npmproj'} && npm install --registry http://127.0.0.1:9 "
+             "--fetch-retries 4 --fetch-retry-mintimeout 4000 left-pad; cd -",
+             r"[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏]", settle=1.0, needs="npm"),
         Case("top", "BUSY", "top redrawing every second", "top -d 1", r"load average",
              settle=1.0, needs="top"),
         Case("watch-date", "BUSY", "watch -n 1 date redrawing", "watch -n 1 date",
@@ -91,6 +103,8 @@ def prepare(work: Path) -> None:
     (work / "long.txt").write_text("".join(f"line {i}: the quick brown fox\n"
                                            for i in range(1, 400)))
     (work / "short.txt").write_text("alpha\nbeta\ngamma\n")
+    (work / "npmproj").mkdir(exist_ok=True)
+    (work / "npmproj" / "package.json").write_text('{"name": "npmproj", "version": "1.0.0"}\n')
     (work / "Makefile").write_text(
         "all:\n\t@echo compiling\n\t@false\nok:\n\t@echo built ok\n")
     (work / "spin.py").write_text(

@@ -207,7 +207,10 @@ def _side_by_side(rows: Sequence[str], esc: bool) -> Dialog | None:
     """Buttons on one line (`Allow once   Allow always   Reject`): plain text shows no highlight,
     so the labels are known and the keys are not."""
     for row in reversed(rows[-6:]):
-        parts = re.split(r"\s{3,}", row.strip())
+        # A narrow pane leaves two spaces between the last button and the hints after it
+        # (opencode at 80 columns: `Reject  ctrl+f fullscreen  ⇆ select`).
+        parts = [p if len(p.split()) <= 4 else re.split(r"\s{2}", p)[0]
+                 for p in re.split(r"\s{3,}", row.strip())]
         labels = [p for p in parts if len(p.split()) <= 4]
         roles = [role_of(p) for p in labels]
         if len(labels) >= 2 and APPROVE in roles[:3] and REFUSE in roles[:4]:

@@ -5,7 +5,9 @@ split into a set the rules may be written from and a held-out set nobody looks a
     scripts/lab/import_capture.py CAPTURE_DIR CLI VERSION [--every 3] [--suffix NAME]
 
 Writes tests/corpus/<cli>-<version>/ and tests/corpus/heldout-<cli>-<version>/ (plain text only,
-each with labels.tsv and versions.tsv). The screens are ordered by the CRC-32 of their file names
+each with labels.tsv and versions.tsv). ``--suffix T`` (or ``--tag T``) names the sets
+<cli>-<version>-T instead, for a second capture of a release already in the corpus (its
+versions.tsv keeps the release). The screens are ordered by the CRC-32 of their file names
 and the first third (``--every 3``, rounded up) is held out, with every timeline: the split does
 not depend on what the screens show.
 """
@@ -25,7 +27,7 @@ def main():
     ap.add_argument("version")
     ap.add_argument("--every", type=int, default=3)
     # a second capture of a release already in the corpus goes beside it, not over it
-    ap.add_argument("--suffix", default="")
+    ap.add_argument("--suffix", "--tag", dest="suffix", default="")
     a = ap.parse_args()
     rows = {}
     with open(os.path.join(a.capture, "labels.tsv")) as f:

@@ -31,6 +31,7 @@ python3 "$LAB/fake_openai_gemini_server.py" --port "$PORT" --logdir "$SCR/logs/s
   > "$SCR/logs/server.out" 2>&1 &
 PIDS+=($!)
 sleep 0.5
-python3 "$LAB/labb_drive.py" --scratch "$SCR" --port "$PORT" "$GROUP" 2>&1 | tee "$SCR/logs/drive.log"
+# LAB_DRIVER=variations_drive.py runs users' set-ups instead (VARIATIONS="a b": some of them)
+python3 "$LAB/${LAB_DRIVER:-labb_drive.py}" --scratch "$SCR" --port "$PORT" "$GROUP" ${VARIATIONS:-} 2>&1 | tee "$SCR/logs/drive.log"
 case "$GROUP" in gemini) d=gemini-cli;; *) d="$GROUP";; esac
 cp "$SCR/logs/server-$PORT/events.jsonl" "$SCREENS/$d/server-events.jsonl" 2>/dev/null || true
