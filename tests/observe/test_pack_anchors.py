@@ -10,6 +10,7 @@ import pytest
 
 from app.base.errors import PackError
 from app.base.model import State
+from app.observe.assess import NO_END_MARK
 from app.observe.packs import Pack, load_packs, parse_pack
 
 BOXED = r"""
@@ -155,7 +156,7 @@ STATUS_LINES = (
 @pytest.mark.parametrize("status", STATUS_LINES)
 def test_claude_reads_through_any_status_line(claude: Pack, status: str) -> None:
     box = f"{RULE}\n❯\xa0\n{RULE}\n{status}"
-    idle = f"● Done. The build directory is gone.\n{box}"
+    idle = f"● Done. The build directory is gone.\n✻ Cooked for 3s\n{box}"
     assert claude.classify(idle).state is State.READY
     spinning = (f"● Bash(sleep 14)\n  ⎿  Running…\n"
                 f"✻ Processing… (esc to interrupt · ctrl+t to hide tasks · 3m 1s)\n"
@@ -164,7 +165,8 @@ def test_claude_reads_through_any_status_line(claude: Pack, status: str) -> None
     assert claude.classify(spinning).state is State.BUSY
     footer_says_busy = f"● lorem ipsum\n{box}\n  ⏸ manual mode on · esc to interrupt"
     assert claude.classify(footer_says_busy).state is State.BUSY
-    question = ("● Which option do you prefer?\n  1. Yes, delete it\n  2. No, keep it\n"
+    question = ("╭─── Claude Code v2.1.19 ───╮\n"
+                "● Which option do you prefer?\n  1. Yes, delete it\n  2. No, keep it\n"
                 f"  Do you want to proceed?\n{box}")
     assert claude.classify(question).state is State.READY
 
@@ -200,8 +202,18 @@ def test_claude_reply_without_end_mark_is_busy_only_where_the_release_draws_end_
         claude: Pack) -> None:
     box = f"{RULE}\n❯\xa0\n{RULE}\n  🤖 Opus │ 📁 proj │ 🌿 main*"
     reply = "● lorem ipsum dolor sit amet\n  sed do eiusmod\n  3 tasks (2 done, 1 in progress)\n"
-    # 2.1.19-2.1.2x: a spinner for as long as it works, no end mark after a short turn
-    assert claude.classify(reply + box).state is State.READY
+    # 2.1.19-2.1.23: a spinner for as long as it works, no end mark after a short turn; read
+    # off the screen (their banner, a status line naming the release)
+    banner = "╭─── Claude Code v2.1.23 ───╮\n"
+    assert claude.classify(banner + reply + box).state is State.READY
+    assert claude.classify(reply + box + "\n  current: 2.1.19 · latest: 2.1.19").state \
+        is State.READY
+    # with no release on screen, as 2.1.80 streams (no spinner, no newer marks): BUSY until the
+    # Stop hook says the turn ended
+    verdict = claude.classify(reply + box)
+    assert (verdict.state, verdict.rule_id) == (
+        State.BUSY, "reply-without-end-mark-release-unknown")
+    assert NO_END_MARK in verdict.reasons
     # 2.1.197 and later close every turn with an end mark; their footer says so
     verdict = claude.classify(reply + box + "\n  ← for agents")
     assert (verdict.state, verdict.rule_id) == (
@@ -217,7 +229,7 @@ def test_claude_spinner_is_the_turn_line_whatever_its_glyph(claude: Pack, glyph:
                f"  ⎿  ✔ Read the README\n     ◼ Clean the build directory\n{box}")
     assert claude.classify(working).state is State.BUSY
     # a reply whose text ends in an ellipsis is not a spinner
-    idle = f"● I looked at it and will wait for you…\n{box}"
+    idle = f"╭─── Claude Code v2.1.19 ───╮\n● I looked at it and will wait for you…\n{box}"
     assert claude.classify(idle).state is State.READY
 
 
