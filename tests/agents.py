@@ -37,6 +37,7 @@ from types import TracebackType
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_openai import FakeOpenAI
 from tests.scripted_model import ScriptedModel
+from tests.tmux_sockets import socket_path
 from tests.waiting import WaitTimeout, retry_until
 
 CLAUDE_VERSION = "2.1.197"
@@ -238,8 +239,8 @@ class AgentInTmux:
         ours = _descendants(self._pane_pids())
         subprocess.run(["tmux", "-L", self.socket_name, "kill-server"],
                        capture_output=True, check=False, timeout=10)
-        if self._socket_path:  # kill-server leaves the socket file behind
-            Path(self._socket_path).unlink(missing_ok=True)
+        # kill-server leaves the socket file behind (and the path may not have been read yet).
+        Path(self._socket_path or socket_path(self.socket_name)).unlink(missing_ok=True)
         _end_processes({**ours, **_running_from(self.root)})
         self.server.stop()
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.tmux_sockets import reap
 from tests.waiting import retry_until
 
 UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
@@ -97,6 +98,6 @@ def test_a_new_user_installs_adds_the_plugin_line_and_sees_the_states(
         assert "\x1b[44m" in styled  # READY on blue, not green on the green bar
     finally:
         stop = run(tool_bin, "pty", "stop", cwd=tmp_path)
-        tmux("kill-server")
-        tmux("kill-server", sock=outer)
+        reap(socket, env)
+        reap(outer, env)
     assert stop.returncode == 0, stop.stderr
