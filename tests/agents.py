@@ -37,6 +37,7 @@ from types import TracebackType
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_openai import FakeOpenAI
 from tests.scripted_model import ScriptedModel
+from tests.tmux_sockets import ENV as TMUX_TMPDIR
 from tests.tmux_sockets import socket_path
 from tests.waiting import WaitTimeout, retry_until
 
@@ -259,6 +260,8 @@ class AgentInTmux:
             "HOME": str(self.home),
             "LANG": "C.UTF-8",
             "SHELL": "/bin/bash",  # the agents run their shell commands with it
+            # The run's own socket folder (tests/tmux_sockets.py), where conductor looks too.
+            **{k: v for k, v in os.environ.items() if k == TMUX_TMPDIR},
             **self.agent_env(),
             **self._extra_env,
         }
