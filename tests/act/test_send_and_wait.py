@@ -242,12 +242,22 @@ def test_wait_on_a_pane_the_watcher_saw_ready_takes_its_word_on_the_first_look(
     assert "Done: work 2" in screen(agent)
 
 
-def test_wait_for_a_pane_that_goes_away_is_an_error(server: Any, session: Any) -> None:
-    window = session.new_window(window_name="short", window_shell="sleep 2", attach=False)
-    code, _, err = finish(start_wait(server, window.active_pane, "--until", "ERROR",
-                                     "--timeout", "20"))
+def test_wait_for_a_pane_that_goes_away_is_an_error(
+        server: Any, session: Any, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    window = session.new_window(window_name="short", attach=False,
+                                window_shell=f"sh -c 'while [ ! -e {go} ]; do sleep 0.1; done'")
+    proc = start_wait(server, window.active_pane, "--until", "ERROR", "--timeout", "60", "-v")
+    assert proc.stderr is not None
+    # The pane ends once `wait` has had its first look (-v says what it saw), however slowly
+    # it started: before that, there is no pane to wait for, which is another error.
+    looked = proc.stderr.readline()
+    assert "still waiting" in looked, looked
+    go.touch()
+    code, _, err = finish(proc)
     assert code == 1
-    assert "exited while waiting" in err and len(err.strip().splitlines()) == 1
+    told = [line for line in err.splitlines() if line and "still waiting" not in line]
+    assert len(told) == 1 and "exited while waiting" in told[0], err
 
 
 # --- hook ---------------------------------------------------------------------------------------
