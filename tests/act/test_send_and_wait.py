@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO, conductor
-from tests.waiting import retry_until, stays_false
+from tests.waiting import STARTS_WITHIN_S, retry_until, stays_false
 
 AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
 
@@ -205,9 +205,10 @@ def test_a_confirmation_during_wait_keeps_it_waiting_and_says_why(
 def test_wait_works_alongside_a_running_watcher(
         server: Any, agent: Any, watcher_process: Any, isolated_env: Path) -> None:
     watcher_process("--interval", "0.5")
-    retry_until(lambda: (isolated_env / "status.db").exists(), 10)
+    retry_until(lambda: (isolated_env / "status.db").exists(), STARTS_WITHIN_S)
     assert pty(server, "send", agent.pane_id, "work 2").returncode == 0
-    code, _, err = finish(start_wait(server, agent, "--timeout", "30"))
+    # Hang guards only: the CLI's start alone took 19 s with three suites on two cores.
+    code, _, err = finish(start_wait(server, agent, "--timeout", "60"), 70)
     assert code == 0, err
     assert "Done: work 2" in screen(agent)
 
