@@ -36,7 +36,7 @@ from app.run.daemon import InstanceLock
 from app.run.watcher import Watcher
 from tests.conftest import REPO, conductor
 from tests.openrouter_server import OpenRouterServer, Reply
-from tests.waiting import retry_until, stays_false
+from tests.waiting import STARTS_WITHIN_S, retry_until, stays_false
 
 BASH = "env -i HOME={home} TERM=screen PS1='lab$ ' bash --norc --noprofile"
 
@@ -399,7 +399,8 @@ def test_readers_say_stale_when_the_watcher_is_hung(
         watcher_process: Any) -> None:
     bash_pane(session, tmp_path)
     proc = watcher_process("--interval", "0.3", "--no-notify")
-    retry_until(lambda: "READY" in pty(server, "status", "--short").stdout, 20, interval=0.2)
+    retry_until(lambda: "READY" in pty(server, "status", "--short").stdout, STARTS_WITHIN_S,
+                interval=0.2)
     assert pty(server, "status").stderr == ""
     proc.send_signal(signal.SIGSTOP)  # hung: alive, but no cycle finishes
     try:
