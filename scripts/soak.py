@@ -156,7 +156,7 @@ class Soak:
     # --- load ----------------------------------------------------------------------------------
 
     def hook_writer(self, pane_ids: list[str], server_pid: int) -> None:
-        socket_path = f"/tmp/tmux-{os.getuid()}/{self.socket}"
+        socket_path = str(self.socket_path())
         rng = random.Random(1)
         while not self._stop.is_set():
             pane = rng.choice(pane_ids)
@@ -345,10 +345,15 @@ class Soak:
         if not alive_while_full:
             self.figures.problems.append("the watcher died when the disk filled up")
 
+    def socket_path(self) -> Path:
+        """Where tmux puts our socket (it never removes the file itself)."""
+        return Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}" / self.socket
+
     def close(self) -> None:
         self._stop.set()
         self.stop_watcher()
         self.tmux("kill-server", check=False)
+        self.socket_path().unlink(missing_ok=True)
 
 
 def run(panes: int = 20, kills: int = 20, seconds: float = 240.0, interval: float = 0.5,

@@ -37,6 +37,8 @@ from types import TracebackType
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_openai import FakeOpenAI
 from tests.scripted_model import ScriptedModel
+from tests.tmux_sockets import ENV as TMUX_TMPDIR
+from tests.tmux_sockets import socket_path
 from tests.waiting import WaitTimeout, retry_until
 
 CLAUDE_VERSION = "2.1.197"
@@ -238,8 +240,8 @@ class AgentInTmux:
         ours = _descendants(self._pane_pids())
         subprocess.run(["tmux", "-L", self.socket_name, "kill-server"],
                        capture_output=True, check=False, timeout=10)
-        if self._socket_path:  # kill-server leaves the socket file behind
-            Path(self._socket_path).unlink(missing_ok=True)
+        # kill-server leaves the socket file behind (and the path may not have been read yet).
+        Path(self._socket_path or socket_path(self.socket_name)).unlink(missing_ok=True)
         _end_processes({**ours, **_running_from(self.root)})
         self.server.stop()
 
@@ -258,6 +260,8 @@ class AgentInTmux:
             "HOME": str(self.home),
             "LANG": "C.UTF-8",
             "SHELL": "/bin/bash",  # the agents run their shell commands with it
+            # The run's own socket folder (tests/tmux_sockets.py), where conductor looks too.
+            **{k: v for k, v in os.environ.items() if k == TMUX_TMPDIR},
             **self.agent_env(),
             **self._extra_env,
         }

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,50 @@ from app.run.daemon import _notify_with
 from app.run.watcher import Watcher
 from tests.agents import AgentUnavailable, ClaudeInTmux, Install, install_claude
 from tests.dbus_notifications import BusUnavailable, NotificationBus
+from tests.tmux_sockets import ENV as TMUX_TMPDIR
+from tests.tmux_sockets import leftovers
 from tests.waiting import stop_process
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+# --- tmux sockets: the run gets a folder of its own, and must leave it empty ------------------
+
+
+def _is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the run its own TMUX_TMPDIR before xdist starts its workers (they inherit it), so the
+    sockets found there at the end are this run's and no other's on the machine."""
+    if _is_xdist_worker(config):
+        return
+    # Short and under /tmp: a unix socket's path has room for ~100 bytes.
+    os.environ[TMUX_TMPDIR] = tempfile.mkdtemp(prefix="cpty-tmux-", dir="/tmp")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when a test left a tmux socket file (or a whole server) behind; remove them
+    either way."""
+    if _is_xdist_worker(session.config) or not os.environ.get(TMUX_TMPDIR):
+        return
+    root = Path(os.environ[TMUX_TMPDIR])
+    stale, live = leftovers(root / f"tmux-{os.geteuid()}")
+    for name in live:
+        subprocess.run(["tmux", "-S", str(root / f"tmux-{os.geteuid()}" / name), "kill-server"],
+                       capture_output=True, check=False, timeout=30)
+    shutil.rmtree(root, ignore_errors=True)
+    if not stale and not live:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_sep("=", "tmux sockets left behind", red=True)
+        if stale:
+            reporter.write_line(f"socket files with no server: {', '.join(stale)}")
+        if live:
+            reporter.write_line(f"servers still running (now killed): {', '.join(live)}")
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(autouse=True)

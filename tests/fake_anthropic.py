@@ -55,7 +55,8 @@ class FakeAnthropic(ScriptedModel):
             blocks.append({"type": "tool_use", "name": turn.name, "input": turn.input})
             stop_reason = "tool_use"
         else:
-            blocks.append({"type": "text", "chunks": turn.chunks(), "delay": turn.delay})
+            blocks.append({"type": "text", "chunks": turn.chunks(), "delay": turn.delay,
+                           "say": turn})
             stop_reason = "end_turn"
         response = self.record(body, main, stop_reason)
         message_id = f"msg_fake_{response.no}"
@@ -80,7 +81,9 @@ class FakeAnthropic(ScriptedModel):
             if block["type"] == "text":
                 send("content_block_start", {"index": index,
                                              "content_block": {"type": "text", "text": ""}})
-                for chunk in block["chunks"]:
+                for i, chunk in enumerate(block["chunks"]):
+                    if "say" in block and block["say"].hold(i, self.stopping):
+                        return False
                     send("content_block_delta", {"index": index,
                                                  "delta": {"type": "text_delta", "text": chunk}})
                     if block["delay"] and self.stopping.wait(block["delay"]):

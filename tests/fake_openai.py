@@ -74,7 +74,9 @@ class FakeOpenAI(ScriptedModel):
         send("response.content_part.added", {
             "item_id": message_id, "output_index": 0, "content_index": 0,
             "part": {"type": "output_text", "text": "", "annotations": []}})
-        for chunk in text.chunks():
+        for index, chunk in enumerate(text.chunks()):
+            if text.hold(index, self.stopping):
+                return False
             send("response.output_text.delta", {"item_id": message_id, "output_index": 0,
                                                  "content_index": 0, "delta": chunk})
             if text.delay and self.stopping.wait(text.delay):

@@ -38,6 +38,19 @@ class Say:
     text: str
     delay: float = 0.0
     line_words: int = 8
+    # The last word (so the turn's end) waits for this, when given: a test can be sure that what
+    # watches the pane is up before the turn ends, however slowly the machine starts it.
+    held_until: threading.Event | None = None
+
+    def hold(self, index: int, stopping: threading.Event) -> bool:
+        """Before chunk ``index``: wait for ``held_until`` if this is the last one; True when the
+        server stops meanwhile."""
+        if self.held_until is None or index != len(self.chunks()) - 1:
+            return False
+        while not self.held_until.wait(0.1):
+            if stopping.is_set():
+                return True
+        return False
 
     @classmethod
     def words(cls, count: int, delay: float, prefix: str = "") -> Say:

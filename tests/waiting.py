@@ -7,6 +7,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+# A hang guard, not a speed claim, for a condition that needs a conductor process to start and
+# look (a watcher, a CLI per poll): with three suites at once on two cores a CLI's start alone
+# took 19 s.
+STARTS_WITHIN_S = 60.0
+
 
 class WaitTimeout(AssertionError):
     """The condition did not hold before the deadline.

@@ -60,22 +60,40 @@ def log_handler(workers_dir: Path) -> PrivateRotatingFileHandler:
     return handler
 
 
+LogPosition = tuple[int, int]  # (inode, byte offset) of watch.log
+
+
 def read_log(workers_dir: Path, lines: int) -> list[str]:
+    return read_log_at(workers_dir, lines)[0]
+
+
+def read_log_at(workers_dir: Path, lines: int) -> tuple[list[str], LogPosition]:
+    """The last ``lines`` lines of ``watch.log`` and where they end, for ``follow_log`` to go on
+    from there: a line written in between is neither lost nor shown twice."""
     path = workers_dir / LOG_NAME
     try:
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            return [line.rstrip("\n") for line in handle.readlines()[-lines:]] if lines else []
+        with path.open("rb") as handle:
+            data = handle.read()
+            inode = os.fstat(handle.fileno()).st_ino
     except FileNotFoundError:
         raise ConductorError(f"no watcher log at {path} yet: start `conductor pty watch`"
                              ) from None
     except OSError as exc:
         raise ConductorError(f"cannot read {path}: {exc.strerror or exc}") from None
+    # A line still being written is left to follow_log, which shows it once it ends.
+    complete = data[:data.rfind(b"\n") + 1]
+    shown = complete.decode("utf-8", "replace").split("\n")[:-1]
+    return (shown[-lines:] if lines else []), (inode, len(complete))
 
 
 def follow_log(workers_dir: Path, poll_s: float = 0.5,
-               stop: Callable[[], bool] = lambda: False) -> Iterator[str]:
+               stop: Callable[[], bool] = lambda: False,
+               start: LogPosition | None = None) -> Iterator[str]:
     """New lines of ``watch.log`` as they are written, across rotations (the file is reopened
-    when it is replaced or shrinks). A line still being written is held until it ends."""
+    when it is replaced or shrinks). A line still being written is held until it ends.
+
+    ``start`` (from ``read_log_at``): go on from there rather than from the end of the file as
+    it is when first opened; a file rotated since is read from its beginning."""
     path = workers_dir / LOG_NAME
     handle: BinaryIO | None = None
     inode = -1
@@ -94,8 +112,11 @@ def follow_log(workers_dir: Path, poll_s: float = 0.5,
                     handle.close()
                 handle = path.open("rb")
                 inode = stat.st_ino
-                if first:
+                if first and start is None:
                     handle.seek(0, os.SEEK_END)
+                elif first and start is not None and start[0] == inode \
+                        and start[1] <= stat.st_size:
+                    handle.seek(start[1])
             if handle is not None:
                 pending += handle.read()
             *lines, pending = pending.split(b"\n")

@@ -66,7 +66,15 @@ _BUILTIN_FIELDS = frozenset({"line", "options", "program"})
 LAYER_CONFIDENCE = 60
 
 
-class _LineLoader(yaml.SafeLoader):
+# libyaml's parser when PyYAML was built with it: every CLI command loads all packs, and the
+# pure-Python scanner alone took ~80 ms of a `wait` that should answer at once.
+try:
+    from yaml import CSafeLoader as _SafeLoader
+except ImportError:  # PyYAML built without libyaml
+    from yaml import SafeLoader as _SafeLoader  # type: ignore[assignment]
+
+
+class _LineLoader(_SafeLoader):
     """Records the 1-based source line of every mapping, so errors can point at it."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:

@@ -266,7 +266,7 @@ def test_a_draft_is_kept_in_an_agent_whose_process_no_pack_claims(
 
 def test_send_into_a_shell_busy_with_a_program_refuses_unless_forced(
         server: Any, shell: Any, tmp_path: Path, isolated_env: Path) -> None:
-    shell.send_keys("sleep 20", enter=True)
+    shell.send_keys("sleep 600", enter=True)  # busy until the test ends it (C-c)
     retry_until(lambda: "sleep" in server.cmd("display-message", "-p", "-t", shell.pane_id,
                                               "#{pane_current_command}").stdout[0], 10)
     line = one_line(pty(server, "send", shell.pane_id, "touch TYPED_AHEAD"))

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO, conductor
-from tests.waiting import retry_until, stays_false
+from tests.waiting import STARTS_WITHIN_S, retry_until, stays_false
 
 AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
 
@@ -205,9 +205,10 @@ def test_a_confirmation_during_wait_keeps_it_waiting_and_says_why(
 def test_wait_works_alongside_a_running_watcher(
         server: Any, agent: Any, watcher_process: Any, isolated_env: Path) -> None:
     watcher_process("--interval", "0.5")
-    retry_until(lambda: (isolated_env / "status.db").exists(), 10)
+    retry_until(lambda: (isolated_env / "status.db").exists(), STARTS_WITHIN_S)
     assert pty(server, "send", agent.pane_id, "work 2").returncode == 0
-    code, _, err = finish(start_wait(server, agent, "--timeout", "30"))
+    # Hang guards only: the CLI's start alone took 19 s with three suites on two cores.
+    code, _, err = finish(start_wait(server, agent, "--timeout", "60"), 70)
     assert code == 0, err
     assert "Done: work 2" in screen(agent)
 
@@ -242,12 +243,22 @@ def test_wait_on_a_pane_the_watcher_saw_ready_takes_its_word_on_the_first_look(
     assert "Done: work 2" in screen(agent)
 
 
-def test_wait_for_a_pane_that_goes_away_is_an_error(server: Any, session: Any) -> None:
-    window = session.new_window(window_name="short", window_shell="sleep 2", attach=False)
-    code, _, err = finish(start_wait(server, window.active_pane, "--until", "ERROR",
-                                     "--timeout", "20"))
+def test_wait_for_a_pane_that_goes_away_is_an_error(
+        server: Any, session: Any, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    window = session.new_window(window_name="short", attach=False,
+                                window_shell=f"sh -c 'while [ ! -e {go} ]; do sleep 0.1; done'")
+    proc = start_wait(server, window.active_pane, "--until", "ERROR", "--timeout", "60", "-v")
+    assert proc.stderr is not None
+    # The pane ends once `wait` has had its first look (-v says what it saw), however slowly
+    # it started: before that, there is no pane to wait for, which is another error.
+    looked = proc.stderr.readline()
+    assert "still waiting" in looked, looked
+    go.touch()
+    code, _, err = finish(proc)
     assert code == 1
-    assert "exited while waiting" in err and len(err.strip().splitlines()) == 1
+    told = [line for line in err.splitlines() if line and "still waiting" not in line]
+    assert len(told) == 1 and "exited while waiting" in told[0], err
 
 
 # --- hook ---------------------------------------------------------------------------------------

@@ -9,10 +9,12 @@ Each CLI is installed once into ``$CONDUCTOR_AGENT_CACHE`` (default
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,12 +85,21 @@ def finish(proc: subprocess.Popen[str], seconds: float) -> tuple[int, float, str
 
 
 def send_and_time_wait(lab: AgentInTmux, turns_before: int) -> float:
-    """Send the slow task, wait for it; seconds from the turn's real end to `wait` returning."""
-    lab.server.queue(SLOW_TASK)
+    """Send the slow task, wait for it; seconds from the turn's real end to `wait` returning.
+
+    The turn ends only once `wait` has had its first look at the pane (`-v` says what it saw):
+    on a loaded machine its start can take longer than the whole reply, and a wait begun after a
+    turn's end rightly takes no earlier hook's word for the still screen."""
+    looked = threading.Event()
+    lab.server.queue(dataclasses.replace(SLOW_TASK, held_until=looked))
     sent = pty(lab, "send", lab.pane_id, "Write a slow answer")
     assert sent.returncode == 0, sent.stderr
-    proc = start_wait(lab, "--until", "READY", "--timeout", "60")
+    proc = start_wait(lab, "--until", "READY", "--timeout", "60", "-v")
+    assert proc.stderr is not None
+    first_look = proc.stderr.readline()
+    looked.set()
     status, returned, output = finish(proc, 70)
+    output = first_look + output
     assert status == 0, output
     ends = lab.server.turn_ends()
     assert len(ends) > turns_before, (

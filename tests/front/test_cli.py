@@ -16,7 +16,7 @@ import pytest
 
 from app.adapters.store import StoreReader
 from tests.conftest import REPO, conductor
-from tests.waiting import retry_until, wait_for_exit_status
+from tests.waiting import STARTS_WITHIN_S, retry_until, wait_for_exit_status
 
 QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 60\""
 PRINTER = "sh -c 'i=0; while :; do i=$((i+1)); echo line $i; sleep 0.1; done'"
@@ -115,12 +115,12 @@ def test_a_killed_watcher_leaves_no_lock_that_blocks_the_next(
     server: Any, session: Any, watcher_process: Any
 ) -> None:
     first = watcher_process("--interval", "0.2")
-    retry_until(lambda: status_json(server.socket_name) != {}, 10, interval=0.1)
+    retry_until(lambda: status_json(server.socket_name) != {}, STARTS_WITHIN_S, interval=0.1)
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=10)
     second = watcher_process("--interval", "0.2")
     retry_until(lambda: "[conductor: watcher stopped]" not in
-                conductor("pty", "status", "--short").stdout, 10, interval=0.1)
+                conductor("pty", "status", "--short").stdout, STARTS_WITHIN_S, interval=0.1)
     assert second.poll() is None
 
 
@@ -409,12 +409,13 @@ def test_a_failing_receiver_is_logged_and_the_watcher_keeps_polling(
         return float(row[0] or 0) if row else 0.0
 
     retry_until(lambda: db.exists() and state_of(server.socket_name, "asks")
-                == "NEEDS_CONFIRMATION", 15)
+                == "NEEDS_CONFIRMATION", STARTS_WITHIN_S)
     first = cycles()
     retry_until(lambda: cycles() > first + 2.0, 15)  # still polling, seconds later
     assert proc.poll() is None
     session.new_window(window_name="later", window_shell=QUESTION, attach=False)
-    retry_until(lambda: state_of(server.socket_name, "later") == "NEEDS_CONFIRMATION", 15)
+    retry_until(lambda: state_of(server.socket_name, "later") == "NEEDS_CONFIRMATION",
+                STARTS_WITHIN_S)
     proc.terminate()
     _, err = proc.communicate(timeout=15)
     assert proc.returncode == 0

@@ -21,7 +21,7 @@ import pytest
 from app.act.cycle.checks import CHECK_WORKERS, store_tag
 from tests.conftest import REPO, conductor
 from tests.processes import ESCAPE, HUNG, marked_processes, pids_in, running
-from tests.waiting import retry_until, stays_false, stop_process
+from tests.waiting import STARTS_WITHIN_S, retry_until, stays_false, stop_process
 
 pytestmark = pytest.mark.slow
 
@@ -82,6 +82,13 @@ def start_agent(session: Any, name: str = "agent") -> Any:
     return pane
 
 
+def stored_state(workers_dir: Path, name: str = "agent") -> str | None:
+    """The pane's state as the watcher last stored it."""
+    rows = query(workers_dir, "SELECT s.state FROM status s JOIN ptys p ON s.id = p.id "
+                 "WHERE p.name = ?", name)
+    return rows[0][0] if rows else None
+
+
 def ready(server: Any, name: str = "agent") -> bool:
     return workers(server).get(name, {}).get("state") == "READY"
 
@@ -91,7 +98,7 @@ def agent(server: Any, session: Any, watcher_process: Any, tmp_path: Path) -> An
     write_config(tmp_path)
     pane = start_agent(session)
     watcher_process("-v")
-    retry_until(lambda: ready(server), 20, interval=0.2)
+    retry_until(lambda: ready(server), STARTS_WITHIN_S, interval=0.2)
     return pane
 
 
@@ -104,7 +111,8 @@ def ready_entered_after(workers_dir: Path, ts: float) -> list[float]:
 def test_a_message_queued_to_a_busy_pane_is_delivered_once_after_the_turn(
         server: Any, agent: Any, isolated_env: Path) -> None:
     assert pty(server, "send", "agent", "work 3").returncode == 0
-    retry_until(lambda: workers(server)["agent"]["state"] == "BUSY", 10, interval=0.1)
+    # Read from the store: a CLI per look (seconds each on a loaded machine) can miss the turn.
+    retry_until(lambda: stored_state(isolated_env) == "BUSY", STARTS_WITHIN_S, interval=0.1)
     busy_from = time.time()
     seq = job_number(pty(server, "send", "agent", "--queue", "say queued hello"))
     listed = pty(server, "queue", "agent", "--all")  # --all: on a slow machine it may be out
@@ -129,7 +137,8 @@ def test_a_message_queued_to_a_busy_pane_is_delivered_once_after_the_turn(
 def test_two_queued_messages_go_oldest_first_one_per_turn(
         server: Any, agent: Any, isolated_env: Path) -> None:
     assert pty(server, "send", "agent", "work 2").returncode == 0
-    retry_until(lambda: workers(server)["agent"]["state"] == "BUSY", 10, interval=0.1)
+    # Read from the store: a CLI per look (seconds each on a loaded machine) can miss the turn.
+    retry_until(lambda: stored_state(isolated_env) == "BUSY", STARTS_WITHIN_S, interval=0.1)
     first = job_number(pty(server, "send", "agent", "--queue", "work 1"))
     second = job_number(pty(server, "send", "agent", "--queue", "say second"))
     retry_until(lambda: job(isolated_env, second).get("state") == "delivered", 40,
@@ -149,7 +158,7 @@ def test_a_queued_message_never_goes_into_a_dialog_and_expires_unsent(
     write_config(tmp_path, ttl="3.0")
     pane = start_agent(session)
     watcher_process("-v")
-    retry_until(lambda: ready(server), 20, interval=0.2)
+    retry_until(lambda: ready(server), STARTS_WITHIN_S, interval=0.2)
     pane.send_keys("ask", enter=True)
     retry_until(lambda: workers(server)["agent"]["state"] == "NEEDS_CONFIRMATION", 10,
                 interval=0.1)
@@ -247,7 +256,7 @@ def test_report_runs_the_cycle_in_the_daemon_and_shows_it_everywhere(
         for e in row["timeline"].split()))
 
     # Then the check passes: paused, nothing more typed.
-    retry_until(lambda: ready(server), 20, interval=0.2)
+    retry_until(lambda: ready(server), STARTS_WITHIN_S, interval=0.2)
     second = job_number(pty(server, "report", "agent", "fixed it", "--wait-cmd", "true"))
     retry_until(lambda: job(isolated_env, second).get("state") == "PAUSED", 30, interval=0.2)
     assert job(isolated_env, second)["detail"].startswith("goal met?")
@@ -291,7 +300,7 @@ def test_a_job_queued_while_the_daemon_is_down_runs_after_it_starts(
     write_config(tmp_path)
     pane = start_agent(session)
     first = watcher_process("-v")
-    retry_until(lambda: ready(server), 20, interval=0.2)
+    retry_until(lambda: ready(server), STARTS_WITHIN_S, interval=0.2)
     stop_process(first, seconds=10)
     assert first.returncode == 0
 
@@ -419,7 +428,7 @@ def test_a_watcher_killed_with_sigkill_still_takes_its_hung_check_with_it(
     write_config(tmp_path)
     start_agent(session)
     watcher = watcher_process("-v")
-    retry_until(lambda: ready(server), 20, interval=0.2)
+    retry_until(lambda: ready(server), STARTS_WITHIN_S, interval=0.2)
     ran = tmp_path / "ran"
     job_number(pty(server, "report", "agent", "done", "--wait-cmd", hung_check(ran)))
     tag = store_tag(isolated_env)
@@ -436,7 +445,7 @@ def test_a_check_cut_off_by_a_restart_pauses_its_cycle_and_is_not_run_again(
     write_config(tmp_path)
     start_agent(session)
     first = watcher_process("-v")
-    retry_until(lambda: ready(server), 20, interval=0.2)
+    retry_until(lambda: ready(server), STARTS_WITHIN_S, interval=0.2)
     ran = tmp_path / "ran"
     seq = job_number(pty(server, "report", "agent", "done", "--wait-cmd", hung_check(ran)))
     retry_until(lambda: len(pids_in(ran)) == 1, 30, interval=0.2)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 import sys
 from collections.abc import AsyncIterator
@@ -17,6 +18,7 @@ import pytest
 
 from tests.agents import AgentUnavailable, CodexInTmux, install_codex
 from tests.conftest import REPO, conductor
+from tests.tmux_sockets import ENV as TMUX_TMPDIR
 from tests.waiting import retry_until
 
 pytest.importorskip("mcp")
@@ -56,7 +58,9 @@ async def mcp_session(server: Any, workers_dir: Path, pane_id: str, tmux: str | 
               "mcp"],
         env={"TMUX_PANE": pane_id, "TMUX": tmux_env(server) if tmux is None else tmux,
              "CONDUCTOR_CONFIG": str(workers_dir.parent / "config.toml"),
-             "PYTHONPATH": str(REPO)},
+             "PYTHONPATH": str(REPO),
+             # The run's own socket folder (tests/tmux_sockets.py), where `server` listens.
+             **{k: v for k, v in os.environ.items() if k == TMUX_TMPDIR}},
         cwd=str(REPO),
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:

@@ -7,6 +7,7 @@ A real `systemd --user` is rarely reachable in a container, so units are checked
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import plistlib
 import shutil
@@ -50,11 +51,13 @@ def test_the_watcher_logs_to_its_store_and_stop_ends_it_cleanly(
     retry_until(lambda: log.exists() and "watching tmux server" in log.read_text(), 20)
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
 
-    follower = subprocess.Popen([sys.executable, "-m", "app", "pty", "logs", "-f", "-n", "0"],
+    follower = subprocess.Popen([sys.executable, "-m", "app", "pty", "logs", "-f", "-n", "1"],
                                 stdout=subprocess.PIPE, text=True, cwd=REPO)
     try:
-        session.new_window(window_name="fresh", attach=False)
         assert follower.stdout is not None
+        # The last line shown: `logs` is up (however slowly it started), and follows from there.
+        assert follower.stdout.readline()
+        session.new_window(window_name="fresh", attach=False)
         # Even with --quiet on stderr, the file gets every transition.
         line = follower.stdout.readline()
         while "fresh" not in line:
@@ -160,6 +163,22 @@ def test_the_log_rotates_privately_and_follow_keeps_reading_across_rotations(
     rotated = sorted(p.name for p in tmp_path.iterdir())
     assert rotated == ["watch.log", "watch.log.1", "watch.log.2", "watch.log.3"]
     assert {stat.S_IMODE((tmp_path / n).stat().st_mode) for n in rotated} == {0o600}
+
+
+def test_logs_follow_goes_on_from_the_very_line_its_tail_ended(tmp_path: Path) -> None:
+    log = tmp_path / "watch.log"
+    log.write_bytes(b"one\ntwo\nthr")  # the last line still being written
+    shown, start = watchfiles.read_log_at(tmp_path, 5)
+    assert shown == ["one", "two"]
+    with log.open("ab") as handle:  # written between the tail and the follow
+        handle.write(b"ee\nfour\n")
+    assert list(itertools.islice(watchfiles.follow_log(tmp_path, poll_s=0.02, start=start),
+                                 2)) == ["three", "four"]
+
+    # Rotated in between: the new file is all news.
+    log.rename(tmp_path / "watch.log.1")
+    log.write_bytes(b"five\n")
+    assert next(watchfiles.follow_log(tmp_path, poll_s=0.02, start=start)) == "five"
 
 
 def test_the_log_is_never_written_through_a_symlink(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO, conductor
+from tests.tmux_sockets import reap
 from tests.waiting import retry_until, stop_process
 
 PLUGIN = REPO / "conductor-pty.tmux"
@@ -142,7 +143,11 @@ class Terminal:
                         "-x", str(width), "-y", "16",
                         f"tmux -L {server.socket_name} attach -t {session.session_id}"],
                        check=True, env=env, timeout=30)
-        retry_until(lambda: server.cmd("list-clients").stdout != [], 10)
+        try:
+            retry_until(lambda: server.cmd("list-clients").stdout != [], 10)
+        except BaseException:
+            self.close()
+            raise
 
     def screen(self, styled: bool = False) -> list[str]:
         done = subprocess.run(["tmux", "-L", self.socket, "capture-pane", "-p",
@@ -161,10 +166,7 @@ class Terminal:
         subprocess.run(["tmux", "-L", self.socket, "send-keys", *keys], check=True, timeout=30)
 
     def close(self) -> None:
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], check=False, timeout=30)
-        # kill-server leaves the socket file behind.
-        folder = Path(os.environ.get("TMUX_TMPDIR", "/tmp")) / f"tmux-{os.geteuid()}"
-        (folder / self.socket).unlink(missing_ok=True)
+        reap(self.socket)
 
 
 def cell_styles(styled_line: str, text: str) -> set[str]:

@@ -18,7 +18,7 @@ from app.base.model import State, Transition
 from app.observe.pane import Tracked
 from app.run.watcher import Watcher
 from tests.conftest import RECORD_ENV, REPO, conductor, read_jsonl, write_script
-from tests.waiting import retry_until, stays_false, wait_for_exit_status
+from tests.waiting import STARTS_WITHIN_S, retry_until, stays_false, wait_for_exit_status
 
 PRINTER = "sh -c 'i=0; while :; do i=$((i+1)); echo line $i; sleep 0.1; done'"
 QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 60\""
@@ -362,7 +362,7 @@ def test_the_watcher_run_in_a_pane_leaves_its_own_pane_alone(
     assert done.returncode == 1
     assert "conductor's own view (watch)" in done.stderr and done.stderr.count("\n") == 1
     daemon.send_keys("C-c", enter=False)
-    retry_until(lambda: "stopped" in "\n".join(daemon.capture_pane()), 15)
+    retry_until(lambda: "stopped" in "\n".join(daemon.capture_pane()), STARTS_WITHIN_S)
 
 
 def _tracked(watcher: Watcher, pane_id: str) -> Tracked:

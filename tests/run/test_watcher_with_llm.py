@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import conductor
 from tests.openrouter_server import OpenRouterServer, Reply
-from tests.waiting import retry_until
+from tests.waiting import STARTS_WITHIN_S, retry_until
 
 KEY = "sk-or-v1-0123456789abcdef0123456789abcdef0123456789abcdef"
 TOKEN = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
@@ -43,7 +43,8 @@ def test_llm_fills_an_unknown_screen_and_the_key_stays_secret(
         rows = json.loads(done.stdout) if done.returncode == 0 else []
         return next((w for w in rows if w["name"] == "deploy"), {})
 
-    retry_until(lambda: deploy().get("state") == "NEEDS_CONFIRMATION", 15, interval=0.2)
+    retry_until(lambda: deploy().get("state") == "NEEDS_CONFIRMATION", STARTS_WITHIN_S,
+                interval=0.2)
     worker = deploy()
     assert worker["classifier"].startswith("llm:")
     assert worker["summary"] == "Asks to ship to prod"

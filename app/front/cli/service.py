@@ -40,10 +40,12 @@ def stop_watcher_and_say(obj: Context) -> None:
 @friendly_errors
 def logs(obj: Context, lines: int, follow: bool) -> None:
     """The watcher's log (watch.log in the store, rotated at 1 MB, 3 kept)."""
-    from app.adapters.watchfiles import follow_log, read_log
+    from app.adapters.watchfiles import LogPosition, follow_log, read_log_at
 
+    start: LogPosition | None = None
     try:
-        for line in read_log(obj.workers_dir, lines):
+        shown, start = read_log_at(obj.workers_dir, lines)
+        for line in shown:
             click.echo(line)
     except ConductorError:
         if not follow:
@@ -53,7 +55,7 @@ def logs(obj: Context, lines: int, follow: bool) -> None:
 
         unmark = mark_own_pane("logs -f")  # the watcher leaves this pane alone
         try:
-            for line in follow_log(obj.workers_dir):
+            for line in follow_log(obj.workers_dir, start=start):
                 click.echo(line)
         except KeyboardInterrupt:
             pass
