@@ -219,6 +219,27 @@ def _locked(exc: sqlite3.Error, path: str) -> StoreError:
     return StoreError(f"status store {path}: {text}")
 
 
+def _half_made(exc: sqlite3.Error) -> bool:
+    """The error of a reader that looked while another process was still creating or migrating
+    the schema (each migration commits on its own, so a reader can see it half done)."""
+    text = str(exc)
+    return "no such table" in text or "no such column" in text
+
+
+def _wait_for_creator(path: str) -> None:
+    """Wait until no process holds the creation lock (the StoreWriter that creates and
+    migrates the schema holds it throughout); at once when there is no lock file."""
+    try:
+        fd = os.open(os.path.join(os.path.dirname(path), CREATE_LOCK_NAME),
+                     os.O_RDONLY | _NOFOLLOW)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    finally:
+        os.close(fd)
+
+
 def _check_not_newer(conn: sqlite3.Connection, path: str) -> None:
     """Refuse a database a newer release migrated: this one would misread its tables (and
     every cycle would fail) rather than say so once."""
@@ -588,7 +609,13 @@ class StoreReader:
                                "first") from None
         _refuse_link(self.path)
         try:
-            self.conn = self._open("mode=ro")
+            try:
+                self.conn = self._open("mode=ro")
+            except sqlite3.OperationalError as exc:
+                if not _half_made(exc):
+                    raise
+                _wait_for_creator(self.path)
+                self.conn = self._open("mode=ro")
         except sqlite3.OperationalError as exc:
             # A read-only mount, or another user's store: SQLite cannot create the WAL's shared
             # memory file beside it. Opened as immutable it reads the main file without it.
@@ -621,7 +648,13 @@ class StoreReader:
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         try:
-            return self.conn.execute(sql, params).fetchall()
+            try:
+                return self.conn.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as exc:
+                if not _half_made(exc):
+                    raise
+                _wait_for_creator(self.path)
+                return self.conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise _locked(exc, self.path) from exc
 

@@ -256,3 +256,36 @@ def test_jobs_written_by_hand_with_every_stored_state_read_as_typed_jobs(tmp_pat
     [job] = [job for job in writer.open_jobs() if job.seq == later]
     assert job.kind == "later_kind" and job.kind not in (JobKind.MESSAGE, JobKind.CYCLE)
     writer.close()
+
+
+def test_a_reader_that_comes_while_the_schema_is_being_migrated_waits_for_it(
+        tmp_path: Path) -> None:
+    import fcntl
+    import threading
+
+    from app.adapters.store import CREATE_LOCK_NAME
+
+    StoreWriter(tmp_path).close()
+    raw = sqlite3.connect(tmp_path / "status.db", isolation_level=None)
+    raw.execute("ALTER TABLE status DROP COLUMN cycle")  # a migration not applied yet
+    # This test plays the process that is migrating: it holds the creation lock.
+    lock = open(tmp_path / CREATE_LOCK_NAME, "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    got: list[object] = []
+
+    def read() -> None:
+        try:
+            got.append(StoreReader(tmp_path).workers())
+        except StoreError as exc:
+            got.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    reader.join(0.5)
+    assert got == []  # waiting for the creator, not failing on the missing column
+    raw.execute("ALTER TABLE status ADD COLUMN cycle TEXT")
+    raw.close()
+    fcntl.flock(lock, fcntl.LOCK_UN)
+    lock.close()
+    reader.join(30)
+    assert got == [[]]
