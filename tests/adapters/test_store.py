@@ -269,23 +269,22 @@ def test_a_reader_that_comes_while_the_schema_is_being_migrated_waits_for_it(
     raw = sqlite3.connect(tmp_path / "status.db", isolation_level=None)
     raw.execute("ALTER TABLE status DROP COLUMN cycle")  # a migration not applied yet
     # This test plays the process that is migrating: it holds the creation lock.
-    lock = open(tmp_path / CREATE_LOCK_NAME, "w")
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    got: list[object] = []
+    with (tmp_path / CREATE_LOCK_NAME).open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        got: list[object] = []
 
-    def read() -> None:
-        try:
-            got.append(StoreReader(tmp_path).workers())
-        except StoreError as exc:
-            got.append(exc)
+        def read() -> None:
+            try:
+                got.append(StoreReader(tmp_path).workers())
+            except StoreError as exc:
+                got.append(exc)
 
-    reader = threading.Thread(target=read)
-    reader.start()
-    reader.join(0.5)
-    assert got == []  # waiting for the creator, not failing on the missing column
-    raw.execute("ALTER TABLE status ADD COLUMN cycle TEXT")
-    raw.close()
-    fcntl.flock(lock, fcntl.LOCK_UN)
-    lock.close()
+        reader = threading.Thread(target=read)
+        reader.start()
+        reader.join(0.5)
+        assert got == []  # waiting for the creator, not failing on the missing column
+        raw.execute("ALTER TABLE status ADD COLUMN cycle TEXT")
+        raw.close()
+        fcntl.flock(lock, fcntl.LOCK_UN)
     reader.join(30)
     assert got == [[]]
