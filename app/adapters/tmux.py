@@ -606,16 +606,21 @@ def output_signals(scanner: SignalScanner, value: bytes) -> list[TermSignal]:
     if _SIGNAL_MARKS[0] not in value and _SIGNAL_MARKS[1] not in value and not scanner.pending:
         return []
     return scanner.feed(decode_output(value))
-# The pane option a hook on another host sets ("CLI EVENT NONCE"; app.install.remote_hooks): the
-# same option a local hook marks (app.adapters.hookmark), but with the event itself in it, since
-# nothing of ours runs there to record it. Watched with a subscription of its own, reported with
-# the server's pid in front.
+
+
+# The pane option a hook on another host sets ("CLI EVENT NONCE EPOCH"; app.install.remote_hooks):
+# the same option a local hook marks (app.adapters.hookmark), but with the event itself in it,
+# since nothing of ours runs there to record it. Watched with a subscription of its own, reported
+# with the server's pid and the time our client attached (that host's clock) in front.
 HOOK_OPTION = "@conductor-hook"
 HOOK_SUBSCRIPTION_NAME = "conductor-remote-hook"
-HOOK_SUBSCRIPTION = f"{HOOK_SUBSCRIPTION_NAME}:%*:#{{pid}} #{{{HOOK_OPTION}}}"
+HOOK_SUBSCRIPTION = (f"{HOOK_SUBSCRIPTION_NAME}:%*:#{{pid}} #{{client_created}} "
+                     f"#{{{HOOK_OPTION}}}")
 # tmux checks subscriptions once a second: what it reports this soon after attaching is the
 # state of things then.
 _HOOK_BASELINE_S = 2.5
+# A hook's stamp and our client's creation are read off the same host's clock, in whole seconds.
+_HOOK_CLOCK_SLACK_S = 1
 
 
 @dataclass(frozen=True)
@@ -800,20 +805,28 @@ class ControlClient:
             self.owner._on_change()
 
     def _remote_hook_changed(self, args: tuple[str, ...], value: str) -> None:
-        """``%subscription-changed NAME $S @W IDX %P ... : VALUE``: a remote pane's hook option
-        moved. The values of the first check after attaching are where things stood, not news; a
-        pane first seen later is new, and its first value is."""
-        if len(args) < 5 or args[0] != HOOK_SUBSCRIPTION_NAME:
+        """``%subscription-changed NAME $S @W IDX %P ... : PID CREATED VALUE``: a remote pane's
+        hook option moved. A value the hook stamped (its host's clock, as is CREATED, when our
+        client attached) is news when it was set since we attached; an older one is where
+        things stood. Without a stamp, the first check's values are taken as where things
+        stood, and a pane first seen later is new."""
+        if len(args) < 5 or args[0] != HOOK_SUBSCRIPTION_NAME or not _PANE_ID.match(args[4]):
             return
         pane = args[4]
-        value = " ".join(value.split())
-        if not _PANE_ID.match(pane):
-            return
+        pid, _, rest = value.strip().partition(" ")
+        created, _, hook = rest.partition(" ")
+        value = " ".join([pid, *hook.split()])
         previous = self._hooks_seen.get(pane)
         self._hooks_seen[pane] = value
-        baseline = previous is None and \
-            time.monotonic() - self._subscribed_at < _HOOK_BASELINE_S
-        if not baseline and value != previous:
+        if value == previous or not hook.strip():
+            return
+        stamp = hook.split()[-1]
+        if stamp.isdigit() and created.isdigit() and len(hook.split()) >= 4:
+            news = int(stamp) >= int(created) - _HOOK_CLOCK_SLACK_S
+        else:
+            news = previous is not None or \
+                time.monotonic() - self._subscribed_at >= _HOOK_BASELINE_S
+        if news:
             self.owner._on_remote_hook(pane, value)
 
     def resume(self, pane_ids: Collection[str]) -> None:
@@ -1040,7 +1053,7 @@ class ControlMode:
         self.wake()
 
     def take_hooks(self) -> list[tuple[str, str, float]]:
-        """Hook option values set since the last call: (pane id, "SERVER_PID CLI EVENT NONCE",
+        """Hook option values set since the last call: (pane id, "SERVER_PID CLI EVENT NONCE EPOCH",
         when seen)."""
         with self._lock:
             hooks, self._hooks = self._hooks, []

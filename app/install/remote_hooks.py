@@ -1,7 +1,7 @@
 """Hooks for agent CLIs on another host, where nothing of conductor's is installed.
 
 Each of the CLI's hook events runs one shell line there, which sets a tmux pane option of the
-agent's own pane (``@conductor-hook`` = "CLI EVENT NONCE"); the watcher's control-mode client
+agent's own pane (``@conductor-hook`` = "CLI EVENT NONCE EPOCH"); the watcher's control-mode client
 over ssh is told of the change (``app.adapters.tmux.HOOK_SUBSCRIPTION``) and records it as the
 hook event the local ``conductor pty hook`` would have recorded. No network path leads back.
 
@@ -30,8 +30,10 @@ _SETTINGS = {"claude": ".claude/settings.json", "gemini": ".gemini/settings.json
 
 def hook_line(cli: str, event: str) -> str:
     """The shell line one hook event runs: ``$$`` (the hook shell's pid) makes every call a new
-    value, so the same event twice is two changes. Quiet and successful outside tmux."""
-    value = shlex.quote(f"{cli} {event} ") + "$$"
+    value, so the same event twice is two changes; the host's clock says when, so a watcher that
+    attaches later can tell an event it has not seen from one that was there before it. Quiet
+    and successful outside tmux."""
+    value = shlex.quote(f"{cli} {event} ") + "$$' '$(date +%s)"
     return (f'tmux set-option -p -t "$TMUX_PANE" {HOOK_OPTION} {value} '
             ">/dev/null 2>&1 || true")
 

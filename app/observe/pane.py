@@ -63,6 +63,7 @@ class Tracked:
     pack: Pack | None = None
     pack_command: str = ""
     detected_at: float = 0.0  # time.monotonic() of the last choice of pack
+    detected_hash: str = ""  # the screen that choice was made on
     # A plain program in the foreground (``less``, ``sleep``; "" for none): its screen is judged
     # by the generic pack while the pane keeps its shell pack.
     program: str = ""
@@ -143,7 +144,7 @@ class PaneObserver:
             with time_limit(CLASSIFY_BUDGET_S):
                 if tracked.pack is None or tracked.pack_command != pane.current_command or (
                     tracked.pack.name in (GENERIC_PACK, "shell")
-                    and text_hash != tracked.text_hash
+                    and text_hash != tracked.detected_hash
                     and time.monotonic() - tracked.detected_at >= REDETECT_S
                 ):
                     chosen = self._choose_pack(tracked, text)
@@ -154,7 +155,7 @@ class PaneObserver:
                         chosen = tracked.pack
                     rejudge = rejudge or chosen is not tracked.pack
                     tracked.pack = chosen
-                    tracked.detected_at = time.monotonic()
+                    tracked.detected_at, tracked.detected_hash = time.monotonic(), text_hash
                     tracked.pack_command = pane.current_command
                 tracked.program = program
                 judge, program = judge_for(self.packs, tracked.pack, pane.current_command)

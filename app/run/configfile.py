@@ -333,16 +333,13 @@ def load_config(
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         raise ConfigError(f"{path}: cannot read the config file: {reason}") from None
 
-    if not upgrade:
-        values = _check(_flatten(_read_only(text, path)), defaults, path)
-        return _settings({**defaults, **values}, path, (), False)
-    doc = _parse(text, path)
-    user = doc.unwrap()
+    doc = None if not upgrade else _parse(text, path)
+    user = _read_only(text, path) if doc is None else doc.unwrap()
     # [hosts.NAME] tables are the person's own names, not keys of the schema.
     hosts = parse_hosts(user.pop("hosts", {}), path)
     values = _check(_flatten(user), defaults, path)
     added: tuple[str, ...] = ()
-    if any(name not in values for name in defaults):
+    if doc is not None and any(name not in values for name in defaults):
         added = _upgrade(path, text, doc, {**defaults, **values})
     return replace(_settings({**defaults, **values}, path, added, False), hosts=hosts)
 

@@ -40,7 +40,7 @@ from app.observe.llm import AsyncLLM, LLMClassifier
 from app.observe.packs import Pack, load_packs
 from app.observe.pane import Tracked
 from app.run.hosts import HostWatches, WatcherFactory
-from app.run.watcher import Watcher
+from app.run.watcher import Watcher, rest
 
 log = logging.getLogger(__name__)
 
@@ -285,12 +285,7 @@ class Daemon:
                 next_full = started + self.settings.interval_s
             if self.once:
                 return
-            timeout = next_full - time.monotonic()
-            due = watcher.next_due()
-            if due is not None:
-                timeout = min(timeout, due - time.time())
-            if self._wake.wait(max(0.0, timeout)) and not self._stop.is_set():
-                self._stop.wait(_GATHER_S)
+            rest(next_full, watcher.next_due(), self._wake, self._stop, _GATHER_S)
 
     def _cycle(self, watcher: Watcher, store: StoreWriter, notifier: Notifier,
                full: bool = True) -> bool:

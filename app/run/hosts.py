@@ -35,6 +35,7 @@ from app.base.errors import (
 from app.base.settings import WatchSettings
 from app.observe.hookevents import parse_event
 from app.observe.one_pane import Target, resolve
+from app.run.watcher import rest
 
 log = logging.getLogger(__name__)
 
@@ -247,12 +248,7 @@ class HostWatch:
                     self._record(store, True, "")
             if full:
                 next_full = started + self.settings.interval_s
-            timeout = next_full - time.monotonic()
-            due = watcher.next_due()
-            if due is not None:
-                timeout = min(timeout, due - time.time())
-            if self._wake.wait(max(0.0, timeout)) and not self._stop.is_set():
-                self._stop.wait(_GATHER_S)
+            rest(next_full, watcher.next_due(), self._wake, self._stop, _GATHER_S)
 
     def _record(self, store: StoreWriter, reachable: bool, problem: str) -> None:
         if reachable != self.reachable:
@@ -273,7 +269,7 @@ class HostWatch:
 
 
 def record_hooks(store: StoreWriter, hooks: list[tuple[str, str, float]], socket: str) -> None:
-    """The hook option values a host's panes took (``SERVER_PID CLI EVENT NONCE``, set by the
+    """The hook option values a host's panes took (``SERVER_PID CLI EVENT NONCE EPOCH``, set by the
     line of ``app.install.remote_hooks``) as the hook events ``conductor pty hook`` records
     locally; the tick that follows reads them as it reads those."""
     rows = []

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import shutil
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -915,3 +916,14 @@ def exit_row(wid: str, tracked: Tracked | None, store: StoreWriter, now: float,
     return FinalRow(wid, name, transition, status_row, {**pty, **status_row}, tracked,
                     server_ended)
 
+
+def rest(next_full: float, due: float | None, wake: threading.Event, stop: threading.Event,
+         gather_s: float) -> None:
+    """Sleep until the next full tick (``next_full``, monotonic), the moment the watcher asked to
+    look again (``due``, epoch seconds), or a wake; after a wake, let news that comes in a burst
+    gather for ``gather_s`` so one tick takes it all."""
+    timeout = next_full - time.monotonic()
+    if due is not None:
+        timeout = min(timeout, due - time.time())
+    if wake.wait(max(0.0, timeout)) and not stop.is_set():
+        stop.wait(gather_s)

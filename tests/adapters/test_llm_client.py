@@ -7,6 +7,7 @@ what that server received, what came back, how long it took, and what was logged
 from __future__ import annotations
 
 import csv
+import dataclasses
 import itertools
 import json
 import logging
@@ -739,7 +740,9 @@ def _classify_corpus(server: OpenRouterServer, settings: LLMSettings,
     if not CORPUS:
         pytest.skip("no labelled screen corpus found")
     packs = load_packs()
-    llm = LLMClassifier(LLMClient(settings))
+    # The whole corpus goes through within a minute: a budget for every screen, retries included.
+    budget = max(settings.calls_per_minute, 2 * len(CORPUS))
+    llm = LLMClassifier(LLMClient(dataclasses.replace(settings, calls_per_minute=budget)))
     out = []
     for item in CORPUS:
         screen = item.path.read_text(encoding="utf-8", errors="replace")

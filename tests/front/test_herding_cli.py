@@ -22,7 +22,7 @@ import pytest
 
 from tests.conftest import RECORD_ENV, REPO, conductor, read_jsonl, write_script
 from tests.dbus_notifications import NotificationBus
-from tests.waiting import retry_until, stays_false
+from tests.waiting import STARTS_WITHIN_S, retry_until, stays_false
 
 pytestmark = pytest.mark.slow
 
@@ -340,8 +340,8 @@ def test_eligibility_shows_for_every_pane_with_its_reason(
     retry_until(lambda: workers(server)["agent"]["herd_reason"] == "no_turn_yet", 20,
                 interval=0.2, message=f"{workers(server).get('agent')}")
     other = start_agent(session, "other")
-    retry_until(lambda: workers(server).get("other", {}).get("state") == "READY", 20,
-                interval=0.2)
+    retry_until(lambda: workers(server).get("other", {}).get("state") == "READY",
+                STARTS_WITHIN_S, interval=0.2, message=f"{workers(server).get('other')}")
     other.send_keys("work 4", enter=True)  # a turn a person typed: busy marker on screen
     retry_until(lambda: workers(server)["other"]["herd_reason"] == "busy", 20, interval=0.2)
     retry_until(lambda: workers(server)["other"]["herd_reason"] == "not_opted_in", 30,

@@ -29,6 +29,8 @@ def test_hosts_tables_are_read(tmp_path: Path) -> None:
     assert config.watch.interval_s == 3
     text = path.read_text(encoding="utf-8")  # upgraded with the new keys, the tables kept
     assert "[hosts.gpu]" in text and "[notify]" in text and config.added
+    # Commands that only read (every CLI command but `watch`) see the same hosts.
+    assert load_config(path, upgrade=False).hosts == config.hosts
 
 
 @pytest.mark.parametrize(("table", "says"), [

@@ -154,3 +154,25 @@ def test_hook_option_changes_are_reported_and_old_values_are_not(
         assert [(p, v) for p, v, _ in seen] == [("%0", f"{pid} claude PermissionRequest 2")]
     finally:
         control.close()
+
+
+def test_a_stamped_hook_is_news_when_set_after_we_attached_however_soon(
+        ssh_host: Callable[[str], SshHost], tmp_path: Path) -> None:
+    host = ssh_host("alpha")
+    assert host.tmux("new-session", "-d", "-s", "s1", "cat").returncode == 0
+    long_ago = int(time.time()) - 3600
+    host.tmux("set-option", "-p", "-t", "%0", HOOK_OPTION, f"claude Stop 1 {long_ago}")
+    tmux = Tmux(via=via_for(host, tmp_path))
+    control = ControlMode(tmux)
+    try:
+        control.follow({p.session_id for p in tmux.list_panes().panes})
+        retry_until(lambda: control.watching(), 20)
+        # At once, inside the first seconds that unstamped values would be taken as old.
+        now = int(time.time())
+        host.tmux("set-option", "-p", "-t", "%0", HOOK_OPTION, f"claude Stop 2 {now}")
+        seen: list[tuple[str, str, float]] = []
+        retry_until(lambda: seen.extend(control.take_hooks()) or seen, 10)
+        pid = host.tmux("display-message", "-p", "#{pid}").stdout.strip()
+        assert [(p, v) for p, v, _ in seen] == [("%0", f"{pid} claude Stop 2 {now}")]
+    finally:
+        control.close()

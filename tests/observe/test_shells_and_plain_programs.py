@@ -178,3 +178,29 @@ def test_a_shell_running_a_silent_program_is_a_shell_pane_from_first_sight() -> 
     assert pack.name == "shell"
     assert (judge.name, program) == ("generic", "sleep")
     assert judge.classify(screen_text, program).state is State.BUSY
+
+
+def test_an_agent_that_draws_its_screen_within_a_second_of_its_shell_is_still_found() -> None:
+    """A shell pane's pack is chosen again on a screen it was not chosen on, at most once a
+    REDETECT_S: an agent that draws its whole screen inside that second, then sits still at its
+    prompt, must not stay a shell (its screen "not recognised") for good."""
+
+    from app.base.model import Pane
+    from app.base.settings import WatchSettings
+    from app.observe.packs import load_packs
+    from app.observe.pane import REDETECT_S, PaneObserver, Tracked
+
+    agent_screen = (Path(__file__).parents[1] / "corpus" / "claude-code-2.1.330" / "claude-code"
+                    / "ready-startup-automode-200x50.txt").read_text(encoding="utf-8")
+    pane = Pane(pane_id="%1", session_name="s", window_id="@1", window_index=0,
+                window_name="w", pane_index=0, window_panes=1, cwd="/", current_command="python3",
+                pid=1, title="", dead=False, dead_status=None, width=200, height=50,
+                activity=0, cursor_x=0, cursor_y=0, history_size=0)
+    tracked = Tracked(worker_id="w1", pane=pane, name="w", named_by_user=False, cli_forced=None)
+    observer = PaneObserver(load_packs(), WatchSettings())
+    observer.classify(tracked, "$ ")
+    assert tracked.pack is not None and tracked.pack.name in ("shell", "generic")
+    observer.classify(tracked, agent_screen)  # drawn at once: too soon to choose again
+    time.sleep(REDETECT_S)
+    observer.classify(tracked, agent_screen)  # the same screen, a second later
+    assert tracked.pack.name == "claude"

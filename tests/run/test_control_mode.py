@@ -100,13 +100,6 @@ def test_tmux_versions_are_read_and_unknown_ones_are_not_guessed(
 # --- control mode against a real tmux server ---------------------------------------------------
 
 
-@pytest.fixture
-def control(server: Any) -> Iterator[tuple[ControlMode, threading.Event]]:
-    woken = threading.Event()
-    mode = ControlMode(Tmux(socket_name=server.socket_name), woken.set)
-    yield mode, woken
-    mode.close()
-
 
 def session_ids(server: Any) -> set[str]:
     return set(server.cmd("list-sessions", "-F", "#{session_id}").stdout)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +38,6 @@ def test_the_subscription_names_the_pane_and_carries_the_mark() -> None:
     note = parse_notification(b"%subscription-changed conductor-hook $0 @0 0 %7 : 12.5 turn_end")
     assert note is not None and note.pane_id == "%7" and note.value == b"12.5 turn_end"
 
-
-@pytest.fixture
-def control(server: Any) -> Iterator[tuple[ControlMode, threading.Event]]:
-    woken = threading.Event()
-    mode = ControlMode(Tmux(socket_name=server.socket_name), woken.set)
-    yield mode, woken
-    mode.close()
 
 
 def server_env(server: Any, pane: Any) -> dict[str, str]:
