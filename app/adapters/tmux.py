@@ -701,14 +701,15 @@ class ControlClient:
         self._thread = threading.Thread(target=self._read, name=f"tmux-control-{session_id}",
                                         daemon=True)
         self._hooks_seen: dict[str, str] = {}
-        # An agent's hook on another host sets a pane option (nothing of ours runs there); once
-        # attached, we ask tmux to tell us when it changes (tmux >= 3.2 checks once a second).
-        self._subscribe = tmux.via is not None
+        # Once attached, we ask tmux to tell us when a pane's hook option changes (tmux >= 3.2
+        # checks once a second): a local hook's mark (app.adapters.hookmark), the way a hook
+        # whose wait-for channel nobody follows still reaches us; and on another host, where
+        # nothing of ours runs, the hook's event itself.
+        self._subscriptions = [f"{_HOOK_SUBSCRIPTION}:%*:#{{{hookmark.OPTION}}}"]
+        if tmux.via is not None:
+            self._subscriptions.append(HOOK_SUBSCRIPTION)
         self._subscribed_at = 0.0
         self._thread.start()
-        # Hooks' marks on the session's panes (app.adapters.hookmark), checked by tmux once a
-        # second: the way a hook on a host whose wait-for channel nobody follows still reaches us.
-        self._write(f"refresh-client -B '{_HOOK_SUBSCRIPTION}:%*:#{{{hookmark.OPTION}}}'")
 
     def _read(self) -> None:
         stdout = self.proc.stdout
@@ -798,10 +799,12 @@ class ControlClient:
         elif note.name in _STRUCTURE:
             if note.name == "session-changed":
                 self.attached = True
-                if self._subscribe:
-                    # Asked before the attach is done, tmux may drop it.
-                    self._subscribe, self._subscribed_at = False, time.monotonic()
-                    self._write(f"refresh-client -B '{HOOK_SUBSCRIPTION}'")
+                if self._subscriptions:
+                    # Asked before the attach is done, tmux may drop them.
+                    subscriptions, self._subscriptions = self._subscriptions, []
+                    self._subscribed_at = time.monotonic()
+                    for subscription in subscriptions:
+                        self._write(f"refresh-client -B '{subscription}'")
             self.owner._on_change()
 
     def _remote_hook_changed(self, args: tuple[str, ...], value: str) -> None:

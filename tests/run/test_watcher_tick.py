@@ -361,6 +361,8 @@ def test_the_watcher_run_in_a_pane_leaves_its_own_pane_alone(
     done = conductor("-L", server.socket_name, "pty", "send", "--force", daemon.pane_id, "y")
     assert done.returncode == 1
     assert "conductor's own view (watch)" in done.stderr and done.stderr.count("\n") == 1
+    # Kept on screen once it has exited: the line below must not race the window closing.
+    server.cmd("set-option", "-w", "-t", daemon.window_id, "remain-on-exit", "on")
     daemon.send_keys("C-c", enter=False)
     retry_until(lambda: "stopped" in "\n".join(daemon.capture_pane()), STARTS_WITHIN_S)
 
