@@ -169,6 +169,26 @@ class Terminal:
         reap(self.socket)
 
 
+def wait_for_switches_to_finish(server: Any) -> None:
+    """Until no ``pty switch`` started by the binding (``run-shell -b``) is still running.
+
+    The window changes at its select-window, before its switch-client. tmux counts a
+    switch-client as session activity, and keys arriving within ``assume-paste-time`` (1 ms) of
+    the last activity are taken as pasted: sent to the pane, bindings skipped. Keys typed while
+    the switch is still landing could reach the shell as a literal ``^B``."""
+    def running() -> bool:
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                args = cmdline.read_bytes().split(b"\0")
+            except OSError:
+                continue  # ended while we looked
+            if b"switch" in args and server.socket_name.encode() in args:
+                return True
+        return False
+
+    retry_until(lambda: not running(), 15, interval=0.05)
+
+
 def cell_styles(styled_line: str, text: str) -> set[str]:
     """The SGR parameters in force where ``text`` starts on a captured line."""
     before = styled_line[:styled_line.index(text)]
@@ -213,8 +233,10 @@ def test_a_new_user_sees_the_states_on_the_status_line_and_the_keys_work(
         # prefix N: to the pane that needs you; again: on to the next (the READY one).
         term.keys("C-b", "N")
         retry_until(lambda: person_windows() == ["asks"], 10)
+        wait_for_switches_to_finish(server)
         term.keys("C-b", "N")
         retry_until(lambda: person_windows() == ["idle"], 10)
+        wait_for_switches_to_finish(server)
 
         # prefix S: status --watch in a popup, closed with Ctrl-C.
         term.keys("C-b", "S")
