@@ -613,7 +613,8 @@ class Watcher:
         quiet capture after it then finds it); min_capture_s after the last once it is quiet;
         else at the streaming pace."""
         pane_id, captured_at = tracked.pane.pane_id, tracked.captured_at
-        if max(tracked.signals.turn_end, tracked.signals.permission) > captured_at:
+        if max(tracked.signals.turn_end, tracked.signals.permission) > captured_at \
+                or self._awaits_idle_screen(tracked, now):
             return captured_at + URGENT_S
         still = self._pending.get(pane_id, now) - captured_at >= QUIET_S
         if still or self.control is None or self.control.quiet(pane_id, now):
@@ -625,6 +626,15 @@ class Watcher:
         self._streaming[pane_id] = (began, now)
         pace = min(STREAM_CAPTURE_MAX_S, max(STREAM_CAPTURE_S, (now - began) / 4))
         return captured_at + pace
+
+    @staticmethod
+    def _awaits_idle_screen(tracked: Tracked, now: float) -> bool:
+        """A turn end was heard (a hook, the terminal's signal) and the pane has not read READY
+        since: the idle screen it vouches for is being drawn now (Claude Code redraws only after
+        its Stop hooks return), so each frame is worth a look without waiting for QUIET_S."""
+        turn_end, a = tracked.signals.turn_end, tracked.assessment
+        return (0 < now - turn_end < TURN_END_ARM_S and a is not None
+                and a.state is not State.READY and turn_end >= tracked.signals.turn_start)
 
     def _recheck_at(self, tracked: Tracked, now: float) -> float:
         """When to look again at a pane without new output, for the assessment rules that move

@@ -14,9 +14,10 @@ import pytest
 from app.adapters import hookmark
 from app.adapters.store import StoreReader, StoreWriter
 from app.adapters.tmux import ControlMode, Tmux, parse_notification
+from app.base.model import State
 from app.base.settings import WatchSettings
 from app.observe.packs import load_packs
-from app.run.watcher import Watcher
+from app.run.watcher import URGENT_S, Watcher
 from tests.conftest import conductor
 from tests.run.test_terminal_signals import BUSY_SCREEN, IDLE_SCREEN, Player
 from tests.waiting import retry_until
@@ -112,5 +113,47 @@ def test_after_a_stop_hook_the_next_light_tick_makes_the_idle_screen_ready(
         run_hook(server, player.pane, "Stop")
         retry_until(woken.is_set, 10)
         retry_until(lambda: watcher.tick(time.time(), full=False) and state() == "READY", 10)
+    finally:
+        store.close()
+
+
+def test_after_a_stop_hook_a_pane_still_drawing_work_is_looked_at_again_without_waiting(
+        server: Any, session: Any, control: tuple[ControlMode, threading.Event],
+        isolated_env: Path, tmp_path: Path) -> None:
+    """Claude Code runs its Stop hooks before it redraws: the screen the hook's wake finds still
+    shows work. The idle screen drawn next is due a look URGENT_S after that capture, not
+    min_capture_s (or the streaming pace) as ordinary output is; once READY, ordinary again.
+    Ticks are given their time, so how fast this machine is does not matter."""
+    mode, woken = control
+    store = StoreWriter(isolated_env)
+    watcher = Watcher(Tmux(socket_name=server.socket_name), store, load_packs(),
+                      WatchSettings(interval_s=3600, ready_min_s=3600), control=mode)
+    try:
+        player = Player(session, tmp_path)
+        player.do(f"show {BUSY_SCREEN}")
+        retry_until(lambda: "esc to interrupt" in player.screen(), 10)
+        watcher.tick(time.time())
+        retry_until(lambda: mode.watching(), 10)
+        tracked = next(t for t in watcher.tracked.values() if t.name == "agent")
+        woken.clear()
+        run_hook(server, player.pane, "Stop")  # the screen still shows the spinner
+        retry_until(woken.is_set, 10)
+        retry_until(lambda: watcher.tick(time.time(), full=False) and
+                    tracked.captured_at > tracked.signals.turn_end > 0, 10)
+        assert tracked.assessment is not None and tracked.assessment.state is State.BUSY
+
+        # A light tick 0.1 s after that capture: sooner than an ordinary pane is looked at again.
+        looked_at = tracked.captured_at
+        player.do(f"show {IDLE_SCREEN}")
+        retry_until(lambda: watcher.tick(looked_at + 2 * URGENT_S, full=False) and
+                    tracked.assessment is not None and
+                    tracked.assessment.state is State.READY, 10)
+
+        looked_at = tracked.captured_at
+        player.do(f"show {BUSY_SCREEN}")  # no turn end to wait for now: the ordinary pace
+        retry_until(lambda: watcher.tick(looked_at + 2 * URGENT_S, full=False) and
+                    player.pane.pane_id in watcher._pending, 10)
+        assert tracked.captured_at == looked_at
+        assert watcher.settings.min_capture_s > 2 * URGENT_S
     finally:
         store.close()
