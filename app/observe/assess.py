@@ -19,9 +19,11 @@ The screen is the judge; other signals only move it earlier or hold it back:
    last send belongs to the previous turn and is ignored.
    Some releases draw no end mark at all (Codex before 0.160): their packs call a finished turn
    BUSY with the reason ``no_end_mark``, since it looks like a pause in a streaming reply. That
-   guess, and only that one, gives way to a valid turn-end hook once the screen has been still
-   for the stability window; READY then lasts while that screen stays up. Without the hook such
-   a pane stays BUSY: no stillness alone may call it finished.
+   guess, and only that one, gives way to a valid turn end (a hook, or the title's spinner
+   stopping) once the screen has been still for END_MARK_QUIET_S and the turn end is
+   END_MARK_AFTER_S old: the first screen that settles after it is the finished one. READY then
+   lasts while that screen stays up. Without such a signal the pane stays BUSY: no stillness
+   alone may call it finished.
 6. Anti-flap: a new state must hold for its configured polls before it is reported (READY has
    the stability window instead). Leaving READY is always immediate. UNKNOWN is a state like the
    others here: a known state gives way to it only after ``unknown_polls`` polls and
@@ -82,6 +84,12 @@ NO_SIGNALS = Signals()
 TURN_END_ARM_S = 3.0
 # The reason a pack gives for BUSY when the screen shows a reply but cannot show its end.
 NO_END_MARK = "no_end_mark"
+# Such a screen is the finished one once a turn end came and it has been still this long (its
+# last words are drawn within a frame or two of the end, not after a still spell)...
+END_MARK_QUIET_S = 0.15
+# ...and the turn end is this old: a screen captured at the very moment of the signal may not
+# show the last words yet, and a screen once vouched for is never vouched for again.
+END_MARK_AFTER_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -309,9 +317,10 @@ def _establish(prior: Assessment, verdict: Verdict, screen_hash: str, now: float
     if (turn_end_valid and verdict.state is State.READY and signals.turn_end > armed_for
             and now - signals.turn_end <= TURN_END_ARM_S):
         armed_for, armed_screen = signals.turn_end, screen_hash
-    if lacks_end_mark and turn_end_valid and signals.turn_end > armed_for and settled \
+    if lacks_end_mark and turn_end_valid and signals.turn_end > armed_for \
+            and now >= end_mark_settles(stable_since, signals.turn_end) \
             and not awaiting_departure:
-        # The reply may have been drawn a moment after the hook fired: whatever screen settles
+        # The reply may have been drawn a moment after the signal: whatever screen settles
         # first after it is the finished one.
         armed_for, armed_screen = signals.turn_end, screen_hash
     turn_end_confirmed = turn_end_valid and armed_for == signals.turn_end \
@@ -327,13 +336,30 @@ def _establish(prior: Assessment, verdict: Verdict, screen_hash: str, now: float
     )
 
 
+def end_mark_settles(stable_since: float, turn_end: float) -> float:
+    """When a screen still since ``stable_since`` becomes the finished one for a release that
+    draws no end mark, after a turn end at ``turn_end`` (rule 5)."""
+    return max(stable_since + END_MARK_QUIET_S, turn_end + END_MARK_AFTER_S)
+
+
+def awaits_end_mark_settling(assessment: Assessment, signals: Signals) -> float:
+    """When a pane whose screen lacks an end mark can be READY without new output, for a turn
+    end not yet taken (0: no such moment to wait for), so the watcher looks again then."""
+    verdict = assessment.verdict
+    turn_began = max(signals.turn_start, signals.sent, assessment.departed_at)
+    if (verdict is None or verdict.state is not State.BUSY or NO_END_MARK not in verdict.reasons
+            or signals.turn_end <= max(assessment.turn_end_armed, turn_began)):
+        return 0.0
+    return end_mark_settles(assessment.stable_since, signals.turn_end)
+
+
 def _choose(prior: Assessment, verdict: Verdict, facts: _Facts, signals: Signals) -> _Draft:
     """The state this poll's evidence supports, before anti-flap (the fixed order of rules)."""
     draft = _Draft(verdict.state, verdict.confidence, verdict.summary, verdict.actions_needed,
                    list(verdict.reasons))
     if facts.lacks_end_mark and facts.turn_end_confirmed:
-        draft = _Draft(State.READY, 80, "The turn ended (its hook said so; this release "
-                       "draws no end mark)", "", [*verdict.reasons, "hook_event"])
+        draft = _Draft(State.READY, 80, "The turn ended (its hook or title said so; this "
+                       "release draws no end mark)", "", [*verdict.reasons, "hook_event"])
     elif draft.state in (State.NEEDS_CONFIRMATION, State.BUSY, State.ERROR):
         if draft.state is State.BUSY and facts.turn_end_valid:
             draft.reasons.append("screen_veto")  # the hook said done; the screen says not yet

@@ -40,6 +40,7 @@ from app.observe.assess import (
     TURN_END_ARM_S,
     Assessment,
     absorb,
+    awaits_end_mark_settling,
 )
 from app.observe.llm import AsyncLLM
 from app.observe.packs import GENERIC_PACK, Pack, plain_program
@@ -638,11 +639,16 @@ class Watcher:
 
     def _recheck_at(self, tracked: Tracked, now: float) -> float:
         """When to look again at a pane without new output, for the assessment rules that move
-        with time alone (the READY window, the send grace, a turn-end hook's arming, anti-flap
+        with time alone (the READY window, the send grace, a turn end's arming, anti-flap
         holds); 0 once none of them can change anything."""
         a = tracked.assessment
         if a is None or tracked.pane.dead:
             return 0.0
+        settles = awaits_end_mark_settling(a, tracked.signals)
+        if settles > now - _RECHECK_S:
+            # A turn end on a screen with no end mark: READY once that screen has settled (if
+            # that moment passed without it, the ordinary pace below).
+            return max(settles + 0.01, now + 0.02)
         quiet = now - a.stable_since
         settings = self.settings
         horizon = max(settings.ready_min_s, settings.send_grace_s, TURN_END_ARM_S) + _RECHECK_S

@@ -160,24 +160,26 @@ def test_a_reply_without_end_mark_stays_busy_without_a_hook_however_still() -> N
     assert {a.state for a in run(frames, start=settled_ready())} == {State.BUSY}
 
 
-def test_a_turn_end_hook_makes_a_still_reply_without_end_mark_ready_after_the_window() -> None:
+def test_a_turn_end_makes_a_still_reply_without_end_mark_ready_once_it_has_settled() -> None:
     sent = Signals(sent=10.0)
     frames = [(11.0, NO_END_MARK, "stream1", sent), (12.0, NO_END_MARK, "stream2", sent),
               (13.5, NO_END_MARK, "final", sent),  # drawn before the hook fired
-              (14.5, NO_END_MARK, "final", TURN_DONE), (15.5, NO_END_MARK, "final", TURN_DONE),
-              (16.5, NO_END_MARK, "final", TURN_DONE)]
+              (14.05, NO_END_MARK, "final", TURN_DONE),  # the end is not END_MARK_AFTER_S old
+              (14.5, NO_END_MARK, "final", TURN_DONE), (15.5, NO_END_MARK, "final", TURN_DONE)]
     result = run(frames, start=settled_ready())
-    # Still since 13.5: three polls by 15.5, the window counted from the screen, not the hook.
+    # Still since 13.5 (END_MARK_QUIET_S and more): READY at the first look 0.1 s after the end,
+    # without the stability window.
     assert [a.state for a in result] == [State.BUSY] * 4 + [State.READY] * 2
     assert "hook_event" in result[-1].reasons and "no_end_mark" in result[-1].reasons
 
 
 def test_the_reply_drawn_after_the_hook_is_the_one_it_vouches_for() -> None:
-    frames = [(14.2, NO_END_MARK, "last lines", TURN_DONE), (14.6, NO_END_MARK, "final", TURN_DONE),
-              (15.6, NO_END_MARK, "final", TURN_DONE), (16.6, NO_END_MARK, "final", TURN_DONE)]
+    frames = [(14.2, NO_END_MARK, "last lines", TURN_DONE), (14.3, NO_END_MARK, "final", TURN_DONE),
+              (14.4, NO_END_MARK, "final", TURN_DONE),  # not END_MARK_QUIET_S still yet
+              (14.5, NO_END_MARK, "final", TURN_DONE), (15.5, NO_END_MARK, "final", TURN_DONE)]
     result = run(frames, start=run([(11.0, NO_END_MARK, "stream", Signals(sent=10.0))],
                                    start=settled_ready())[-1])
-    assert [a.state for a in result] == [State.BUSY, State.BUSY, State.BUSY, State.READY]
+    assert [a.state for a in result] == [State.BUSY] * 3 + [State.READY] * 2
 
 
 def test_a_hooked_reply_without_end_mark_is_busy_again_once_the_screen_moves() -> None:

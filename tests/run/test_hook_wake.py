@@ -18,7 +18,7 @@ from app.base.model import State
 from app.base.settings import WatchSettings
 from app.observe.packs import load_packs
 from app.run.watcher import URGENT_S, Watcher
-from tests.conftest import conductor
+from tests.conftest import REPO, conductor
 from tests.run.test_terminal_signals import BUSY_SCREEN, IDLE_SCREEN, Player
 from tests.waiting import retry_until
 
@@ -155,5 +155,49 @@ def test_after_a_stop_hook_a_pane_still_drawing_work_is_looked_at_again_without_
                     player.pane.pane_id in watcher._pending, 10)
         assert tracked.captured_at == looked_at
         assert watcher.settings.min_capture_s > 2 * URGENT_S
+    finally:
+        store.close()
+
+
+OLD_CODEX_REPLY = REPO / "tests" / "corpus" / "codex-0.142.5" / "codex" / \
+    "ready-after-long-answer-200x50.txt"
+
+
+def test_a_reply_without_end_mark_is_ready_soon_after_its_turn_end_not_after_the_window(
+        server: Any, session: Any, control: tuple[ControlMode, threading.Event],
+        isolated_env: Path, tmp_path: Path) -> None:
+    """Codex before 0.160 draws no end mark: its finished reply reads BUSY (no_end_mark). Its
+    notify hook's turn end makes that still screen READY once it has settled, with no new
+    output and no stability window (an hour here)."""
+    mode, woken = control
+    store = StoreWriter(isolated_env)
+    watcher = Watcher(Tmux(socket_name=server.socket_name), store, load_packs(),
+                      WatchSettings(interval_s=3600, ready_min_s=3600), control=mode)
+    try:
+        player = Player(session, tmp_path)
+        player.do(f"show {OLD_CODEX_REPLY}")
+        retry_until(lambda: "Improve documentation" in player.screen(), 10)
+        watcher.tick(time.time())
+        retry_until(lambda: mode.watching(), 10)
+        tracked = next(t for t in watcher.tracked.values() if t.name == "agent")
+        retry_until(lambda: watcher.tick(time.time(), full=False) and
+                    tracked.assessment is not None and
+                    tracked.assessment.state is State.BUSY, 10)
+        assert "no_end_mark" in tracked.assessment.reasons
+        # Still BUSY however long it stays still: no stillness alone may call it finished.
+        watcher.tick(time.time() + 60, full=False)
+        assert tracked.assessment.state is State.BUSY
+
+        woken.clear()
+        payload = {"type": "agent-turn-complete", "turn-id": "t1",
+                   "last-assistant-message": "done"}
+        done = conductor("pty", "hook", "--cli", "codex", json.dumps(payload),
+                         env=server_env(server, player.pane))
+        assert done.returncode == 0
+        retry_until(woken.is_set, 10)
+        retry_until(lambda: watcher.tick(time.time(), full=False) and
+                    tracked.assessment is not None and
+                    tracked.assessment.state is State.READY, 10)
+        assert {"hook_event", "no_end_mark"} <= set(tracked.assessment.reasons)
     finally:
         store.close()
