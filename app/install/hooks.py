@@ -29,6 +29,14 @@ HOOK_NAME = "conductor-pty"
 
 # PermissionRequest fires as the permission dialog opens; Notification's permission_prompt only
 # about 6 s later (Claude Code 2.1.197, measured).
+
+# Claude Code waits for a hook before it goes on: a Stop hook run synchronously holds back the
+# idle prompt by the hook's whole run (0.26 s from the turn's end to READY against 0.09 s with
+# `async`, 2.1.197, measured). These events say what has already happened, so Claude runs them in
+# the background (`async`, 2.1.19 and later); the events that open work stay synchronous, so a
+# turn's start is always recorded before anything that follows it. SessionEnd too: Claude ends
+# its background hooks when it exits.
+CLAUDE_ASYNC_EVENTS = frozenset({"Stop", "Notification", "PermissionRequest"})
 CLAUDE_EVENTS = (
     "UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse", "Notification", "Stop",
     "SubagentStop", "SessionEnd",
@@ -130,19 +138,22 @@ def _read(path: Path) -> str | None:
 # --- Claude Code and Gemini CLI: settings.json -------------------------------------------------
 
 
-def _hook_entry(cli: str, command: str) -> dict[str, Any]:
+def _hook_entry(cli: str, event: str, command: str) -> dict[str, Any]:
     if cli == "gemini":
         # Gemini's timeout is in milliseconds; its ``name`` is what /hooks disable takes.
         return {
             "name": HOOK_NAME, "type": "command", "command": command,
             "timeout": HOOK_TIMEOUT_S * 1000,
         }
-    return {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}
+    entry: dict[str, Any] = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}
+    if event in CLAUDE_ASYNC_EVENTS:
+        entry["async"] = True
+    return entry
 
 
 def _group(cli: str, event: str, command: str) -> dict[str, Any]:
     group: dict[str, Any] = {"matcher": "*"} if event in _TOOL_EVENTS else {}
-    group["hooks"] = [_hook_entry(cli, command)]
+    group["hooks"] = [_hook_entry(cli, event, command)]
     return group
 
 
@@ -202,12 +213,18 @@ def _merge_event(cli: str, groups: list[Any], event: str, command: str) -> bool:
         for hook in group["hooks"]
         if isinstance(hook, dict) and isinstance(hook.get("command"), str)
     ]
-    if any(hook["command"] == command for hook in entries):
-        return False
+    wanted = _hook_entry(cli, event, command)
+    for hook in entries:
+        if hook["command"] == command:
+            # Ours already; an install from an older release may lack a key we now set (the
+            # user's own changes, a longer timeout say, stay).
+            missing = {key: value for key, value in wanted.items() if key not in hook}
+            hook.update(missing)
+            return bool(missing)
     for hook in entries:
         if _same_program(_split(hook["command"]), _split(command)):
             # Ours from another install path (a moved venv): update it rather than run twice.
-            hook.update(_hook_entry(cli, command))
+            hook.update(wanted)
             return True
     groups.append(_group(cli, event, command))
     return True

@@ -14,6 +14,7 @@ import tomlkit
 
 from app.base.errors import ConfigError
 from app.install.hooks import (
+    CLAUDE_ASYNC_EVENTS,
     CLAUDE_EVENTS,
     GEMINI_EVENTS,
     HOOK_NAME,
@@ -91,8 +92,12 @@ def test_claude_fresh_install_writes_every_event(tmp_path: Path) -> None:
     assert list(settings["hooks"]) == list(CLAUDE_EVENTS)
     for event in CLAUDE_EVENTS:
         (group,) = settings["hooks"][event]
+        # The events that tell of what already happened run in the background: Claude Code
+        # draws its idle prompt or dialog without waiting for us.
+        background = {"async": True} if event in CLAUDE_ASYNC_EVENTS else {}
         assert group["hooks"] == [
-            {"type": "command", "command": ours("claude"), "timeout": HOOK_TIMEOUT_S}
+            {"type": "command", "command": ours("claude"), "timeout": HOOK_TIMEOUT_S,
+             **background}
         ]
         tool_events = ("PreToolUse", "PermissionRequest", "PostToolUse")
         assert group.get("matcher") == ("*" if event in tool_events else None)
@@ -142,6 +147,21 @@ def test_claude_user_edits_to_our_entry_are_respected(tmp_path: Path) -> None:
     write_json(path, settings)
     assert not install("claude", COMMAND, path).changed
     assert load(path)["hooks"]["Stop"][0]["hooks"][0]["timeout"] == 30
+
+
+def test_claude_an_install_from_before_async_hooks_gains_them_once(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    install("claude", COMMAND, path)
+    settings = load(path)
+    for event in CLAUDE_EVENTS:
+        settings["hooks"][event][0]["hooks"][0].pop("async", None)  # as an older release wrote
+    settings["hooks"]["Stop"][0]["hooks"][0]["timeout"] = 30
+    write_json(path, settings)
+    assert install("claude", COMMAND, path).changed
+    stop = load(path)["hooks"]["Stop"][0]["hooks"][0]
+    assert (stop["async"], stop["timeout"]) == (True, 30)  # the user's timeout stays
+    assert "async" not in load(path)["hooks"]["UserPromptSubmit"][0]["hooks"][0]
+    assert not install("claude", COMMAND, path).changed
 
 
 def test_claude_moved_install_updates_our_entry_instead_of_adding_one(tmp_path: Path) -> None:
