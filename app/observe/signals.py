@@ -10,7 +10,14 @@ Agent CLIs tell the terminal where their turn is, through the window title above
   Claude Code's ``✳`` also comes with a permission dialog: it means "not working", not "idle".
 - Gemini CLI (0.31, 0.61) draws fixed titles, no spinner: ``✦  Working… (<folder>)`` for the
   whole turn, ``✋  Action Required (<folder>)`` with its approval dialog, ``◇  Ready (<folder>)``
-  when the turn ends.
+  when the turn ends;
+- Qwen Code (0.24; 0.15 sets its title once and never again) marks the title it always shows,
+  ``Qwen - <folder>``: ``◐︎ `` in front while it works (no spinner), ``✳︎ `` when it asks for
+  approval (just before the dialog is drawn), nothing when the turn ends. Its ``✳︎`` carries a
+  text-style selector (U+FE0E) that Claude Code's ``✳`` lacks: the two never mix.
+
+opencode (a fixed ``OpenCode``, then ``OC | <session>``) and aider (no title) say nothing of the
+turn in their titles, and none of these CLIs rang a bell or asked for a notification.
 
 :class:`TerminalWatch` follows one pane's signals and turns a change of phase into the same event
 names hooks use (``turn_start``, ``turn_end``, ``permission``; ``app.observe.assess``), so they
@@ -36,10 +43,12 @@ TERMINAL = "terminal"
 _WORKING = re.compile("|".join((
     r"[\u2801-\u28ff] ",  # Claude Code, Codex: a braille spinner frame
     r"✦\s+Working…",  # Gemini CLI
+    "◐\ufe0e Qwen - ",  # Qwen Code
 )))
 _ASKING = re.compile("|".join((
     r"\[ [!.] \] Action Required\b",  # Codex, blinking
     r"✋\s+Action Required\b",  # Gemini CLI
+    "✳\ufe0e Qwen - ",  # Qwen Code (Claude Code's "✳ " has no U+FE0E and means stopped)
 )))
 # OSC 9;4 states: 0 removed, 1 set, 2 error, 3 indeterminate, 4 paused.
 _PROGRESS_WORKING = ("1", "3")

@@ -76,9 +76,13 @@ def test_a_sequence_split_between_two_pieces_of_output_is_joined_and_an_endless_
     ("[ ! ] Action Required | project", ASKING), ("[ . ] Action Required | s | project", ASKING),
     ("✳ Conductor test session", STOPPED), ("project", STOPPED), ("", STOPPED),
     ("⠂nospace", STOPPED), ("bash: ~/src", STOPPED),
+    ("✦  Working… (project)", WORKING), ("✋  Action Required (project)", ASKING),
+    ("◇  Ready (project)", STOPPED),
+    ("◐\ufe0e Qwen - project", WORKING), ("✳\ufe0e Qwen - project", ASKING),
+    ("Qwen - project", STOPPED), ("✳ Qwen - project", STOPPED),
+    ("OpenCode", STOPPED), ("OC | Lab B", STOPPED),
 ])
-def test_titles_say_where_the_turn_is_as_claude_code_and_codex_draw_them(title: str,
-                                                                         phase: str) -> None:
+def test_titles_say_where_the_turn_is_as_each_cli_draws_them(title: str, phase: str) -> None:
     assert title_phase(title) == phase
 
 
@@ -311,6 +315,8 @@ WHOLE_SESSION = ["turn_start", "turn_end", "turn_start", "permission", "turn_sta
 SESSIONS = {
     "gemini-cli-0.61.0": WHOLE_SESSION,
     "gemini-cli-0.31.0": WHOLE_SESSION,
+    "qwen-code-0.24.4": WHOLE_SESSION,
+    "qwen-code-0.15.10": [],  # its title, set once at start-up, never changes
 }
 
 
@@ -347,11 +353,16 @@ class ReleaseScreens(NamedTuple):
 
 
 GEMINI_SCREENS = CORPUS / "gemini-cli-0.61.0" / "gemini-cli"
+QWEN_SCREENS = CORPUS / "qwen-code-0.24.4" / "qwen-code"
 REPLAYS = {
     "gemini-cli": ReleaseScreens(
         "gemini-cli-0.61.0", GEMINI_SCREENS / "footer-items-busy-todo-200x50.txt",
         GEMINI_SCREENS / "footer-items-confirm-shell-200x50.txt",
         GEMINI_SCREENS / "footer-items-ready-after-todo-200x50.txt", "Allow execution of"),
+    "qwen-code": ReleaseScreens(
+        "qwen-code-0.24.4", QWEN_SCREENS / "busy-tool-running-200x50.txt",
+        QWEN_SCREENS / "confirm-shell-200x50.txt", QWEN_SCREENS / "ready-after-tool-200x50.txt",
+        "Allow execution of"),
 }
 
 
