@@ -317,6 +317,8 @@ SESSIONS = {
     "gemini-cli-0.31.0": WHOLE_SESSION,
     "qwen-code-0.24.4": WHOLE_SESSION,
     "qwen-code-0.15.10": [],  # its title, set once at start-up, never changes
+    "opencode-1.18.33": [],  # "OpenCode", then "OC | <session>": the same working or not
+    "opencode-1.2.27": [],
 }
 
 
