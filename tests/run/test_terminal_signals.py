@@ -319,6 +319,8 @@ SESSIONS = {
     "qwen-code-0.15.10": [],  # its title, set once at start-up, never changes
     "opencode-1.18.33": [],  # "OpenCode", then "OC | <session>": the same working or not
     "opencode-1.2.27": [],
+    "aider-0.86.2": [],  # no title, no bell, nothing
+    "aider-0.84.0": [],
 }
 
 
