@@ -190,15 +190,18 @@ class LabSession:
         with urllib.request.urlopen(request, timeout=5):
             pass
 
-    def answers_ended(self, since: float) -> int:
-        """Model answers (not the CLIs' side requests: titles, next-speaker checks) whose last
-        byte went out after ``since``."""
+    def answer_ends(self, since: float) -> list[float]:
+        """When each model answer (not the CLIs' side requests: titles, next-speaker checks)
+        sent its last byte, for those that ended after ``since`` (epoch seconds)."""
         path = self.logs / "events.jsonl"
         events = [json.loads(line) for line in path.read_text().splitlines()] \
             if path.exists() else []
         side = {e["rid"] for e in events if e.get("event") == "request" and e.get("why") == "aux"}
-        return sum(1 for e in events if e.get("event") in ("stream_end", "response_done")
-                   and e.get("rid") not in side and e.get("t", 0) >= since)
+        return [float(e["t"]) for e in events if e.get("event") in ("stream_end", "response_done")
+                and e.get("rid") not in side and e.get("t", 0) >= since]
+
+    def answers_ended(self, since: float) -> int:
+        return len(self.answer_ends(since))
 
     def screen(self) -> str:
         return self.tmux("capture-pane", "-p", "-t", self.pane)
@@ -207,12 +210,13 @@ class LabSession:
         regex = re.compile(pattern, re.MULTILINE)
         retry_until(lambda: bool(regex.search(self.screen())), seconds, interval=0.05)
 
-    def prompt(self, text: str, recorder: Recorder, phase: str) -> float:
+    def prompt(self, text: str, recorder: Recorder | None = None, phase: str = "") -> float:
         """Type ``text``, then start ``phase`` with the Enter that sends it; when it was sent."""
         self.tmux("send-keys", "-t", self.pane, "-l", text)
         self.wait_for_screen(re.escape(text[:20]), 10)  # the TUI really took the keys
         time.sleep(0.3)
-        recorder.mark(phase)
+        if recorder is not None:
+            recorder.mark(phase)
         sent = time.time()
         self.tmux("send-keys", "-t", self.pane, "Enter")
         return sent
@@ -270,6 +274,50 @@ def record_lab(cli: str, install: Path, out: Path | None, raw: Path | None,
         lab.close()
 
 
+def measure_lab(cli: str, install: Path, turns: int) -> None:
+    """Seconds from each turn's last byte to READY in status.db, with a real ``conductor pty
+    watch`` at every default beside the CLI (the figures of ``scripts/bench.py --only agents``
+    for the lab CLIs), and how often READY came back before the turn ended."""
+    from scripts.bench import conductor_argv, figures, state, wait_for
+
+    lab = LabSession(cli, install)
+    env = {**lab.env(), "CONDUCTOR_WORKERS_DIR": str(lab.scratch / "workers"),
+           "CONDUCTOR_CONFIG": str(lab.scratch / "config.toml")}
+    db = lab.scratch / "workers" / "status.db"
+    latencies: list[float] = []
+    early = never_left = 0
+    try:
+        lab.start([])
+        lab.wait_for_screen(lab.spec.idle, 120)
+        daemon = subprocess.Popen([*conductor_argv(), "-L", lab.socket_name, "pty", "watch",
+                                   "-q"], env=env, cwd=Path(__file__).resolve().parents[1])
+        try:
+            wait_for(lambda: db.exists() and state(db) == "READY", 60)
+            for turn in range(turns):
+                lab.queue({"type": "text", "tokens": 12, "delay": 0.1})
+                since = lab.prompt(f"say something, turn {turn}")
+                seen: list[str | None] = []
+                while not lab.answers_ended(since):
+                    seen.append(state(db))
+                    time.sleep(0.02)
+                left = next((i for i, now in enumerate(seen) if now != "READY"), None)
+                if left is None:
+                    never_left += 1  # READY all along: this turn measured nothing
+                elif "READY" in seen[left:]:
+                    early += 1
+                end = lab.answer_ends(since)[0]
+                wait_for(lambda: state(db) == "READY", 30)
+                latencies.append(max(0.0, time.time() - end))
+                time.sleep(1.0)
+        finally:
+            daemon.terminate()
+            daemon.wait(timeout=15)
+    finally:
+        lab.close()
+    print(f"{cli}: turn end -> READY {figures(latencies)}; READY before the end: {early}; "
+          f"READY all through a turn: {never_left}")
+
+
 def record_cached(cli: str, version: str, out: Path | None) -> None:
     root = Path(tempfile.mkdtemp(prefix="conductor-signals-"))
     if cli == "claude":
@@ -321,13 +369,18 @@ def main() -> int:
     parser.add_argument("--install", type=Path, help="the lab CLIs' npm prefix or aider venv")
     parser.add_argument("--out", type=Path, help="write the signals here as rows")
     parser.add_argument("--raw", type=Path, help="write every byte of output here (lab CLIs)")
+    parser.add_argument("--turn-ends", type=int, metavar="N", help="instead of recording, run N "
+                        "turns beside `conductor pty watch` and print turn end -> READY (lab CLIs)")
     parser.add_argument("--cli-args", default="", help="more arguments for a lab CLI, one string "
                         "(aider: --notifications)")
     args = parser.parse_args()
     if args.cli in LAB_CLIS:
         if args.install is None:
             parser.error(f"{args.cli} needs --install")
-        record_lab(args.cli, args.install, args.out, args.raw, args.cli_args.split())
+        if args.turn_ends:
+            measure_lab(args.cli, args.install, args.turn_ends)
+        else:
+            record_lab(args.cli, args.install, args.out, args.raw, args.cli_args.split())
     else:
         record_cached(args.cli, args.version, args.out)
     return 0

@@ -144,6 +144,24 @@ def test_a_turn_end_signal_vouches_for_no_screen_after_a_new_turn_start() -> Non
     assert after.state is not State.READY
 
 
+def test_a_turn_end_vouches_for_its_idle_screen_once_not_when_that_picture_comes_back() -> None:
+    """Gemini CLI clears a prompt typed by hand a frame before echoing it: for that frame the
+    screen is the very idle screen the last turn end vouched for, yet a new turn has begun."""
+    policy = Policy(stable_polls=3, ready_min_s=3600)
+    started = NO_SIGNALS.with_event(TERMINAL, "turn_start", "title:working", 99.0)
+    ended = started.with_event(TERMINAL, "turn_end", "title:stopped", 101.0)
+    busy = assess(None, verdict(State.BUSY), "busy", 100.0, 3, policy=policy, signals=started)
+    busy = assess(busy, verdict(State.BUSY), "busy", 100.5, 3, policy=policy, signals=started)
+    ready = assess(busy, verdict(State.READY), "idle", 101.1, 3, policy=policy, signals=ended)
+    assert ready.state is State.READY and "hook_event" in ready.reasons
+    typed = assess(ready, verdict(State.READY), "idle + draft", 102.0, 3, policy=policy,
+                   signals=ended)
+    cleared = assess(typed, verdict(State.READY), "idle", 102.5, 3, policy=policy,
+                     signals=ended)
+    assert "hook_event" not in cleared.reasons
+    assert cleared.state is not State.READY
+
+
 # --- real tmux: the stream, the title, the watcher -----------------------------------------------
 
 
