@@ -19,11 +19,16 @@ installed beforehand (``npm install --prefix DIR PKG@VERSION``; aider: a venv wi
 
     .venv/bin/python scripts/record_signals.py gemini 0.61.0 --install /tmp/gem-0.61.0
     .venv/bin/python scripts/record_signals.py aider 0.86.2 --install /tmp/aider-0.86.2
+
+``--turn-ends N`` records nothing: it runs N plain turns and N/3 approval turns beside a real
+``conductor pty watch`` and prints how soon each turn end read READY, and whether READY ever came
+before it (Gemini CLI and Qwen Code; aider asks after its reply ends and is not measured so).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -274,18 +279,64 @@ def record_lab(cli: str, install: Path, out: Path | None, raw: Path | None,
         lab.close()
 
 
+@dataclass
+class TurnFigures:
+    """What the watcher stored over measured turns."""
+
+    latencies: list[float]
+    early: int = 0  # READY seen between Enter (once it had left READY) and the model's last byte
+    never_left: int = 0  # READY all through a turn: that turn measured nothing
+    asked: int = 0  # approval turns that read NEEDS_CONFIRMATION while the dialog was up
+    approvals: int = 0
+
+
+def _measured_turn(lab: LabSession, db: Path, text: str, approve: bool,
+                   figures: TurnFigures) -> None:
+    from scripts.bench import state, wait_for
+
+    if approve:
+        lab.queue({"type": "shell", "command": LAB_COMMAND, "description": "Touch a file"},
+                  {"type": "text", "tokens": 12, "delay": 0.1})
+    else:
+        lab.queue({"type": "text", "tokens": 12, "delay": 0.1})
+    since = lab.prompt(text)
+    question = re.compile(lab.spec.asks[0][0]) if approve else None
+    answers = lab.spec.answers if approve else 1
+    seen: list[str | None] = []
+    while lab.answers_ended(since) < answers:
+        seen.append(state(db))
+        if question is not None and len(seen) % 5 == 0 and question.search(lab.screen()):
+            figures.approvals += 1
+            with contextlib.suppress(TimeoutError):
+                wait_for(lambda: state(db) == "NEEDS_CONFIRMATION", 3)
+                figures.asked += 1
+            seen.append(state(db))
+            lab.tmux("send-keys", "-t", lab.pane, *lab.spec.asks[0][1])
+            question = None
+        time.sleep(0.02)
+    left = next((i for i, now in enumerate(seen) if now != "READY"), None)
+    if left is None:
+        figures.never_left += 1
+    elif "READY" in seen[left:]:
+        figures.early += 1
+    end = lab.answer_ends(since)[answers - 1]
+    wait_for(lambda: state(db) == "READY", 30)
+    figures.latencies.append(max(0.0, time.time() - end))
+    time.sleep(1.0)
+
+
 def measure_lab(cli: str, install: Path, turns: int) -> None:
     """Seconds from each turn's last byte to READY in status.db, with a real ``conductor pty
     watch`` at every default beside the CLI (the figures of ``scripts/bench.py --only agents``
-    for the lab CLIs), and how often READY came back before the turn ended."""
+    for the lab CLIs): ``turns`` plain turns, then ``turns // 3`` with a command approved in its
+    dialog; how often READY came before the turn ended, and whether the dialog was seen."""
     from scripts.bench import conductor_argv, figures, state, wait_for
 
     lab = LabSession(cli, install)
     env = {**lab.env(), "CONDUCTOR_WORKERS_DIR": str(lab.scratch / "workers"),
            "CONDUCTOR_CONFIG": str(lab.scratch / "config.toml")}
     db = lab.scratch / "workers" / "status.db"
-    latencies: list[float] = []
-    early = never_left = 0
+    plain, approved = TurnFigures([]), TurnFigures([])
     try:
         lab.start([])
         lab.wait_for_screen(lab.spec.idle, 120)
@@ -294,28 +345,19 @@ def measure_lab(cli: str, install: Path, turns: int) -> None:
         try:
             wait_for(lambda: db.exists() and state(db) == "READY", 60)
             for turn in range(turns):
-                lab.queue({"type": "text", "tokens": 12, "delay": 0.1})
-                since = lab.prompt(f"say something, turn {turn}")
-                seen: list[str | None] = []
-                while not lab.answers_ended(since):
-                    seen.append(state(db))
-                    time.sleep(0.02)
-                left = next((i for i, now in enumerate(seen) if now != "READY"), None)
-                if left is None:
-                    never_left += 1  # READY all along: this turn measured nothing
-                elif "READY" in seen[left:]:
-                    early += 1
-                end = lab.answer_ends(since)[0]
-                wait_for(lambda: state(db) == "READY", 30)
-                latencies.append(max(0.0, time.time() - end))
-                time.sleep(1.0)
+                _measured_turn(lab, db, f"say something, turn {turn}", False, plain)
+            for turn in range(turns // 3):
+                _measured_turn(lab, db, f"run the command, turn {turn}", True, approved)
         finally:
             daemon.terminate()
             daemon.wait(timeout=15)
     finally:
         lab.close()
-    print(f"{cli}: turn end -> READY {figures(latencies)}; READY before the end: {early}; "
-          f"READY all through a turn: {never_left}")
+    for label, got in (("plain turns", plain), ("approval turns", approved)):
+        print(f"{cli} {label}: turn end -> READY {figures(got.latencies)}; READY before the "
+              f"end: {got.early}; READY all through a turn: {got.never_left}"
+              + (f"; dialog read NEEDS_CONFIRMATION {got.asked} of {got.approvals}"
+                 if got is approved else ""))
 
 
 def record_cached(cli: str, version: str, out: Path | None) -> None:
