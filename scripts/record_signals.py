@@ -50,6 +50,7 @@ from app.adapters.tmux import decode_output, parse_notification
 from app.base.termsignals import SignalScanner
 from tests import agents
 from tests.scripted_model import RunBash, Say
+from tests.tmux_sockets import socket_path
 from tests.waiting import retry_until
 
 LAB = Path(__file__).resolve().parent / "lab"
@@ -234,6 +235,7 @@ class LabSession:
         ours = agents._descendants(pids)
         subprocess.run(["tmux", "-L", self.socket_name, "kill-server"], capture_output=True,
                        check=False)
+        socket_path(self.socket_name).unlink(missing_ok=True)  # kill-server leaves it behind
         agents._end_processes({**ours, **agents._running_from(self.scratch)})
         if self.server is not None:
             self.server.terminate()
