@@ -33,6 +33,7 @@ import importlib
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -240,6 +241,7 @@ class LabSession:
         if self.server is not None:
             self.server.terminate()
             self.server.wait(timeout=5)
+        shutil.rmtree(self.scratch, ignore_errors=True)  # the install is a link: left alone
 
 
 def record_lab(cli: str, install: Path, out: Path | None, raw: Path | None,
