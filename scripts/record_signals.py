@@ -1,37 +1,74 @@
 """Record what a real agent CLI tells the terminal besides its screen (issue 22, design/signals.md).
 
-Runs one CLI (Claude Code or Codex, from the test cache) against the fake model server in a tmux
-server of its own, follows its session with a plain ``tmux -C`` client (no pausing), and drives
-one scripted session: idle, a streamed reply, a shell command that needs approval, the approval,
-the end of the turn. Every title (OSC 0/2), progress (OSC 9;4), notification (OSC 9, OSC 777) and
-bell the CLI wrote is printed with the phase it came in and the time since that phase began.
+Runs one CLI against a fake model server in a tmux server of its own, follows its session with a
+plain ``tmux -C`` client (no pausing), and drives one scripted session: idle, a streamed reply, a
+shell command that needs approval, the approval, the end of the turn. Every title (OSC 0/2),
+progress (OSC 9;4), notification (OSC 9, OSC 777) and bell the CLI wrote is printed with the
+phase it came in and the time since that phase began; ``--out FILE`` also writes them as
+tab-separated rows (phase, seconds, kind, text), the form the tests replay.
+
+Claude Code and Codex come from the test cache and talk to ``tests/agents.py``'s fakes:
 
     .venv/bin/python scripts/record_signals.py claude 2.1.197
     .venv/bin/python scripts/record_signals.py codex 0.169.0
+
+Gemini CLI, Qwen Code, opencode and aider run as the capture lab runs them (``scripts/lab``:
+``labb_drive.py``'s settings, ``fake_openai_gemini_server.py`` on loopback), from a folder
+installed beforehand (``npm install --prefix DIR PKG@VERSION``; aider: a venv with
+``aider-chat==VERSION``):
+
+    .venv/bin/python scripts/record_signals.py gemini 0.61.0 --install /tmp/gem-0.61.0
+    .venv/bin/python scripts/record_signals.py aider 0.86.2 --install /tmp/aider-0.86.2
+
+``--turn-ends N`` records nothing: it runs N plain turns and N/3 approval turns beside a real
+``conductor pty watch`` and prints how soon each turn end read READY, and whether READY ever came
+before it (Gemini CLI and Qwen Code; aider asks after its reply ends and is not measured so).
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import importlib
+import json
+import os
+import re
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.adapters.tmux import decode_output, parse_notification
-from app.base.termsignals import scan
+from app.base.termsignals import SignalScanner
 from tests import agents
 from tests.scripted_model import RunBash, Say
+from tests.tmux_sockets import socket_path
+from tests.waiting import retry_until
+
+LAB = Path(__file__).resolve().parent / "lab"
 
 
 class Recorder:
-    def __init__(self, socket_name: str, env: dict[str, str]) -> None:
+    def __init__(self, socket_name: str, env: dict[str, str], raw: Path | None = None) -> None:
+        # Every byte the pane wrote, one line per chunk (phase, seconds, repr), for checking
+        # what surrounds a signal (is that BEL a bell, or the end of some other sequence?).
+        self.raw = raw.open("w", encoding="utf-8") if raw is not None else None
         self.phase = "start"
         self.phase_at = time.monotonic()
-        self.seen: list[tuple[str, float, str]] = []
+        self.seen: list[tuple[str, float, str, str]] = []
+        # One scanner for the whole stream: tmux splits a long OSC (Gemini CLI pads its titles
+        # with spaces) between two %output lines, and scanning each line alone would lose the
+        # title and count its closing BEL as a bell.
+        self.scanner = SignalScanner()
         self.proc = subprocess.Popen(
             ["tmux", "-L", socket_name, "-C", "attach-session", "-t", "agent"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
@@ -48,19 +85,286 @@ class Recorder:
             note = parse_notification(line)
             if note is None or note.name != "output":
                 continue
-            for signal in scan(decode_output(note.value)):
+            data = decode_output(note.value)
+            if self.raw is not None:
+                self.raw.write(f"{self.phase}\t{time.monotonic() - self.phase_at:.3f}\t{data!r}\n")
+            for signal in self.scanner.feed(data):
                 at = time.monotonic() - self.phase_at
-                self.seen.append((self.phase, at, repr(signal)))
+                self.seen.append((self.phase, at, signal.kind, signal.text))
                 print(f"{self.phase:10} +{at:6.2f}s {signal!r}", flush=True)
+
+    def write(self, out: Path) -> None:
+        """The signals as rows: phase, seconds into it, kind, text (tests replay the titles)."""
+        rows = ["phase\tseconds\tkind\ttext"]
+        rows += [f"{phase}\t{at:.2f}\t{kind}\t{text}" for phase, at, kind, text in self.seen]
+        out.write_text("\n".join(rows) + "\n", encoding="utf-8")
 
     def close(self) -> None:
         if self.proc.stdin is not None:
             self.proc.stdin.close()
         self.proc.wait(timeout=5)
+        if self.raw is not None:
+            self.raw.close()
 
 
-def main() -> int:
-    cli, version = sys.argv[1], sys.argv[2]
+
+# --- Gemini CLI, Qwen Code, opencode and aider, as scripts/lab runs them -------------------------
+
+# Needs approval in every CLI's default mode (Qwen runs a read-only `ls` without asking, and
+# refuses `sleep N;`).
+LAB_COMMAND = "touch signals-lab.txt && echo lab-done"
+
+
+@dataclass(frozen=True)
+class LabCli:
+    """How to drive one CLI through the session, in the capture lab's terms."""
+
+    start_script: str  # labb_drive's function that writes the start script
+    idle: str  # the idle screen
+    asks: tuple[tuple[str, tuple[str, ...]], ...]  # each question of the approval turn, its keys
+    answers: int  # model requests in the approval turn (the tool call, the answer after it)
+
+
+LAB_CLIS = {
+    "gemini": LabCli("gemini_env", r"Type your message or @path/to/file",
+                     ((r"Allow execution of|Allow once", ("1",)),), 2),
+    "qwen": LabCli("qwen_env", r"Type your message or @path/to/file",
+                   ((r"Allow execution of|Yes, allow once", ("1",)),), 2),
+    "opencode": LabCli("opencode_env", r"Ask anything",
+                       ((r"Permission required", ("Enter",)),), 2),
+    # aider has no tools: the command comes as a fenced block in the reply, asked about after it.
+    "aider": LabCli("aider_env", r"(?m)^(diff|code|ask|architect)?> ?$",
+                    ((r"Run shell command\?", ("y", "Enter")),
+                     (r"Add command output to the chat\?", ("y", "Enter"))), 1),
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class LabSession:
+    """One lab CLI in a tmux server of its own, talking to the lab's fake server."""
+
+    def __init__(self, cli: str, install: Path) -> None:
+        self.cli, self.spec = cli, LAB_CLIS[cli]
+        self.scratch = Path(tempfile.mkdtemp(prefix="conductor-signals-"))
+        (self.scratch / ("venv" if cli == "aider" else "npm")).symlink_to(install.resolve())
+        self.port = _free_port()
+        self.logs = self.scratch / "logs" / f"server-{self.port}"
+        self.logs.mkdir(parents=True)
+        self.socket_name = f"conductor-signals-{os.getpid()}"
+        self.conf = self.scratch / "tmux.conf"
+        self.conf.write_text(agents.TMUX_CONF)
+        self.server: subprocess.Popen[bytes] | None = None
+        self.pane = ""
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "LANG": "C.UTF-8", "SHELL": "/bin/bash"}
+
+    def tmux(self, *args: str) -> str:
+        done = subprocess.run(["tmux", "-L", self.socket_name, "-f", str(self.conf), *args],
+                              capture_output=True, text=True, env=self.env(), timeout=10,
+                              check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"tmux {args[0]}: {done.stderr.strip()}")
+        return done.stdout
+
+    def start(self, cli_args: list[str]) -> None:
+        self.server = subprocess.Popen(
+            [sys.executable, str(LAB / "fake_openai_gemini_server.py"), "--port", str(self.port),
+             "--logdir", str(self.logs)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        retry_until(self._server_up, 15)
+        sys.path.insert(0, str(LAB))
+        drive: Any = importlib.import_module("labb_drive")
+        drive.A = argparse.Namespace(scratch=str(self.scratch), port=self.port)
+        script, _work = getattr(drive, self.spec.start_script)("signals")
+        self.pane = self.tmux("new-session", "-d", "-s", "agent", "-x", "200", "-y", "50",
+                              "-P", "-F", "#{pane_id}", "--", script, *cli_args).strip()
+
+    def _server_up(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/_control/health", timeout=1):
+                return True
+        except OSError:
+            return False
+
+    def queue(self, *actions: dict[str, object]) -> None:
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/_control/queue",
+                                         data=json.dumps(list(actions)).encode(), method="POST")
+        with urllib.request.urlopen(request, timeout=5):
+            pass
+
+    def answer_ends(self, since: float) -> list[float]:
+        """When each model answer (not the CLIs' side requests: titles, next-speaker checks)
+        sent its last byte, for those that ended after ``since`` (epoch seconds)."""
+        path = self.logs / "events.jsonl"
+        events = [json.loads(line) for line in path.read_text().splitlines()] \
+            if path.exists() else []
+        side = {e["rid"] for e in events if e.get("event") == "request" and e.get("why") == "aux"}
+        return [float(e["t"]) for e in events if e.get("event") in ("stream_end", "response_done")
+                and e.get("rid") not in side and e.get("t", 0) >= since]
+
+    def answers_ended(self, since: float) -> int:
+        return len(self.answer_ends(since))
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", self.pane)
+
+    def wait_for_screen(self, pattern: str, seconds: float = 60) -> None:
+        regex = re.compile(pattern, re.MULTILINE)
+        retry_until(lambda: bool(regex.search(self.screen())), seconds, interval=0.05)
+
+    def prompt(self, text: str, recorder: Recorder | None = None, phase: str = "") -> float:
+        """Type ``text``, then start ``phase`` with the Enter that sends it; when it was sent."""
+        self.tmux("send-keys", "-t", self.pane, "-l", text)
+        self.wait_for_screen(re.escape(text[:20]), 10)  # the TUI really took the keys
+        time.sleep(0.3)
+        if recorder is not None:
+            recorder.mark(phase)
+        sent = time.time()
+        self.tmux("send-keys", "-t", self.pane, "Enter")
+        return sent
+
+    def close(self) -> None:
+        try:
+            pids = {int(p) for p in self.tmux("list-panes", "-a", "-F", "#{pane_pid}").split()}
+        except (RuntimeError, subprocess.TimeoutExpired):
+            pids = set()
+        ours = agents._descendants(pids)
+        subprocess.run(["tmux", "-L", self.socket_name, "kill-server"], capture_output=True,
+                       check=False)
+        socket_path(self.socket_name).unlink(missing_ok=True)  # kill-server leaves it behind
+        agents._end_processes({**ours, **agents._running_from(self.scratch)})
+        if self.server is not None:
+            self.server.terminate()
+            self.server.wait(timeout=5)
+        shutil.rmtree(self.scratch, ignore_errors=True)  # the install is a link: left alone
+
+
+def record_lab(cli: str, install: Path, out: Path | None, raw: Path | None,
+               cli_args: list[str]) -> None:
+    lab = LabSession(cli, install)
+    try:
+        lab.start(cli_args)
+        recorder = Recorder(lab.socket_name, lab.env(), raw)
+        lab.wait_for_screen(lab.spec.idle, 120)
+        time.sleep(2)  # start-up settles (opencode draws its home screen in steps)
+        recorder.mark("idle")
+        time.sleep(3)
+        lab.queue({"type": "text", "tokens": 40, "delay": 0.1})
+        since = lab.prompt("say something", recorder, "turn1")
+        retry_until(lambda: lab.answers_ended(since) >= 1, 60, interval=0.02)
+        recorder.mark("turn1-end")
+        time.sleep(4)
+        lab.queue({"type": "shell", "command": LAB_COMMAND, "description": "Touch a file",
+                   "pre_text": "I will run a shell command now."},
+                  {"type": "text", "text": "The command ran. Done.", "delay": 0.05})
+        since = lab.prompt("run the command please", recorder, "turn2")
+        for number, (question, keys) in enumerate(lab.spec.asks, 1):
+            lab.wait_for_screen(question, 60)
+            recorder.mark("dialog" if number == 1 else f"dialog{number}")
+            time.sleep(4 if number == 1 else 2)
+            lab.tmux("send-keys", "-t", lab.pane, *keys)
+            recorder.mark("approved" if number == 1 else f"approved{number}")
+        if cli == "aider":  # its turn ends when the prompt is back, after the questions
+            lab.wait_for_screen(lab.spec.idle + r"\s*\Z", 60)
+        else:
+            retry_until(lambda: lab.answers_ended(since) >= lab.spec.answers, 60, interval=0.02)
+        recorder.mark("turn2-end")
+        time.sleep(4)
+        print(lab.screen())
+        recorder.close()
+        if out is not None:
+            recorder.write(out)
+    finally:
+        lab.close()
+
+
+@dataclass
+class TurnFigures:
+    """What the watcher stored over measured turns."""
+
+    latencies: list[float]
+    early: int = 0  # READY seen between Enter (once it had left READY) and the model's last byte
+    never_left: int = 0  # READY all through a turn: that turn measured nothing
+    asked: int = 0  # approval turns that read NEEDS_CONFIRMATION while the dialog was up
+    approvals: int = 0
+
+
+def _measured_turn(lab: LabSession, db: Path, text: str, approve: bool,
+                   figures: TurnFigures) -> None:
+    from scripts.bench import state, wait_for
+
+    if approve:
+        lab.queue({"type": "shell", "command": LAB_COMMAND, "description": "Touch a file"},
+                  {"type": "text", "tokens": 12, "delay": 0.1})
+    else:
+        lab.queue({"type": "text", "tokens": 12, "delay": 0.1})
+    since = lab.prompt(text)
+    question = re.compile(lab.spec.asks[0][0]) if approve else None
+    answers = lab.spec.answers if approve else 1
+    seen: list[str | None] = []
+    while lab.answers_ended(since) < answers:
+        seen.append(state(db))
+        if question is not None and len(seen) % 5 == 0 and question.search(lab.screen()):
+            figures.approvals += 1
+            with contextlib.suppress(TimeoutError):
+                wait_for(lambda: state(db) == "NEEDS_CONFIRMATION", 3)
+                figures.asked += 1
+            seen.append(state(db))
+            lab.tmux("send-keys", "-t", lab.pane, *lab.spec.asks[0][1])
+            question = None
+        time.sleep(0.02)
+    left = next((i for i, now in enumerate(seen) if now != "READY"), None)
+    if left is None:
+        figures.never_left += 1
+    elif "READY" in seen[left:]:
+        figures.early += 1
+    end = lab.answer_ends(since)[answers - 1]
+    wait_for(lambda: state(db) == "READY", 30)
+    figures.latencies.append(max(0.0, time.time() - end))
+    time.sleep(1.0)
+
+
+def measure_lab(cli: str, install: Path, turns: int) -> None:
+    """Seconds from each turn's last byte to READY in status.db, with a real ``conductor pty
+    watch`` at every default beside the CLI (the figures of ``scripts/bench.py --only agents``
+    for the lab CLIs): ``turns`` plain turns, then ``turns // 3`` with a command approved in its
+    dialog; how often READY came before the turn ended, and whether the dialog was seen."""
+    from scripts.bench import conductor_argv, figures, state, wait_for
+
+    lab = LabSession(cli, install)
+    env = {**lab.env(), "CONDUCTOR_WORKERS_DIR": str(lab.scratch / "workers"),
+           "CONDUCTOR_CONFIG": str(lab.scratch / "config.toml")}
+    db = lab.scratch / "workers" / "status.db"
+    plain, approved = TurnFigures([]), TurnFigures([])
+    try:
+        lab.start([])
+        lab.wait_for_screen(lab.spec.idle, 120)
+        daemon = subprocess.Popen([*conductor_argv(), "-L", lab.socket_name, "pty", "watch",
+                                   "-q"], env=env, cwd=Path(__file__).resolve().parents[1])
+        try:
+            wait_for(lambda: db.exists() and state(db) == "READY", 60)
+            for turn in range(turns):
+                _measured_turn(lab, db, f"say something, turn {turn}", False, plain)
+            for turn in range(turns // 3):
+                _measured_turn(lab, db, f"run the command, turn {turn}", True, approved)
+        finally:
+            daemon.terminate()
+            daemon.wait(timeout=15)
+    finally:
+        lab.close()
+    for label, got in (("plain turns", plain), ("approval turns", approved)):
+        print(f"{cli} {label}: turn end -> READY {figures(got.latencies)}; READY before the "
+              f"end: {got.early}; READY all through a turn: {got.never_left}"
+              + (f"; dialog read NEEDS_CONFIRMATION {got.asked} of {got.approvals}"
+                 if got is approved else ""))
+
+
+def record_cached(cli: str, version: str, out: Path | None) -> None:
     root = Path(tempfile.mkdtemp(prefix="conductor-signals-"))
     if cli == "claude":
         lab: agents.AgentInTmux = agents.ClaudeInTmux(
@@ -100,6 +404,31 @@ def main() -> int:
         time.sleep(4)
         print(lab.capture())
         recorder.close()
+        if out is not None:
+            recorder.write(out)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("cli", choices=["claude", "codex", *LAB_CLIS])
+    parser.add_argument("version")
+    parser.add_argument("--install", type=Path, help="the lab CLIs' npm prefix or aider venv")
+    parser.add_argument("--out", type=Path, help="write the signals here as rows")
+    parser.add_argument("--raw", type=Path, help="write every byte of output here (lab CLIs)")
+    parser.add_argument("--turn-ends", type=int, metavar="N", help="instead of recording, run N "
+                        "turns beside `conductor pty watch` and print turn end -> READY (lab CLIs)")
+    parser.add_argument("--cli-args", default="", help="more arguments for a lab CLI, one string "
+                        "(aider: --notifications)")
+    args = parser.parse_args()
+    if args.cli in LAB_CLIS:
+        if args.install is None:
+            parser.error(f"{args.cli} needs --install")
+        if args.turn_ends:
+            measure_lab(args.cli, args.install, args.turn_ends)
+        else:
+            record_lab(args.cli, args.install, args.out, args.raw, args.cli_args.split())
+    else:
+        record_cached(args.cli, args.version, args.out)
     return 0
 
 

@@ -314,6 +314,10 @@ def _establish(prior: Assessment, verdict: Verdict, screen_hash: str, now: float
     # A turn-end vouches for one screen only: the first idle-looking screen after it. If that
     # screen changes, the hook says nothing about the new one (output may be streaming again).
     armed_for, armed_screen = prior.turn_end_armed, prior.turn_end_screen
+    if armed_screen is not None and screen_hash != armed_screen:
+        # Once left, the vouched screen is not vouched for again if it comes back: Gemini CLI
+        # clears a typed prompt a frame before echoing it, the very picture of its idle screen.
+        armed_screen = None
     if (turn_end_valid and verdict.state is State.READY and signals.turn_end > armed_for
             and now - signals.turn_end <= TURN_END_ARM_S):
         armed_for, armed_screen = signals.turn_end, screen_hash

@@ -8,6 +8,16 @@ Agent CLIs tell the terminal where their turn is, through the window title above
 - Codex's approval dialog makes it ``[ ! ] Action Required | ...`` (blinking with ``[ . ]``);
 - when the turn stops, the spinner goes: Claude Code shows ``✳ <session>``, Codex the bare title.
   Claude Code's ``✳`` also comes with a permission dialog: it means "not working", not "idle".
+- Gemini CLI (0.31, 0.61) draws fixed titles, no spinner: ``✦  Working… (<folder>)`` for the
+  whole turn, ``✋  Action Required (<folder>)`` with its approval dialog, ``◇  Ready (<folder>)``
+  when the turn ends;
+- Qwen Code (0.24; 0.15 sets its title once and never again) marks the title it always shows,
+  ``Qwen - <folder>``: ``◐︎ `` in front while it works (no spinner), ``✳︎ `` when it asks for
+  approval (just before the dialog is drawn), nothing when the turn ends. Its ``✳︎`` carries a
+  text-style selector (U+FE0E) that Claude Code's ``✳`` lacks: the two never mix.
+
+opencode (a fixed ``OpenCode``, then ``OC | <session>``) and aider (no title) say nothing of the
+turn in their titles, and none of these CLIs rang a bell or asked for a notification.
 
 :class:`TerminalWatch` follows one pane's signals and turns a change of phase into the same event
 names hooks use (``turn_start``, ``turn_end``, ``permission``; ``app.observe.assess``), so they
@@ -28,8 +38,18 @@ from app.base.termsignals import PROGRESS, TITLE, TermSignal
 WORKING, STOPPED, ASKING = "working", "stopped", "asking"
 # The kind of events.row these signals make (beside "hook" and "send").
 TERMINAL = "terminal"
-_SPINNER = re.compile(r"^[\u2801-\u28ff] ")
-_ASKING = re.compile(r"^\[ [!.] \] Action Required\b")
+# How each CLI's title starts in each phase, as observed (design/signals.md); anything else is
+# STOPPED. The forms are each CLI's own, so one table serves every pane whatever runs in it.
+_WORKING = re.compile("|".join((
+    r"[\u2801-\u28ff] ",  # Claude Code, Codex: a braille spinner frame
+    r"✦\s+Working…",  # Gemini CLI
+    "◐\ufe0e Qwen - ",  # Qwen Code
+)))
+_ASKING = re.compile("|".join((
+    r"\[ [!.] \] Action Required\b",  # Codex, blinking
+    r"✋\s+Action Required\b",  # Gemini CLI
+    "✳\ufe0e Qwen - ",  # Qwen Code (Claude Code's "✳ " has no U+FE0E and means stopped)
+)))
 # OSC 9;4 states: 0 removed, 1 set, 2 error, 3 indeterminate, 4 paused.
 _PROGRESS_WORKING = ("1", "3")
 _PROGRESS_STOPPED = ("0",)
@@ -38,7 +58,7 @@ _EVENT = {WORKING: "turn_start", STOPPED: "turn_end", ASKING: "permission"}
 
 def title_phase(title: str) -> str:
     """Where a title says the turn is; any title without a spinner or a question is STOPPED."""
-    if _SPINNER.match(title):
+    if _WORKING.match(title):
         return WORKING
     if _ASKING.match(title):
         return ASKING

@@ -76,9 +76,13 @@ def test_a_sequence_split_between_two_pieces_of_output_is_joined_and_an_endless_
     ("[ ! ] Action Required | project", ASKING), ("[ . ] Action Required | s | project", ASKING),
     ("✳ Conductor test session", STOPPED), ("project", STOPPED), ("", STOPPED),
     ("⠂nospace", STOPPED), ("bash: ~/src", STOPPED),
+    ("✦  Working… (project)", WORKING), ("✋  Action Required (project)", ASKING),
+    ("◇  Ready (project)", STOPPED),
+    ("◐\ufe0e Qwen - project", WORKING), ("✳\ufe0e Qwen - project", ASKING),
+    ("Qwen - project", STOPPED), ("✳ Qwen - project", STOPPED),
+    ("OpenCode", STOPPED), ("OC | Lab B", STOPPED),
 ])
-def test_titles_say_where_the_turn_is_as_claude_code_and_codex_draw_them(title: str,
-                                                                         phase: str) -> None:
+def test_titles_say_where_the_turn_is_as_each_cli_draws_them(title: str, phase: str) -> None:
     assert title_phase(title) == phase
 
 
@@ -138,6 +142,24 @@ def test_a_turn_end_signal_vouches_for_no_screen_after_a_new_turn_start() -> Non
     after = assess(prior, verdict(State.READY), "idle", 101.6, 3, policy=policy,
                    signals=signals)
     assert after.state is not State.READY
+
+
+def test_a_turn_end_vouches_for_its_idle_screen_once_not_when_that_picture_comes_back() -> None:
+    """Gemini CLI clears a prompt typed by hand a frame before echoing it: for that frame the
+    screen is the very idle screen the last turn end vouched for, yet a new turn has begun."""
+    policy = Policy(stable_polls=3, ready_min_s=3600)
+    started = NO_SIGNALS.with_event(TERMINAL, "turn_start", "title:working", 99.0)
+    ended = started.with_event(TERMINAL, "turn_end", "title:stopped", 101.0)
+    busy = assess(None, verdict(State.BUSY), "busy", 100.0, 3, policy=policy, signals=started)
+    busy = assess(busy, verdict(State.BUSY), "busy", 100.5, 3, policy=policy, signals=started)
+    ready = assess(busy, verdict(State.READY), "idle", 101.1, 3, policy=policy, signals=ended)
+    assert ready.state is State.READY and "hook_event" in ready.reasons
+    typed = assess(ready, verdict(State.READY), "idle + draft", 102.0, 3, policy=policy,
+                   signals=ended)
+    cleared = assess(typed, verdict(State.READY), "idle", 102.5, 3, policy=policy,
+                     signals=ended)
+    assert "hook_event" not in cleared.reasons
+    assert cleared.state is not State.READY
 
 
 # --- real tmux: the stream, the title, the watcher -----------------------------------------------
@@ -233,9 +255,10 @@ def light_ticks_until(watcher: Watcher, workers_dir: Path, state: str) -> None:
     retry_until(reached, 15)
 
 
-def settle_busy(watcher: Watcher, player: Player, workers_dir: Path) -> None:
-    player.do(f"show {BUSY_SCREEN}", f"title {WORKING_TITLE}")
-    retry_until(lambda: player.title() == WORKING_TITLE, 10)
+def settle_busy(watcher: Watcher, player: Player, workers_dir: Path,
+                screen: Path = BUSY_SCREEN, title: str = WORKING_TITLE) -> None:
+    player.do(f"show {screen}", f"title {title}")
+    retry_until(lambda: player.title() == title, 10)
     watcher.tick(time.time())
     assert watcher.control is not None
     retry_until(lambda: watcher.control.watching(), 10)  # type: ignore[union-attr]
@@ -297,3 +320,96 @@ def test_a_question_at_the_end_of_a_stream_is_seen_by_light_ticks_once_output_st
     light_ticks_until(signal_watcher, isolated_env, "NEEDS_CONFIRMATION")
     tracked = next(t for t in signal_watcher.tracked.values() if t.name == "agent")
     assert "Go on?" in tracked.text
+
+
+# --- the other CLIs' titles, as recorded from their real releases -------------------------------
+
+# scripts/record_signals.py CLI VERSION --out FILE: every signal of one session (idle, a streamed
+# reply, a shell command approved in its dialog, the end of the turn), with the phase it came in.
+RECORDINGS = REPO / "tests" / "run" / "signal_recordings"
+CORPUS = REPO / "tests" / "corpus"
+# The events a hook would have made in that session; a CLI whose titles say nothing makes none.
+WHOLE_SESSION = ["turn_start", "turn_end", "turn_start", "permission", "turn_start", "turn_end"]
+SESSIONS = {
+    "gemini-cli-0.61.0": WHOLE_SESSION,
+    "gemini-cli-0.31.0": WHOLE_SESSION,
+    "qwen-code-0.24.4": WHOLE_SESSION,
+    "qwen-code-0.15.10": [],  # its title, set once at start-up, never changes
+    "opencode-1.18.33": [],  # "OpenCode", then "OC | <session>": the same working or not
+    "opencode-1.2.27": [],
+    "aider-0.86.2": [],  # no title, no bell, nothing
+    "aider-0.84.0": [],
+}
+
+
+def recorded(name: str) -> list[tuple[str, TermSignal]]:
+    """(phase, signal) in the order the CLI sent them."""
+    rows = (RECORDINGS / f"{name}.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    found = []
+    for row in rows:
+        phase, _seconds, kind, text = row.split("\t")
+        found.append((phase, TermSignal(kind, text)))
+    return found
+
+
+@pytest.mark.parametrize("name", SESSIONS)
+def test_a_recorded_session_makes_the_events_a_hook_would(name: str) -> None:
+    watch = TerminalWatch()
+    events = [event.event for index, (_, signal) in enumerate(recorded(name))
+              if (event := watch.observe(signal, float(index))) is not None]
+    assert events == SESSIONS[name]
+
+
+class ReleaseScreens(NamedTuple):
+    """A release's recorded titles and its corpus screens of the same moments."""
+
+    recording: str
+    busy: Path
+    dialog: Path
+    idle: Path
+    dialog_text: str
+
+    def title(self, phase: str, last: bool = False) -> str:
+        titles = [s.text for p, s in recorded(self.recording) if p == phase and s.kind == TITLE]
+        return titles[-1] if last else titles[0]
+
+
+GEMINI_SCREENS = CORPUS / "gemini-cli-0.61.0" / "gemini-cli"
+QWEN_SCREENS = CORPUS / "qwen-code-0.24.4" / "qwen-code"
+REPLAYS = {
+    "gemini-cli": ReleaseScreens(
+        "gemini-cli-0.61.0", GEMINI_SCREENS / "footer-items-busy-todo-200x50.txt",
+        GEMINI_SCREENS / "footer-items-confirm-shell-200x50.txt",
+        GEMINI_SCREENS / "footer-items-ready-after-todo-200x50.txt", "Allow execution of"),
+    "qwen-code": ReleaseScreens(
+        "qwen-code-0.24.4", QWEN_SCREENS / "busy-tool-running-200x50.txt",
+        QWEN_SCREENS / "confirm-shell-200x50.txt", QWEN_SCREENS / "ready-after-tool-200x50.txt",
+        "Allow execution of"),
+}
+
+
+@pytest.mark.parametrize("cli", REPLAYS)
+def test_recorded_titles_over_the_release_s_screens_read_as_the_screen_allows(
+        cli: str, server: Any, session: Any, signal_watcher: Watcher, isolated_env: Path,
+        tmp_path: Path) -> None:
+    """Working, a stopped title over a busy screen (BUSY), the approval title over the dialog
+    (NEEDS_CONFIRMATION, never READY), working again, then the turn end over the idle screen:
+    READY at once, which only the signal can give with a window of an hour."""
+    release = REPLAYS[cli]
+    working, asking = release.title("turn1"), release.title("turn2", last=True)
+    stopped = release.title("turn1-end")
+    player = Player(session, tmp_path)
+    settle_busy(signal_watcher, player, isolated_env, release.busy, working)
+    player.do(f"title {stopped}")
+    assert ticks_after(signal_watcher, player, stopped) == {"BUSY"}
+    player.do(f"title {working}", f"show {release.dialog}", f"title {asking}")
+    retry_until(lambda: release.dialog_text in player.screen(), 10)
+    light_ticks_until(signal_watcher, isolated_env, "NEEDS_CONFIRMATION")
+    assert "READY" not in ticks_after(signal_watcher, player, asking)
+    player.do(f"show {release.busy}", f"title {release.title('approved')}")
+    light_ticks_until(signal_watcher, isolated_env, "BUSY")
+    player.do(f"show {release.idle}", f"title {release.title('turn2-end')}")
+    light_ticks_until(signal_watcher, isolated_env, "READY")
+    row = stored(isolated_env, "agent")
+    assert "hook_event" in row["reasons"]
+    assert "term=title:stopped" in row["signals"]
