@@ -62,6 +62,9 @@ def test_screen_is_never_dangerously_wrong(case: ScreenCase, packs: dict[str, Pa
     _, verdict = verdict_for(case, packs, text)
     if case.state in DANGEROUS:
         assert verdict.state is not State.READY, f"{case.note} -> {verdict.rule_id}"
+        # nor once the screen is still, with the pane's title as the watcher reads it
+        reported = classify_cases(packs, [case])[0]
+        assert reported.predicted is not State.READY, f"{case.note} -> {reported.rule}"
     if case.state is State.NEEDS_CONFIRMATION:
         assert verdict.state is State.NEEDS_CONFIRMATION, f"{case.note} -> {verdict.rule_id}"
         assert verdict.summary, "a question needs a summary a person can act on"

@@ -1,0 +1,128 @@
+"""A CLI that draws no end mark (Codex 0.142.5 / 0.152.0) but titles its pane: the real watcher
+reads the title with each capture, and a still reply under the CLI's own "stopped" title is READY,
+under a spinner title (or a title that is not the CLI's) BUSY, with no turn end ever seen.
+
+The pane runs tests/screen_player.py, which draws a captured Codex screen and sets the title with
+the same bytes Codex writes (OSC 0), in a folder named like the project Codex titles it with.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.adapters.store import StoreReader
+from app.observe.packs import load_packs
+from app.run.watcher import Watcher
+from tests.waiting import retry_until
+
+REPO = Path(__file__).resolve().parents[2]
+# A finished turn of 0.142.5 (training set): the reply, no end mark, the idle composer.
+FINISHED = REPO / "tests" / "corpus" / "codex-0.142.5" / "codex" / \
+    "ready-after-long-answer-200x50.txt"
+PROJECT = "lab-project"
+STOPPED = PROJECT  # what Codex 0.142.5 sets when its turn stops
+SPINNER = f"⠸ {PROJECT}"  # ...and every 0.1 s while it works
+TICKS = 12  # far more than the stability window (3 polls, no minimum seconds)
+
+
+def test_the_finished_screen_alone_reads_busy_for_want_of_an_end_mark() -> None:
+    verdict = load_packs()["codex"].classify(FINISHED.read_text(encoding="utf-8"))
+    assert verdict.state.value == "BUSY" and "no_end_mark" in verdict.reasons
+
+
+class Player:
+    """tests/screen_player.py in a window of the test's tmux server, started in ``folder``."""
+
+    def __init__(self, session: Any, folder: Path, commands: Path) -> None:
+        self.commands = commands
+        commands.write_text("")
+        window = session.new_window(
+            window_name="agent", attach=False, start_directory=str(folder),
+            window_shell=f"{sys.executable} {REPO / 'tests' / 'screen_player.py'} {commands}")
+        self.pane = window.active_pane
+
+    def do(self, *commands: str) -> None:
+        with self.commands.open("a", encoding="utf-8") as out:
+            out.write("".join(f"{c}\n" for c in commands))
+
+    def shows(self, screen: Path, title: str) -> None:
+        self.do(f"show {screen}", f"title {title}")
+        retry_until(lambda: self.title() == title, 10)
+        retry_until(lambda: "Please write" in self.screen() or "›" in self.screen(), 10)
+
+    def title(self) -> str:
+        return str(self.pane.cmd("display-message", "-p", "#{pane_title}").stdout[0])
+
+    def screen(self) -> str:
+        return "\n".join(self.pane.capture_pane())
+
+
+def agent_row(workers_dir: Path) -> dict[str, Any]:
+    reader = StoreReader(workers_dir)
+    try:
+        return next((w for w in reader.workers() if w["name"] == "agent"), {})
+    finally:
+        reader.close()
+
+
+def states_over_ticks(watcher: Watcher, workers_dir: Path, count: int = TICKS) -> list[str]:
+    seen = []
+    for index in range(count):
+        watcher.tick(time.time(), full=index % 3 == 0)
+        seen.append(agent_row(workers_dir).get("state") or "")
+    return seen
+
+
+@pytest.fixture
+def player(session: Any, tmp_path: Path) -> Player:
+    folder = tmp_path / PROJECT
+    folder.mkdir()
+    return Player(session, folder, tmp_path / "agent.commands")
+
+
+def test_a_still_reply_under_the_stopped_title_is_ready_without_any_turn_end_seen(
+        watcher: Watcher, player: Player, isolated_env: Path) -> None:
+    # The watcher starts after the turn: the first title it ever reads is the quiet one.
+    player.shows(FINISHED, STOPPED)
+
+    def ready() -> bool:
+        watcher.tick(time.time())
+        return agent_row(isolated_env).get("state") == "READY"
+
+    retry_until(ready, 15)
+    row = agent_row(isolated_env)
+    assert "title_stopped" in row["reasons"] and "no_end_mark" in row["reasons"]
+    tracked = next(t for t in watcher.tracked.values() if t.name == "agent")
+    assert tracked.pack is not None and tracked.pack.name == "codex"
+
+
+def test_a_spinner_title_keeps_the_same_still_screen_busy_and_takes_ready_back_at_once(
+        watcher: Watcher, player: Player, isolated_env: Path) -> None:
+    player.shows(FINISHED, SPINNER)
+    states = states_over_ticks(watcher, isolated_env)
+    assert "READY" not in states and states[-1] == "BUSY"
+    # The turn stops: same screen, quiet title.
+    player.shows(FINISHED, STOPPED)
+    retry_until(lambda: "READY" in states_over_ticks(watcher, isolated_env, 2), 15)
+    # A new turn starts (typed into the pane, no send): the spinner is back before the screen moves.
+    player.shows(FINISHED, SPINNER)
+    assert states_over_ticks(watcher, isolated_env, 2)[0] == "BUSY"
+
+
+@pytest.mark.parametrize("title", [
+    f"lab@devbox: ~/src/{PROJECT}",  # a shell's title, left over
+    f"{PROJECT}-old",  # another folder's name
+    socket.gethostname(),  # tmux's default title
+    f"[ ! ] Action Required | {PROJECT}",  # asking, not stopped
+])
+def test_a_title_that_is_not_the_cli_stopping_keeps_it_busy(
+        watcher: Watcher, player: Player, isolated_env: Path, title: str) -> None:
+    player.shows(FINISHED, title)
+    states = states_over_ticks(watcher, isolated_env)
+    assert "READY" not in states and states[-1] == "BUSY"
