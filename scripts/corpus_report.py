@@ -78,13 +78,15 @@ class ScreenCase(NamedTuple):
     command: str = ""  # the pane's foreground process when captured ("": not recorded)
     title: str | None = None  # the pane's title read with the capture (None: not recorded)
     cwd: str = ""  # the pane's current folder then
+    corpus: Path = CORPUS  # the corpus folder the set is in
 
     @property
     def id(self) -> str:
         return f"{self.set_name}/{self.path}"
 
     def text(self) -> str:
-        return (CORPUS / self.set_name / self.path).read_text(encoding="utf-8", errors="replace")
+        return (self.corpus / self.set_name / self.path).read_text(encoding="utf-8",
+                                                                    errors="replace")
 
 
 class Frame(NamedTuple):
@@ -231,6 +233,7 @@ def load_cases(corpus: Path = CORPUS) -> list[ScreenCase]:
                 command=cols[5] if len(cols) > 5 else "",
                 title=titles[cols[0]][0] if cols[0] in titles else None,
                 cwd=titles[cols[0]][1] if cols[0] in titles else "",
+                corpus=corpus,
             ))
     return cases
 

@@ -31,6 +31,34 @@ SPINNER = f"⠸ {PROJECT}"  # ...and every 0.1 s while it works
 TICKS = 12  # far more than the stability window (3 polls, no minimum seconds)
 
 
+@pytest.mark.parametrize(("cli", "title", "cwd", "stopped"), [
+    ("codex", "proj", "/tmp/x/proj", True),
+    ("codex", "proj", "/tmp/x/proj/", True),
+    ("codex", "Conductor test session | proj", "/tmp/proj", True),
+    ("codex", "⠸ proj", "/tmp/proj", False),  # working
+    ("codex", "⠦ Conductor test session | proj", "/tmp/proj", False),
+    ("codex", "[ ! ] Action Required | proj", "/tmp/proj", False),  # asking
+    ("codex", "proj", "/", False),  # no folder name to compare with
+    ("codex", "proj", "", False),
+    ("codex", "lab@devbox: ~/proj", "/tmp/proj", False),  # a shell's title
+    ("codex", "proj2", "/tmp/proj", False),
+    ("codex", "", "/tmp/proj", False),
+    ("codex", "aXb", "/tmp/a.b", False),  # the folder's name is text, not a regex
+    ("claude", "✳ Fix the tests", "/tmp/proj", True),
+    ("claude", "⠂ Fix the tests", "/tmp/proj", False),
+    ("claude", "proj", "/tmp/proj", False),
+    ("gemini", "proj", "/tmp/proj", False),  # a pack without stopped_titles never reads one
+])
+def test_a_pack_knows_its_own_stopped_title(cli: str, title: str, cwd: str,
+                                            stopped: bool) -> None:
+    assert load_packs()[cli].title_says_stopped(title, cwd) is stopped
+
+
+def test_tmux_default_title_is_never_a_stopped_title() -> None:
+    host = socket.gethostname()
+    assert not load_packs()["codex"].title_says_stopped(host, f"/tmp/{host}")
+
+
 def test_the_finished_screen_alone_reads_busy_for_want_of_an_end_mark() -> None:
     verdict = load_packs()["codex"].classify(FINISHED.read_text(encoding="utf-8"))
     assert verdict.state.value == "BUSY" and "no_end_mark" in verdict.reasons
@@ -126,3 +154,27 @@ def test_a_title_that_is_not_the_cli_stopping_keeps_it_busy(
     player.shows(FINISHED, title)
     states = states_over_ticks(watcher, isolated_env)
     assert "READY" not in states and states[-1] == "BUSY"
+
+
+def test_the_corpus_scores_a_titled_screen_as_the_watcher_reports_it(tmp_path: Path) -> None:
+    from scripts.corpus_report import classify_cases, load_cases
+
+    folder = tmp_path / "codex-0.142.5-lab"
+    (folder / "codex").mkdir(parents=True)
+    rows, titles = [], []
+    for name, title in (("quiet", STOPPED), ("spinner", SPINNER), ("shell", "lab@devbox: ~"),
+                        ("untitled", None)):
+        (folder / "codex" / f"{name}.txt").write_text(FINISHED.read_text(encoding="utf-8"))
+        rows.append(f"codex/{name}.txt\tcodex\tREADY\t200x50\t{name}\n")
+        if title is not None:
+            titles.append(f"codex/{name}.txt\t{title}\t/home/lab/{PROJECT}\n")
+    (folder / "labels.tsv").write_text("path\tcli\tstate\tsize\tnote\n" + "".join(rows))
+    (folder / "titles.tsv").write_text("path\ttitle\tcwd\n" + "".join(titles))
+    cases = load_cases(tmp_path)
+    assert {c.note: c.title for c in cases} == {"quiet": STOPPED, "spinner": SPINNER,
+                                                "shell": "lab@devbox: ~", "untitled": None}
+    said = {r.case.note: (r.predicted.value, r.rule) for r in classify_cases(load_packs(), cases)}
+    assert said == {"quiet": ("READY", "reply-without-end-mark+title"),
+                    "spinner": ("BUSY", "reply-without-end-mark"),
+                    "shell": ("BUSY", "reply-without-end-mark"),
+                    "untitled": ("BUSY", "reply-without-end-mark")}
