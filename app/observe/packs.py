@@ -372,9 +372,14 @@ class Pack:
                 or title_phase(title) != STOPPED or title in _host_names():
             return False
         project = cwd.rstrip("/").rpartition("/")[2]
-        return any(_title_pattern(template, project).search(title) is not None
-                   for template in self.stopped_titles
-                   if project or _PROJECT not in template)
+        for template in self.stopped_titles:
+            found = _title_pattern(template).search(title)
+            if found is None:
+                continue
+            named = found.groupdict().get("project")
+            if named is None or _same_project(named, project):
+                return True
+        return False
 
     def draft(self, screen: str) -> str | None:
         """Text typed into the CLI's input box but not sent yet (stripped, wrapped lines joined).
@@ -659,9 +664,28 @@ _PROJECT = "{project}"
 _TITLE_MAX = 300  # a title longer than this is no CLI's status: not read
 
 
-@functools.lru_cache(maxsize=256)
-def _title_pattern(template: str, project: str) -> re.Pattern[str]:
-    return re.compile(template.replace(_PROJECT, re.escape(project)))
+_SHORTENED = ("...", "…")  # how a CLI cuts a long folder name short in its title (Codex: "...")
+_SHORTEST_CUT = 8  # fewer characters of the name than this prove nothing
+
+
+@functools.lru_cache(maxsize=64)
+def _title_pattern(template: str) -> re.Pattern[str]:
+    return re.compile(template.replace(_PROJECT, "(?P<project>[^\n]+?)", 1))
+
+
+def _same_project(named: str, project: str) -> bool:
+    """The title names the folder: in full, or its start cut short with an ellipsis
+    (``proj-status-line-colo...`` for ``proj-status-line-colour-vim``)."""
+    if not project:
+        return False
+    if named == project:
+        return True
+    for mark in _SHORTENED:
+        if named.endswith(mark):
+            start = named[:-len(mark)]
+            return len(start) >= min(len(project), _SHORTEST_CUT) and project.startswith(start) \
+                and start != project
+    return False
 
 
 @functools.lru_cache(maxsize=1)
@@ -678,7 +702,7 @@ def _parse_stopped_titles(raw: Any, where: str, top: int | None) -> tuple[str, .
         raise PackError(where, top, "'stopped_titles' must be a list of regexes")
     for template in raw:
         try:
-            re.compile(template.replace(_PROJECT, "project"))
+            re.compile(template.replace(_PROJECT, "(?P<project>x)", 1))
         except re.error as exc:
             raise PackError(where, top, f"stopped_titles: invalid regex /{template}/: {exc}") \
                 from None

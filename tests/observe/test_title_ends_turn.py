@@ -43,6 +43,10 @@ TICKS = 12  # far more than the stability window (3 polls, no minimum seconds)
     ("codex", "lab@devbox: ~/proj", "/tmp/proj", False),  # a shell's title
     ("codex", "proj2", "/tmp/proj", False),
     ("codex", "", "/tmp/proj", False),
+    ("codex", "proj-status-line-colo...", "/tmp/proj-status-line-colour-vim", True),  # seen
+    ("codex", "⠼ proj-status-line-colo...", "/tmp/proj-status-line-colour-vim", False),
+    ("codex", "proj...", "/tmp/proj-status-line-colour-vim", False),  # too short to tell
+    ("codex", "proj-other-thing...", "/tmp/proj-status-line-colour-vim", False),
     ("codex", "aXb", "/tmp/a.b", False),  # the folder's name is text, not a regex
     ("claude", "✳ Fix the tests", "/tmp/proj", True),
     ("claude", "⠂ Fix the tests", "/tmp/proj", False),
