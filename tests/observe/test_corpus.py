@@ -33,9 +33,9 @@ MIN_ACCURACY = 0.97  # per CLI, from the issue's acceptance
 CASES = load_cases()
 TIMELINES = load_timelines()
 # Releases that draw no end mark: a finished turn reads BUSY (reason ``no_end_mark``), safe but
-# never READY from the screen alone; Codex's ``notify`` hook is what ends it (app/observe/assess.py
-# rule
-# 5, run against the real releases in tests/e2e/test_codex_old_releases.py). Claude Code 2.1.80
+# never READY from the screen alone; Codex's ``notify`` hook or its pane title is what ends it
+# (app/observe/assess.py rule 5, run against the real releases in
+# tests/e2e/test_codex_old_releases.py; a screen captured with its title is scored with it). Claude Code 2.1.80
 # draws none after a short turn, and 2.1.23's idle screen under a status line cannot be told from
 # it once its banner scrolled away: their Stop hook ends such a turn.
 ENDS_ONLY_BY_HOOK = {("codex", "0.142.5"), ("codex", "0.152.0"),
