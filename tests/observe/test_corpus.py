@@ -35,9 +35,9 @@ TIMELINES = load_timelines()
 # Releases that draw no end mark: a finished turn reads BUSY (reason ``no_end_mark``), safe but
 # never READY from the screen alone; Codex's ``notify`` hook or its pane title is what ends it
 # (app/observe/assess.py rule 5, run against the real releases in
-# tests/e2e/test_codex_old_releases.py; a screen captured with its title is scored with it). Claude Code 2.1.80
-# draws none after a short turn, and 2.1.23's idle screen under a status line cannot be told from
-# it once its banner scrolled away: their Stop hook ends such a turn.
+# tests/e2e/test_codex_old_releases.py; a screen captured with its title is scored with it).
+# Claude Code 2.1.80 draws none after a short turn, and 2.1.23's idle screen under a status line
+# cannot be told from it once its banner scrolled away: their Stop hook (or `✳` title) ends it.
 ENDS_ONLY_BY_HOOK = {("codex", "0.142.5"), ("codex", "0.152.0"),
                      ("claude-code", "2.1.23"), ("claude-code", "2.1.80")}
 VERSIONS = sorted({(c.cli, c.version or "?") for c in CASES})
