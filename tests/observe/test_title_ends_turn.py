@@ -86,7 +86,8 @@ class Player:
     def shows(self, screen: Path, title: str) -> None:
         self.do(f"show {screen}", f"title {title}")
         retry_until(lambda: self.title() == title, 10)
-        retry_until(lambda: "Please write" in self.screen() or "›" in self.screen(), 10)
+        last = screen.read_text(encoding="utf-8").rstrip().splitlines()[-1].strip()
+        retry_until(lambda: last in self.screen(), 10)
 
     def title(self) -> str:
         return str(self.pane.cmd("display-message", "-p", "#{pane_title}").stdout[0])
@@ -182,3 +183,20 @@ def test_the_corpus_scores_a_titled_screen_as_the_watcher_reports_it(tmp_path: P
                     "spinner": ("BUSY", "reply-without-end-mark"),
                     "shell": ("BUSY", "reply-without-end-mark"),
                     "untitled": ("BUSY", "reply-without-end-mark")}
+
+
+# Claude Code 2.1.80 under a status line (training set): a short reply, no end mark, no idle hint.
+CLAUDE_FINISHED = REPO / "tests" / "corpus" / "claude-code-2.1.80-variants" / "claude-code" / \
+    "ready-after-answer-sl1-120x40.txt"
+
+
+def test_claude_codes_quiet_title_ends_its_reply_and_its_spinner_title_does_not(
+        watcher: Watcher, player: Player, isolated_env: Path) -> None:
+    player.shows(CLAUDE_FINISHED, "✳ Claude Code")  # first sight: no turn end seen
+    retry_until(lambda: "READY" in states_over_ticks(watcher, isolated_env, 2), 15)
+    tracked = next(t for t in watcher.tracked.values() if t.name == "agent")
+    assert tracked.pack is not None and tracked.pack.name == "claude"
+    assert "title_stopped" in agent_row(isolated_env)["reasons"]
+    player.shows(CLAUDE_FINISHED, "⠂ Claude Code")  # as 2.1.80 titles the pane while it works
+    states = states_over_ticks(watcher, isolated_env)
+    assert "READY" not in states and states[-1] == "BUSY"
