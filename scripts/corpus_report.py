@@ -11,6 +11,10 @@ note, and optionally the pane's foreground ``command`` at capture time),
 (cli, version: the release its screens were captured from). ``tests/corpus/heldout.txt``
 names the screens that were not looked at while the rules were written; every screen of a set
 whose name starts with ``heldout`` (fresh lab captures) is held out as well.
+A set may also have a ``titles.tsv`` (path, title, cwd): the pane's title and current folder read
+right after each screen was captured (the lab records them); a screen with one is scored as the
+watcher reports it once still, with that title as the watcher reads it with each capture (a
+CLI's "stopped" title lets a reply with no end mark be READY: ``Pack.stopped_titles``).
 ``tests/corpus/drafts.tsv`` gives the text typed but not sent in a screen's input box (path, cli,
 state, draft, note): the labelled screens that have some, and every screen of ``drafts/`` (captures
 made for the packs' ``input`` rules, outside the classification figures). The tests import these
@@ -33,12 +37,13 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 
 from app.base.model import State, Verdict  # noqa: E402
 from app.base.screen import normalise  # noqa: E402
-from app.observe.assess import Assessment, assess  # noqa: E402
+from app.observe.assess import Assessment, Signals, assess  # noqa: E402
 from app.observe.packs import Pack, detect_pack, judge_for, load_packs  # noqa: E402
 
 CORPUS = ROOT / "tests" / "corpus"
 HELDOUT_LIST = CORPUS / "heldout.txt"
 VERSIONS_FILE = "versions.tsv"
+TITLES_FILE = "titles.tsv"
 SHARED_SET = "shared"  # the set heldout.txt speaks of
 DRAFTS_LIST = CORPUS / "drafts.tsv"
 
@@ -71,13 +76,17 @@ class ScreenCase(NamedTuple):
     held_out: bool
     version: str = ""  # the CLI release captured, from the set's versions.tsv ("" when unknown)
     command: str = ""  # the pane's foreground process when captured ("": not recorded)
+    title: str | None = None  # the pane's title read with the capture (None: not recorded)
+    cwd: str = ""  # the pane's current folder then
+    corpus: Path = CORPUS  # the corpus folder the set is in
 
     @property
     def id(self) -> str:
         return f"{self.set_name}/{self.path}"
 
     def text(self) -> str:
-        return (CORPUS / self.set_name / self.path).read_text(encoding="utf-8", errors="replace")
+        return (self.corpus / self.set_name / self.path).read_text(encoding="utf-8",
+                                                                    errors="replace")
 
 
 class Frame(NamedTuple):
@@ -188,11 +197,21 @@ def set_versions(folder: Path) -> dict[str, str]:
     return {cols[0]: cols[1].strip() for cols in rows if len(cols) >= 2}
 
 
+def set_titles(folder: Path) -> dict[str, tuple[str, str]]:
+    """path -> (title, cwd) from the set's ``titles.tsv`` (absent: no titles recorded)."""
+    listing = folder / TITLES_FILE
+    if not listing.is_file():
+        return {}
+    rows = (line.split("\t") for line in listing.read_text(encoding="utf-8").splitlines()[1:])
+    return {cols[0]: (cols[1], cols[2]) for cols in rows if len(cols) >= 3}
+
+
 def load_cases(corpus: Path = CORPUS) -> list[ScreenCase]:
     held = held_out_paths(corpus / "heldout.txt")
     cases: list[ScreenCase] = []
     for folder in corpus_sets(corpus):
         versions = set_versions(folder)
+        titles = set_titles(folder)
         lines = (folder / "labels.tsv").read_text(encoding="utf-8").splitlines()
         seen: set[str] = set()
         for line in lines[1:]:
@@ -212,6 +231,9 @@ def load_cases(corpus: Path = CORPUS) -> list[ScreenCase]:
                 or (folder.name == SHARED_SET and cols[0] in held),
                 version=versions.get(cols[1], ""),
                 command=cols[5] if len(cols) > 5 else "",
+                title=titles[cols[0]][0] if cols[0] in titles else None,
+                cwd=titles[cols[0]][1] if cols[0] in titles else "",
+                corpus=corpus,
             ))
     return cases
 
@@ -277,12 +299,31 @@ def draft_pack(case: DraftCase, packs: Mapping[str, Pack], text: str) -> Pack | 
     return None if program else pack
 
 
+def still_state(pack: Pack, verdict: Verdict, case: ScreenCase) -> State:
+    """What the watcher reports once this screen has stayed still, its pane's title read with
+    every capture (as ``PaneObserver.assess`` does); the verdict's own state for a screen whose
+    title was not recorded."""
+    if case.title is None:
+        return verdict.state
+    signals = Signals(title_stopped=pack.title_says_stopped(case.title, case.cwd))
+    assessment: Assessment | None = None
+    for poll in range(pack.stable_polls + 2):
+        assessment = assess(assessment, verdict, "still", float(poll), pack.stable_polls,
+                            signals=signals)
+    assert assessment is not None
+    return assessment.state
+
+
 def classify_cases(packs: Mapping[str, Pack], cases: Iterable[ScreenCase]) -> list[ScreenResult]:
     results: list[ScreenResult] = []
     for case in cases:
         text = case.text()
-        pack, verdict = verdict_for(case, packs, text)
-        results.append(ScreenResult(case, pack.name, verdict.state, verdict.rule_id,
+        judge, verdict = verdict_for(case, packs, text)
+        state = still_state(pack_for(case.cli, packs, text, case.command), verdict, case)
+        rule = verdict.rule_id
+        if state is not verdict.state:
+            rule = f"{rule}+title"  # the title decided, not the screen alone
+        results.append(ScreenResult(case, judge.name, state, rule,
                                     detect_pack(packs, text, command=case.command).name))
     return results
 

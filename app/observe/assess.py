@@ -23,7 +23,11 @@ The screen is the judge; other signals only move it earlier or hold it back:
    stopping) once the screen has been still for END_MARK_QUIET_S and the turn end is
    END_MARK_AFTER_S old: the first screen that settles after it is the finished one. READY then
    lasts while that screen stays up. Without such a signal the pane stays BUSY: no stillness
-   alone may call it finished.
+   alone may call it finished. The pane's title is the other witness: when it is the CLI's own
+   title for "not working" (``Pack.stopped_titles``: Codex's bare project name, no spinner
+   frame) and the screen has been still for the stability window, the guess gives way too, even
+   if no turn end was seen (a watcher started after the turn). A spinner title, or none, keeps
+   it BUSY.
 6. Anti-flap: a new state must hold for its configured polls before it is reported (READY has
    the stability window instead). Leaving READY is always immediate. UNKNOWN is a state like the
    others here: a known state gives way to it only after ``unknown_polls`` polls and
@@ -56,6 +60,8 @@ class Signals:
     last_hook_ts: float = 0.0
     # The terminal's own signal that moved the turn last (app.observe.signals), for people.
     last_terminal: str = ""
+    # The pane's newest title is its CLI's own "stopped" title (Pack.title_says_stopped).
+    title_stopped: bool = False
 
     def with_event(self, kind: str, event: str, name: str, ts: float) -> Signals:
         """Fold one row of the events table in (rows arrive in store order), or one of the
@@ -208,6 +214,7 @@ class _Facts:
     turn_end_armed: float
     turn_end_screen: str | None
     turn_end_confirmed: bool
+    title_done: bool  # no end mark, a still screen, and the title says the CLI stopped
 
 
 def assess(
@@ -329,6 +336,7 @@ def _establish(prior: Assessment, verdict: Verdict, screen_hash: str, now: float
         armed_for, armed_screen = signals.turn_end, screen_hash
     turn_end_confirmed = turn_end_valid and armed_for == signals.turn_end \
         and screen_hash == armed_screen
+    title_done = lacks_end_mark and signals.title_stopped and settled and not awaiting_departure
     return _Facts(
         first_sight=first_sight, changed=changed, busy_evidence=busy_evidence,
         fresh_evidence=fresh_evidence, stable_count=stable_count, stable_since=stable_since,
@@ -336,7 +344,7 @@ def _establish(prior: Assessment, verdict: Verdict, screen_hash: str, now: float
         awaiting_departure=awaiting_departure, permission_screen=permission_screen,
         permission_active=permission_active, turn_end_valid=turn_end_valid,
         turn_end_armed=armed_for, turn_end_screen=armed_screen,
-        turn_end_confirmed=turn_end_confirmed,
+        turn_end_confirmed=turn_end_confirmed, title_done=title_done,
     )
 
 
@@ -364,6 +372,9 @@ def _choose(prior: Assessment, verdict: Verdict, facts: _Facts, signals: Signals
     if facts.lacks_end_mark and facts.turn_end_confirmed:
         draft = _Draft(State.READY, 80, "The turn ended (its hook or title said so; this "
                        "release draws no end mark)", "", [*verdict.reasons, "hook_event"])
+    elif facts.title_done:
+        draft = _Draft(State.READY, 75, "The turn ended (the pane's title says the CLI stopped; "
+                       "this release draws no end mark)", "", [*verdict.reasons, "title_stopped"])
     elif draft.state in (State.NEEDS_CONFIRMATION, State.BUSY, State.ERROR):
         if draft.state is State.BUSY and facts.turn_end_valid:
             draft.reasons.append("screen_veto")  # the hook said done; the screen says not yet

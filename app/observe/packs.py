@@ -8,8 +8,10 @@ the store. Rules are evaluated by state in :data:`EVALUATION_ORDER`, then in fil
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+import socket
 import string
 import threading
 import time
@@ -26,6 +28,7 @@ from app.base.errors import ConductorError, PackError
 from app.base.model import SCREEN_STATES, Option, RuleTrace, State, Verdict
 from app.base.screen import first_lines, last_lines, normalise, screen_hash
 from app.observe.options import hint, read_options
+from app.observe.signals import STOPPED, title_phase
 
 # Neutral screens first (they stop evaluation with UNKNOWN), then what must never be missed.
 EVALUATION_ORDER: tuple[State, ...] = (
@@ -49,7 +52,7 @@ GENERIC_PACK = "generic"
 _LINE_KEY = "__line__"
 
 _PACK_KEYS = {"name", "description", "detect", "stable_polls", "volatile", "input", "rules",
-              "anchors", "examples", "checked_versions", "clear_command"}
+              "anchors", "examples", "checked_versions", "clear_command", "stopped_titles"}
 _DETECT_KEYS = {"commands", "command_patterns", "titles", "screen", "weak"}
 _RULE_KEYS = {"id", "state", "region", "match", "unless", "reason", "summary", "actions_needed",
               "confidence", "description", "program"}
@@ -355,6 +358,28 @@ class Pack:
     clear_command: str = ""
     # Landmarks found by structure (the input box), by name, for regions placed by them.
     anchors: Mapping[str, Anchor] = field(default_factory=dict, compare=False)
+    # The titles this CLI gives its pane when it is not working (regex templates; ``{project}``
+    # stands for the pane's folder name): with them a still reply with no end mark is finished.
+    stopped_titles: tuple[str, ...] = field(default=(), compare=False)
+
+    def title_says_stopped(self, title: str, cwd: str) -> bool:
+        """Whether ``title`` is this CLI's own title for "not working" in a pane whose current
+        folder is ``cwd``. Never for an empty title, tmux's default (the host name) or a title
+        with a spinner frame or a question; a ``{project}`` template never matches when the
+        folder is unknown or the file system's root."""
+        title = title.strip()
+        if not title or not self.stopped_titles or len(title) > _TITLE_MAX \
+                or title_phase(title) != STOPPED or title in _host_names():
+            return False
+        project = cwd.rstrip("/").rpartition("/")[2]
+        for template in self.stopped_titles:
+            found = _title_pattern(template).search(title)
+            if found is None:
+                continue
+            named = found.groupdict().get("project")
+            if named is None or _same_project(named, project):
+                return True
+        return False
 
     def draft(self, screen: str) -> str | None:
         """Text typed into the CLI's input box but not sent yet (stripped, wrapped lines joined).
@@ -621,6 +646,7 @@ def parse_pack(text: str, where: str) -> Pack:
         examples=tuple(_parse_example(raw, where, top) for raw in data.get("examples") or []),
         checked_versions=tuple(checked),
         clear_command=_parse_clear(data.get("clear_command", ""), where, top),
+        stopped_titles=_parse_stopped_titles(data.get("stopped_titles"), where, top),
     )
     _check_examples(pack)
     return pack
@@ -632,6 +658,55 @@ def _line(raw: Any, fallback: int | None = None) -> int | None:
         if isinstance(value, int):
             return value
     return fallback
+
+
+_PROJECT = "{project}"
+_TITLE_MAX = 300  # a title longer than this is no CLI's status: not read
+
+
+_SHORTENED = ("...", "…")  # how a CLI cuts a long folder name short in its title (Codex: "...")
+_SHORTEST_CUT = 8  # fewer characters of the name than this prove nothing
+
+
+@functools.lru_cache(maxsize=64)
+def _title_pattern(template: str) -> re.Pattern[str]:
+    return re.compile(template.replace(_PROJECT, "(?P<project>[^\n]+?)", 1))
+
+
+def _same_project(named: str, project: str) -> bool:
+    """The title names the folder: in full, or its start cut short with an ellipsis
+    (``proj-status-line-colo...`` for ``proj-status-line-colour-vim``)."""
+    if not project:
+        return False
+    if named == project:
+        return True
+    for mark in _SHORTENED:
+        if named.endswith(mark):
+            start = named[:-len(mark)]
+            return len(start) >= min(len(project), _SHORTEST_CUT) and project.startswith(start) \
+                and start != project
+    return False
+
+
+@functools.lru_cache(maxsize=1)
+def _host_names() -> frozenset[str]:
+    """tmux titles a pane with the host name until a program sets one (both forms)."""
+    full = socket.gethostname()
+    return frozenset({full, full.partition(".")[0]})
+
+
+def _parse_stopped_titles(raw: Any, where: str, top: int | None) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(t, str) and t for t in raw):
+        raise PackError(where, top, "'stopped_titles' must be a list of regexes")
+    for template in raw:
+        try:
+            re.compile(template.replace(_PROJECT, "(?P<project>x)", 1))
+        except re.error as exc:
+            raise PackError(where, top, f"stopped_titles: invalid regex /{template}/: {exc}") \
+                from None
+    return tuple(raw)
 
 
 def _parse_clear(raw: Any, where: str, top: int | None) -> str:

@@ -211,8 +211,12 @@ class PaneObserver:
             self._policies[(pack_polls, events)] = policy
         stable_polls = policy.stable_polls
         previous = tracked.assessment
+        signals = tracked.signals
+        if tracked.pack is not None and tracked.pack.stopped_titles:
+            signals = replace(signals, title_stopped=tracked.pack.title_says_stopped(
+                tracked.terminal.title, pane.cwd))
         tracked.assessment = assess(previous, verdict, tracked.stability_hash, now,
-                                    stable_polls, policy=policy, signals=tracked.signals)
+                                    stable_polls, policy=policy, signals=signals)
         if (self.llm is not None and tracked.pack is not None and not pane.dead
                 and tracked.assessment.stable_count >= stable_polls
                 and worth_asking(pack_verdict)):

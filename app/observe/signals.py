@@ -92,6 +92,9 @@ class TerminalWatch:
     def __init__(self) -> None:
         self.phase: str | None = None
         self.last = ""  # the newest signal, for people
+        # The newest title, whatever it says: a CLI's "stopped" title seen first (a watcher
+        # started after the turn) is no turn end, but its pack may read it (stopped_titles).
+        self.title = ""
         self._seen_at = 0.0
 
     def observe(self, signal: TermSignal, ts: float) -> TurnEvent | None:
@@ -101,6 +104,8 @@ class TerminalWatch:
             return None
         self._seen_at = ts
         self.last = str(signal)[:80]
+        if signal.kind == TITLE:
+            self.title = signal.text
         phase = _phase(signal)
         if phase is None or phase == self.phase:
             return None

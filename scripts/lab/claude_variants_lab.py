@@ -193,6 +193,10 @@ class Lab:
         os.makedirs(os.path.join(self.out, CLI), exist_ok=True)
         os.makedirs(os.path.join(self.out, "ansi"), exist_ok=True)
         text = self.pane()
+        # the pane's title and folder right after the screen, as the watcher reads them
+        where = self.tm("display-message", "-p", "-t", "lab",
+                        "#{pane_current_path}\t#{pane_title}").stdout.rstrip("\n")
+        cwd, _, title = where.partition("\t")
         ansi = self.tm("capture-pane", "-p", "-e", "-t", "lab").stdout
         with open(os.path.join(self.out, CLI, name + ".txt"), "w") as f:
             f.write(text)
@@ -205,6 +209,12 @@ class Lab:
         full = f"{self.version} {self.a.run_name}: {note}"
         with open(labels, "a") as f:
             f.write(f"{CLI}/{name}.txt\t{CLI}\t{state}\t{size}\t{full}\n")
+        titles = os.path.join(self.out, "titles.tsv")
+        if not os.path.exists(titles):
+            with open(titles, "w") as f:
+                f.write("path\ttitle\tcwd\n")
+        with open(titles, "a") as f:
+            f.write(f"{CLI}/{name}.txt\t{' '.join(title.replace(chr(9), ' ').split())}\t{cwd}\n")
         evs = self.ev()
         with open(os.path.join(self.out, "capture-log.tsv"), "a") as f:
             f.write(f"{CLI}/{name}.txt\t{state}\t{time.time():.3f}\t{json.dumps(evs[-1]) if evs else ''}\n")
@@ -213,11 +223,14 @@ class Lab:
 
     def drop(self, name, why):
         """A screen whose label turned out unprovable is removed, not relabelled."""
-        labels = os.path.join(self.out, "labels.tsv")
-        rows = open(labels).read().splitlines(True)
-        with open(labels + ".tmp", "w") as f:
-            f.writelines(r for r in rows if not r.startswith(f"{CLI}/{name}.txt\t"))
-        os.replace(labels + ".tmp", labels)
+        for listing in ("labels.tsv", "titles.tsv"):
+            labels = os.path.join(self.out, listing)
+            if not os.path.exists(labels):
+                continue
+            rows = open(labels).read().splitlines(True)
+            with open(labels + ".tmp", "w") as f:
+                f.writelines(r for r in rows if not r.startswith(f"{CLI}/{name}.txt\t"))
+            os.replace(labels + ".tmp", labels)
         for p in (os.path.join(self.out, CLI, name + ".txt"), os.path.join(self.out, "ansi", name + ".ansi")):
             if os.path.exists(p):
                 os.remove(p)

@@ -7,7 +7,9 @@ Japanese, a question in prose, sizes 80x24 to 250x80, and the update menu left i
     codex_variations.py CODEX_NPM_PREFIX SCREENS_DIR [VARIATION ...] [--port 18271] [--flags --no-daemon]
 
 Labels are the driver's own actions and waits on the server's events; a BUSY screen is saved only
-while Codex's busy line ("esc to interrupt") shows.
+while Codex's busy line ("esc to interrupt") shows, or while the model's stream is still open.
+Each screen's pane title and folder go to SCREENS_DIR/titles.tsv (labb_tmux.save): Codex titles
+its pane with a spinner frame while it works and the bare project name once it stops.
 """
 import argparse
 import json

@@ -9,7 +9,8 @@ each with labels.tsv and versions.tsv). ``--suffix T`` (or ``--tag T``) names th
 <cli>-<version>-T instead, for a second capture of a release already in the corpus (its
 versions.tsv keeps the release). The screens are ordered by the CRC-32 of their file names
 and the first third (``--every 3``, rounded up) is held out, with every timeline: the split does
-not depend on what the screens show.
+not depend on what the screens show. A ``titles.tsv`` beside labels.tsv (the pane's title and
+folder with each screen, written by ``labb_tmux.save``) is split the same way.
 """
 import argparse
 import os
@@ -35,6 +36,12 @@ def main():
             cols = line.split("\t")
             if len(cols) >= 4 and cols[1] == a.cli and os.path.isfile(os.path.join(a.capture, cols[0])):
                 rows[cols[0]] = line  # a re-run appends rows: the last one wins
+    titles = {}
+    titles_file = os.path.join(a.capture, "titles.tsv")
+    if os.path.isfile(titles_file):
+        with open(titles_file, encoding="utf-8") as f:
+            for line in f.read().splitlines()[1:]:
+                titles[line.split("\t")[0]] = line  # the last capture of a path wins
     name = f"{a.cli}-{a.version}" + (f"-{a.suffix}" if a.suffix else "")
     seen_dir = os.path.join(ROOT, "tests", "corpus", name)
     held_dir = os.path.join(ROOT, "tests", "corpus", f"heldout-{name}")
@@ -59,6 +66,10 @@ def main():
     for d, lines in out.items():
         with open(os.path.join(d, "labels.tsv"), "w") as f:
             f.write("path\tcli\tstate\tsize\tnote\n" + "".join(l + "\n" for l in lines))
+        titled = [titles[l.split("\t")[0]] for l in lines if l.split("\t")[0] in titles]
+        if titled:
+            with open(os.path.join(d, "titles.tsv"), "w", encoding="utf-8") as f:
+                f.write("path\ttitle\tcwd\n" + "".join(l + "\n" for l in titled))
         print(f"{os.path.relpath(d, ROOT)}: {len(lines)} screens", file=sys.stderr)
 
 

@@ -19,7 +19,9 @@ screen is still. What these releases do, measured against tests/fake_openai.py (
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,15 +74,17 @@ def test_with_notify_each_turn_is_ready_once_the_screen_is_still(
 ) -> None:
     """READY after each turn's real end and within the stability window of it, never before: not
     on 0.152.0's title-turn hook, which comes as the first turn starts, nor, in the second turn,
-    on the first turn's hook. A `wait` begun afterwards takes no earlier hook's word: it cannot
-    tell this still screen from a pause in a reply to a prompt typed in by hand."""
+    on the first turn's hook. A `wait` begun afterwards takes no earlier hook's word (it cannot
+    tell this still screen from a pause in a reply to a prompt typed in by hand), but the pane's
+    title can: Codex's bare project title, no spinner, says it stopped."""
     install_notify(old_codex)
     with old_codex:
         lags = [send_and_time_wait(old_codex, turns_before=n) for n in range(2)]
-        again = pty(old_codex, "wait", old_codex.pane_id, "--timeout", "4", "-v")
+        again = pty(old_codex, "wait", old_codex.pane_id, "--until", "READY", "--timeout", "10",
+                    "-v")
     assert all(0 < lag < RETURNS_WITHIN_S for lag in lags), f"lags after the turn end: {lags}"
-    assert again.returncode != 0, again.stdout + again.stderr
-    assert "no_end_mark" in again.stderr and "READY" not in again.stderr, again.stderr
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "title_stopped" in again.stdout + again.stderr, again.stdout + again.stderr
 
 
 def test_without_notify_the_titles_spinner_ends_the_turn_never_before_the_reply_ends(
@@ -99,6 +103,31 @@ def test_without_notify_the_titles_spinner_ends_the_turn_never_before_the_reply_
         ends = old_codex.server.turn_ends()
     assert status == 0, said
     assert ends and returned >= ends[0], f"READY before the turn ended:\n{said}"
+
+
+def test_without_notify_a_wait_begun_after_the_turn_reads_the_stopped_title(
+    old_codex: OldCodexInTmux,
+) -> None:
+    """Nobody looked while the turn ended: no hook, no turn end seen, a still screen with no end
+    mark. The pane's title (the bare project name, no spinner) says Codex stopped: READY. A wait
+    begun mid-reply (the stream held before its last words) is not: the title spins."""
+    with old_codex:
+        held = threading.Event()
+        old_codex.server.queue(dataclasses.replace(SLOW_TASK, held_until=held))
+        sent = pty(old_codex, "send", old_codex.pane_id, "Write a slow answer")
+        assert sent.returncode == 0, sent.stderr
+        try:
+            mid = pty(old_codex, "wait", old_codex.pane_id, "--until", "READY", "--timeout", "4",
+                      "-v")
+        finally:
+            held.set()
+        old_codex.server.wait_for_turn_end(1, 60)
+        after = pty(old_codex, "wait", old_codex.pane_id, "--until", "READY", "--timeout", "15",
+                    "-v")
+    assert mid.returncode != 0 and not READY_LINE.search(mid.stderr), mid.stderr
+    assert ": BUSY [" in mid.stderr, mid.stderr
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert "title_stopped" in after.stdout + after.stderr, after.stdout + after.stderr
 
 
 # After a tool call these releases close the turn with a full-width rule under the reply, drawn

@@ -218,3 +218,37 @@ def test_a_fresh_look_takes_no_old_turn_end_for_a_reply_without_end_mark() -> No
     after = run([(45.5 + t, NO_END_MARK, "mid-reply", newer) for t in range(3)],
                 start=run(frames)[-1])
     assert after[-1].state is State.READY  # its own turn-end, seen arriving, does vouch
+
+
+STOPPED_TITLE = Signals(title_stopped=True)
+
+
+def test_a_stopped_title_makes_a_still_reply_without_end_mark_ready_on_first_sight() -> None:
+    # A watcher started after the turn: no turn end was ever seen, only the CLI's quiet title.
+    frames = [(30.0 + t, NO_END_MARK, "final", STOPPED_TITLE) for t in range(4)]
+    result = run(frames)
+    assert [a.state for a in result] == [State.BUSY, State.BUSY, State.READY, State.READY]
+    assert "title_stopped" in result[-1].reasons and "no_end_mark" in result[-1].reasons
+
+
+def test_a_stopped_title_waits_for_the_screen_to_be_still() -> None:
+    moving = [(30.0 + t, NO_END_MARK, f"stream{t}", STOPPED_TITLE) for t in range(6)]
+    assert {a.state for a in run(moving, start=settled_ready())} == {State.BUSY}
+
+
+def test_without_a_stopped_title_a_still_reply_without_end_mark_stays_busy() -> None:
+    # A spinner title, a shell's, tmux's default or none: the pack said no (title_stopped False).
+    frames = [(30.0 + t, NO_END_MARK, "final", Signals()) for t in range(12)]
+    assert run(frames)[-1].state is State.BUSY
+
+
+def test_a_stopped_title_never_overrules_a_screen_that_shows_work() -> None:
+    frames = [(30.0 + t, BUSY, "working", STOPPED_TITLE) for t in range(8)]
+    assert {a.state for a in run(frames, start=settled_ready())} == {State.BUSY}
+
+
+def test_a_stopped_title_right_after_a_send_waits_for_the_agent_to_start() -> None:
+    # Enter pressed: the title is still the quiet one for a moment and the old reply is up.
+    sent = Signals(sent=40.0, title_stopped=True)
+    frames = [(40.0 + t * 0.5, NO_END_MARK, "old reply", sent) for t in range(1, 6)]
+    assert {a.state for a in run(frames, start=settled_ready())} == {State.BUSY}

@@ -33,11 +33,11 @@ MIN_ACCURACY = 0.97  # per CLI, from the issue's acceptance
 CASES = load_cases()
 TIMELINES = load_timelines()
 # Releases that draw no end mark: a finished turn reads BUSY (reason ``no_end_mark``), safe but
-# never READY from the screen alone; Codex's ``notify`` hook is what ends it (app/observe/assess.py
-# rule
-# 5, run against the real releases in tests/e2e/test_codex_old_releases.py). Claude Code 2.1.80
-# draws none after a short turn, and 2.1.23's idle screen under a status line cannot be told from
-# it once its banner scrolled away: their Stop hook ends such a turn.
+# never READY from the screen alone; Codex's ``notify`` hook or its pane title is what ends it
+# (app/observe/assess.py rule 5, run against the real releases in
+# tests/e2e/test_codex_old_releases.py; a screen captured with its title is scored with it).
+# Claude Code 2.1.80 draws none after a short turn, and 2.1.23's idle screen under a status line
+# cannot be told from it once its banner scrolled away: their Stop hook (or `✳` title) ends it.
 ENDS_ONLY_BY_HOOK = {("codex", "0.142.5"), ("codex", "0.152.0"),
                      ("claude-code", "2.1.23"), ("claude-code", "2.1.80")}
 VERSIONS = sorted({(c.cli, c.version or "?") for c in CASES})
@@ -62,6 +62,9 @@ def test_screen_is_never_dangerously_wrong(case: ScreenCase, packs: dict[str, Pa
     _, verdict = verdict_for(case, packs, text)
     if case.state in DANGEROUS:
         assert verdict.state is not State.READY, f"{case.note} -> {verdict.rule_id}"
+        # nor once the screen is still, with the pane's title as the watcher reads it
+        reported = classify_cases(packs, [case])[0]
+        assert reported.predicted is not State.READY, f"{case.note} -> {reported.rule}"
     if case.state is State.NEEDS_CONFIRMATION:
         assert verdict.state is State.NEEDS_CONFIRMATION, f"{case.note} -> {verdict.rule_id}"
         assert verdict.summary, "a question needs a summary a person can act on"

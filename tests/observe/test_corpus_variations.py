@@ -25,8 +25,9 @@ from tests.observe.test_corpus import ENDS_ONLY_BY_HOOK
 
 MIN_ACCURACY = 0.97
 _CASE_WORD = re.compile(r"-(?:ready|busy|confirm|error)-")
-# the lab's variation names (a screen of an older capture has none of them)
-VARIATION_SETS = re.compile(r"^heldout-.*-(?:\d[\w.]*)(?:-variations)?$")
+# the lab's variation names (a screen of an older capture has none of them); "-titled": a capture
+# that recorded the pane's title with each screen
+VARIATION_SETS = re.compile(r"^heldout-.*-(?:\d[\w.]*)(?:-variations|-titled)?$")
 
 
 def variation_of(case: ScreenCase) -> str | None:
