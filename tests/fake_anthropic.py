@@ -98,6 +98,7 @@ class FakeAnthropic(ScriptedModel):
                                              "delta": {"type": "input_json_delta",
                                                        "partial_json": json.dumps(block["input"])}})
             send("content_block_stop", {"index": index})
+        self.final_event_begins()
         send("message_delta", {"delta": {"stop_reason": stop_reason, "stop_sequence": None},
                                "usage": {"output_tokens": 42}})
         send("message_stop", {})

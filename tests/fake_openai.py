@@ -99,6 +99,7 @@ class FakeOpenAI(ScriptedModel):
                                                 "item": {**call, "status": "in_progress"}})
             send("response.output_item.done", {"output_index": 1, "item": call})
             output.append(call)
+        self.final_event_begins()
         send("response.completed", {"response": {
             **base, "status": "completed", "output": output,
             "usage": {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0},

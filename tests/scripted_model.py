@@ -121,6 +121,7 @@ class ScriptedModel(LoopbackServer):
     def __post_init__(self) -> None:
         self._script: deque[Turn] = deque()
         self._lock = threading.Lock()
+        self._final_at = threading.local()  # per request thread: see final_event_begins
         LoopbackServer.__init__(self)
 
     @property
@@ -193,9 +194,17 @@ class ScriptedModel(LoopbackServer):
             self.responses.append(response)
         return response
 
+    def final_event_begins(self) -> None:
+        """Called by a stream just before the event that ends its response: the turn's end is
+        that moment, not when the last write returned (this thread may wait for the GIL a
+        while after it, long enough for the CLI to have drawn its idle screen)."""
+        self._final_at.value = time.time()
+
     def finished(self, response: Response) -> None:
+        final_at = getattr(self._final_at, "value", None)
+        self._final_at.value = None
         with self._lock:
-            response.ended = time.time()
+            response.ended = final_at if final_at is not None else time.time()
 
 
 def send_json(handler: BaseHTTPRequestHandler, status: int, obj: dict[str, Any]) -> None:
