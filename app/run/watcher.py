@@ -665,7 +665,7 @@ class Watcher:
             return now >= self._capture_due(tracked, now)
         if not full:
             return False
-        if pane.pane_id in self._stream_due \
+        if pane.pane_id in self._stream_due and tracked.mode == EVENTS \
                 and now - tracked.captured_at < self.settings.force_capture_s:
             # A stream control mode follows, its next capture set: the listing's hint moved
             # with the output of the last moments, already told or about to be.
