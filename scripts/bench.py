@@ -616,7 +616,9 @@ def main() -> None:
         what = f"{panes} panes" + (f", {streaming} printing nonstop" if streaming else ", idle")
         for label, events in (("control mode", True), ("polling only", False)):
             ours, server = watcher_cost(panes, streaming, cost_s, events)
-            print(f"  {what:32} {label:13} ours {ours:6.2f}  server {server:6.2f}")
+            # CPU seconds hold up fairly well under load, but not entirely: say what it was.
+            print(f"  {what:32} {label:13} ours {ours:6.2f}  server {server:6.2f}  "
+                  f"(load {os.getloadavg()[0]:.1f})")
 
     if "agents" in only:
         print("\nReal agents against the fake model, every default (s): the model's last byte of "

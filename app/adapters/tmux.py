@@ -582,8 +582,11 @@ _SIGNAL_MARKS = (b"\\033]", b"\\007")
 _SIGNALS_KEPT = 64
 _HOOK_SUBSCRIPTION = "conductor-hook"
 _READ_SIZE = 1 << 16
-# How long (seconds) the reader lets output gather between two reads.
-_READ_GATHER_S = 0.05
+# How long (seconds) the reader lets output gather between two reads while panes print nonstop
+# and nothing else comes: each read wakes this thread, and its wake-ups were most of what a
+# stream cost us. A stream's end is known this much later at most (its quiet is timed from the
+# read that brought its last output).
+_READ_GATHER_S = 0.1
 # Output a pane may send between two captures before our client pauses it (escaped bytes).
 _FLOOD_BYTES = 16384
 # A pane that printed nothing for this long (seconds) has finished drawing its frame; longer
@@ -890,6 +893,10 @@ class ControlMode:
         # inf for a pane paused for flooding (its quiet cannot be known).
         self._last_output: dict[str, float] = {}
         self._unquiet: set[str] = set()  # reported, not yet told quiet
+        # Pane id -> when (monotonic) it was resumed, for panes the watcher captured while they
+        # printed nonstop: their first output after that is no news when it comes within
+        # QUIET_S (the stream goes on; the watcher comes back for it at its streaming pace).
+        self._streams: dict[str, float] = {}
         self._signals: dict[str, list[tuple[float, TermSignal]]] = {}
         self._marks: dict[str, tuple[float, str]] = {}
         self._bell: HookBell | None = None
@@ -975,12 +982,20 @@ class ControlMode:
         with self._lock:
             return now - self._last_output.get(pane_id, 0.0) >= QUIET_S
 
-    def resume(self, pane_ids: Collection[str]) -> None:
+    def resume(self, pane_ids: Collection[str], streaming: Collection[str] = ()) -> None:
+        """Report the next output of these panes again (just before they are captured: what
+        they printed until now is in the capture). Of those in ``streaming`` (printing nonstop,
+        the caller comes back for them on its own) an output that goes on within QUIET_S wakes
+        nobody; their output stopping still does."""
+        now = time.monotonic()
         with self._lock:
             clients = list(self._clients.values())
             for pane in pane_ids:
                 self._last_output.pop(pane, None)
                 self._unquiet.discard(pane)
+                self._dirty.pop(pane, None)
+                self._streams.pop(pane, None)
+            self._streams.update((pane, now) for pane in streaming)
         for client in clients:
             client.resume(pane_ids)
 
@@ -997,11 +1012,15 @@ class ControlMode:
 
     def _on_output(self, pane_id: str, signals: Sequence[TermSignal] = (), fresh: bool = True,
                    flood: bool = False) -> None:
-        """Output of a pane: the watcher is woken by the first since its capture (``fresh``) and
-        again once the pane went quiet (the quiet thread); other output only moves the clock."""
+        """Output of a pane: the watcher is woken by the first since its capture (``fresh``,
+        unless it goes on with a stream: see resume) and again once the pane went quiet (the
+        quiet thread); other output only moves the clock."""
         now = time.time()
         with self._lock:
-            self._dirty.setdefault(pane_id, time.monotonic())
+            reported = self._dirty.setdefault(pane_id, time.monotonic())
+            resumed = self._streams.pop(pane_id, None)
+            if fresh and resumed is not None and reported - resumed < QUIET_S:
+                fresh = False  # the stream it was captured in goes on
             self._last_output[pane_id] = _FLOODED if flood else now
             if signals:
                 kept = self._signals.setdefault(pane_id, [])

@@ -63,7 +63,7 @@ _VOLATILE = ("last_snapshot_hash", "last_change_ts", "stable_count")
 # more without new output.
 _RECHECK_S = 0.5
 # A pane printing nonstop is captured once a second at first, then less often the longer it
-# streams (a quarter of the stream's age, at most STREAM_CAPTURE_MAX_S): it reads BUSY all along,
+# streams (half the stream's age, at most STREAM_CAPTURE_MAX_S): it reads BUSY all along,
 # and what ends that is its output stopping, which is seen at once whatever the interval: a pane
 # is captured as soon as it is quiet (app.adapters.tmux.QUIET_S), so a dialog or an idle prompt
 # drawn at the end of a stream waits for nothing.
@@ -139,6 +139,9 @@ class Watcher:
         self._pending: dict[str, float] = {}  # pane id -> when it printed, not yet captured
         # Pane id -> (when it began printing nonstop, when it was last seen still printing).
         self._streaming: dict[str, tuple[float, float]] = {}
+        # Pane id -> when its next capture is due, for panes captured while streaming: control
+        # mode does not wake us for the stream going on (ControlMode.resume), so we come back.
+        self._stream_due: dict[str, float] = {}
         # The terminal's signals control mode read since the last tick, and the titles the
         # last capture read (pane id -> ...): evidence folded in before judging.
         self._heard: dict[str, list[tuple[float, TermSignal]]] = {}
@@ -178,7 +181,7 @@ class Watcher:
         self._read_events(current, self._server_pid)
         self._fold_heard(current)
         to_capture, look = self._choose_looks(current, now, full)
-        screens = self._capture(current, to_capture, report)
+        screens = self._capture(current, to_capture, report, now)
         if screens is None:
             return report
         report.captured = len(screens)
@@ -222,8 +225,12 @@ class Watcher:
         dirty, changed = self.control.take()
         self._heard = self.control.take_signals()
         self._marks = self.control.take_hook_marks()
-        for pane_id in dirty:
-            self._pending.setdefault(pane_id, now)
+        reported_at = time.monotonic()
+        for pane_id, first in dirty.items():
+            # When it printed, not when we heard: a stream that went on reports without a wake.
+            self._pending.setdefault(pane_id, now - max(0.0, reported_at - first))
+        self._stream_due = {p: due for p, due in self._stream_due.items()
+                            if due > now and p not in self._pending}
         known = {t.pane.pane_id for t in self.tracked.values()}
         return (full or changed or not self.tracked or not self._cleaned_at_start
                 or not self._pending.keys() <= known)
@@ -246,6 +253,7 @@ class Watcher:
         listed = {p.pane_id for p in listing.panes}
         self._pending = {p: t for p, t in self._pending.items() if p in listed}
         self._streaming = {p: t for p, t in self._streaming.items() if p in listed}
+        self._stream_due = {p: t for p, t in self._stream_due.items() if p in listed}
         current = {worker_id(socket, listing.server_pid, p.pane_id): p for p in listing.panes}
         self._views = self._conductor_views(current)
         return current
@@ -317,22 +325,27 @@ class Watcher:
             tracked = self.tracked[wid]
             if pane.pane_id in self._pending and wid not in chosen \
                     and not tracked.view and pane.pane_id in self._streaming \
-                    and self._capture_due(tracked, now) \
-                    <= now + STREAM_RIDE_S:
+                    and self._capture_due(tracked, now) <= now + STREAM_RIDE_S:
                 riders.append(wid)
         return riders
 
     def _capture(self, current: Mapping[str, Pane], to_capture: list[str],
-                 report: CycleReport) -> dict[str, str] | None:
+                 report: CycleReport, now: float) -> dict[str, str] | None:
         """One batched capture (None: the server went away)."""
         if not to_capture:
             return {}
+        for wid in to_capture:
+            self._stream_due.pop(current[wid].pane_id, None)
         resumed = [current[w].pane_id for w in to_capture
                    if self._pending.pop(current[w].pane_id, None) is not None]
         if resumed and self.control is not None:
             # Before the capture: output from now on is reported again, so nothing printed
-            # after the capture goes unnoticed.
-            self.control.resume(resumed)
+            # after the capture goes unnoticed. A stream going on is no news: its next
+            # capture is due at the streaming pace.
+            streams = {p: now + _stream_pace(self._streaming[p][0], now)
+                       for p in resumed if p in self._streaming}
+            self._stream_due.update(streams)
+            self.control.resume(resumed, streams.keys())
         self._titles = {}
         try:
             by_pane = self.tmux.capture([current[w].pane_id for w in to_capture],
@@ -601,6 +614,7 @@ class Watcher:
             # Control mode wakes us when a pane goes quiet.
             times += [self._capture_due(t, now) for t in self.tracked.values()
                       if not t.view and t.pane.pane_id in self._pending]
+        times += self._stream_due.values()
         for step in self.steps:
             due = step.next_due(now)
             if due is not None:
@@ -625,8 +639,7 @@ class Watcher:
         if now - seen > STREAM_CAPTURE_MAX_S + 1.0:
             began = now  # it stopped in between: a new stream
         self._streaming[pane_id] = (began, now)
-        pace = min(STREAM_CAPTURE_MAX_S, max(STREAM_CAPTURE_S, (now - began) / 4))
-        return captured_at + pace
+        return captured_at + _stream_pace(began, captured_at)
 
     @staticmethod
     def _awaits_idle_screen(tracked: Tracked, now: float) -> bool:
@@ -667,6 +680,11 @@ class Watcher:
             # min_capture_s; while it streams nonstop, at the streaming pace (_capture_due).
             return now >= self._capture_due(tracked, now)
         if not full:
+            return False
+        if pane.pane_id in self._stream_due and tracked.mode == EVENTS \
+                and now - tracked.captured_at < self.settings.force_capture_s:
+            # A stream control mode follows, its next capture set: the listing's hint moved
+            # with the output of the last moments, already told or about to be.
             return False
         if tracked.hint != pane.change_hint:
             return True
@@ -830,6 +848,15 @@ def _as_view(tracked: Tracked, now: float) -> Transition | None:
         return None
     return Transition(tracked.worker_id, now, before, State.UNKNOWN, verdict,
                       previous.seconds_in_state(now) if previous is not None else 0.0)
+
+
+def _stream_pace(began: float, captured_at: float) -> float:
+    """How long after its last capture a pane printing nonstop since ``began`` is captured
+    again: half the stream's age at that capture, within STREAM_CAPTURE_S and
+    STREAM_CAPTURE_MAX_S. Read off the capture, not the clock: a due time that moved on with
+    the clock would recede each time it is reached, and the watcher would wake again and again
+    for one capture."""
+    return min(STREAM_CAPTURE_MAX_S, max(STREAM_CAPTURE_S, (captured_at - began) / 2))
 
 
 def _history_row(transition: Transition) -> dict[str, Any]:

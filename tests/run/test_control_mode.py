@@ -17,6 +17,7 @@ import pytest
 
 from app.adapters.store import StoreReader, StoreWriter
 from app.adapters.tmux import (
+    QUIET_S,
     ControlMode,
     Notification,
     Tmux,
@@ -136,6 +137,32 @@ def test_a_printing_pane_is_reported_once_until_resumed(
     retry_until(lambda: "line 30" in "\n".join(pane.capture_pane(start=-200)), 10)
 
 
+def test_a_stream_resumed_as_streaming_is_still_reported_and_output_after_a_still_spell_wakes(
+        server: Any, session: Any, control: tuple[ControlMode, threading.Event]) -> None:
+    mode, woken = control
+    printer = session.new_window(window_name="printer", window_shell=PRINTER,
+                                 attach=False).active_pane
+    shell = session.new_window(window_name="shell", window_shell=SHELL, attach=False).active_pane
+    retry_until(lambda: "$" in "\n".join(shell.capture_pane()), 10)
+    mode.follow(session_ids(server))
+    retry_until(lambda: session.session_id in mode.watching(), 10)
+    retry_until(lambda: printer.pane_id in mode.take()[0], 10)
+
+    # The stream goes on after its capture: it is reported all the same, wake or no wake.
+    mode.resume([printer.pane_id], streaming=[printer.pane_id])
+    retry_until(lambda: printer.pane_id in mode.take()[0], 10)
+
+    # A pane taken for a stream that then printed nothing for longer than QUIET_S: what it
+    # prints next (a question drawn at the end of a stream) is news at once.
+    mode.resume([shell.pane_id], streaming=[shell.pane_id])
+    resumed = time.monotonic()
+    retry_until(lambda: time.monotonic() - resumed > 2 * QUIET_S, 5)
+    woken.clear()
+    shell.send_keys("echo asked", enter=True)
+    retry_until(woken.is_set, 10, message="output after a still spell woke nobody")
+    assert shell.pane_id in mode.take()[0]
+
+
 def test_control_clients_neither_resize_windows_nor_count_as_someone_looking(
         server: Any, session: Any, control: tuple[ControlMode, threading.Event]) -> None:
     mode, _ = control
@@ -235,17 +262,51 @@ def test_a_streaming_pane_is_captured_no_more_often_than_min_capture(
     event_watcher.tick(time.time())
     printer = next(t for t in event_watcher.tracked.values() if t.name == "printer")
     captures: list[float] = []
-    # Streaming is followed at STREAM_CAPTURE_S at first: three captures, however slow the machine.
-    deadline = time.monotonic() + 20.0
-    while len(captures) < 3 and time.monotonic() < deadline:
+
+    def captured_thrice() -> bool:
         before = printer.captured_at
         event_watcher.tick(time.time(), full=False)
         if printer.captured_at != before:
             captures.append(printer.captured_at)
-        time.sleep(0.01)
-    assert len(captures) >= 2, "a pane printing every 50 ms was not followed"
+        return len(captures) >= 3
+
+    # Once a second at first (STREAM_CAPTURE_S): three captures come within a few seconds.
+    retry_until(captured_thrice, 20, interval=0.01,
+                message="a pane printing every 50 ms was not followed")
     gaps = [b - a for a, b in itertools.pairwise(captures)]
     assert min(gaps) >= event_watcher.settings.min_capture_s
+
+
+STREAM_THEN_STOP = ("sh -c 'i=0; while [ $i -lt 60 ]; do i=$((i+1)); echo line $i; "
+                    "sleep 0.05; done; echo stream over; sleep 600'")
+
+
+def test_a_stream_is_followed_without_wakes_for_its_output_and_its_end_is_captured(
+        server: Any, session: Any, event_watcher: Watcher,
+        control: tuple[ControlMode, threading.Event]) -> None:
+    """The daemon's loop in small: sleep until a wake or the watcher's own due time, then a
+    light tick. A stream's output after each capture wakes nobody; the watcher comes back on
+    its own, and the screen the stream ends on is captured once the pane is quiet."""
+    _, woken = control
+    pane = session.new_window(window_name="printer", window_shell=STREAM_THEN_STOP,
+                              attach=False).active_pane
+    event_watcher.tick(time.time())
+    retry_until(lambda: event_watcher.control.watching(), 10)  # type: ignore[union-attr]
+    event_watcher.tick(time.time())
+    printer = next(t for t in event_watcher.tracked.values() if t.name == "printer")
+    captures: set[float] = set()
+
+    def rest_and_tick() -> bool:
+        due = event_watcher.next_due()
+        woken.wait(max(0.0, min(1.0, (due or time.time() + 1.0) - time.time())))
+        woken.clear()
+        event_watcher.tick(time.time(), full=False)
+        captures.add(printer.captured_at)
+        return "stream over" in printer.text
+
+    retry_until(rest_and_tick, 30, interval=0, message="the end of the stream went unseen")
+    assert len(captures) >= 2, "the stream was not followed while it printed"
+    assert "stream over" in "\n".join(pane.capture_pane())
 
 
 # --- a real `conductor pty watch` --------------------------------------------------------------
