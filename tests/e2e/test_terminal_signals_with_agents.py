@@ -49,7 +49,10 @@ class Watching:
                                WatchSettings(interval_s=3600, ready_min_s=3600),
                                control=self.control)
         self.workers = workers
-        self.states: list[tuple[float, str]] = []
+        # (entered, recorded, state): when the tick that read it began (before its capture),
+        # and when this thread got to record it (a moment after the capture).
+        self.states: list[tuple[float, float, str]] = []
+        self.history: list[tuple[float, str, Any, Any]] = []  # with reasons: for failures
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -72,14 +75,32 @@ class Watching:
             self.woken.clear()
             self.watcher.tick(time.time(), full=False)
             row = self.row()
-            if row and (not self.states or self.states[-1][1] != row["state"]):
-                self.states.append((time.time(), row["state"]))
+            if row and (not self.states or self.states[-1][2] != row["state"]):
+                self.states.append((row["state_entered_ts"], time.time(), row["state"]))
+            if row and (not self.history or self.history[-1][1:] != (
+                    row["state"], row["reasons"], row["signals"])):
+                self.history.append((time.time(), row["state"], row["reasons"], row["signals"]))
             due = self.watcher.next_due()
             self.woken.wait(0.2 if due is None else max(0.0, min(0.2, due - time.time())))
 
+    def turn_ready(self, since: float) -> float | None:
+        """When the READY after a turn sent at ``since`` was recorded: the first read after a
+        BUSY read at ``since`` or later. Read, not recorded: a READY read before the prompt
+        was sent is recorded a moment later, maybe after it."""
+        before = [state for entered, _, state in self.states if entered <= since]
+        busy = since if before and before[-1] == "BUSY" else next(
+            (entered for entered, _, state in self.states if state == "BUSY" and entered > since),
+            None)
+        return None if busy is None else self.ready_after(busy)
+
+    def ready_after(self, since: float) -> float | None:
+        """When the first READY read after ``since`` was recorded."""
+        return next((recorded for entered, recorded, state in self.states
+                     if state == "READY" and entered > since), None)
+
     def now_in(self, state: str) -> bool:
         """The state the ticking thread saw last (what it recorded, with its time)."""
-        return bool(self.states) and self.states[-1][1] == state
+        return bool(self.states) and self.states[-1][2] == state
 
     def row(self) -> dict[str, Any]:
         reader = StoreReader(self.workers)
@@ -98,11 +119,11 @@ def run_turns(lab: AgentInTmux, workers: Path) -> None:
         started = time.time()
         lab.send_keys("Enter")
         end = lab.server.wait_for_turn_end(1)
-        retry_until(lambda: watching.now_in("READY") and watching.states[-1][0] > started, 30)
+        retry_until(lambda: watching.turn_ready(started) is not None, 30)
         row = watching.row()
         assert "hook_event" in row["reasons"] and "term=title:stopped" in row["signals"], row
-        readies = [t for t, state in watching.states if state == "READY" and t > started]
-        assert readies and readies[0] >= end, (watching.states, end)
+        ready = watching.turn_ready(started)
+        assert ready is not None and ready >= end, (watching.history, started, end)
 
         lab.type_text("delete the build folder")
         time.sleep(0.3)
@@ -114,9 +135,9 @@ def run_turns(lab: AgentInTmux, workers: Path) -> None:
         assert watching.row().get("state") == "NEEDS_CONFIRMATION"
         lab.send_keys("Enter")  # approve
         ends = lab.server.wait_for_turn_end(2)
-        retry_until(lambda: watching.now_in("READY") and watching.states[-1][0] > asked, 30)
-        dialog_readies = [t for t, state in watching.states if state == "READY" and asked < t]
-        assert dialog_readies[0] >= ends, (watching.states, ends)
+        retry_until(lambda: watching.ready_after(asked) is not None, 30)
+        ready = watching.ready_after(asked)
+        assert ready is not None and ready >= ends, (watching.history, asked, ends)
 
 
 def test_claude_codes_title_makes_its_finished_turn_ready_and_never_its_dialog(
