@@ -625,8 +625,8 @@ class Watcher:
         """When a pane that printed since its last capture is due one: at once after a still
         spell, or when a turn end or a question (a hook, the terminal's signal) came since the
         last (URGENT_S after it at the soonest: the screen may follow a moment later, and the
-        quiet capture after it then finds it); min_capture_s after the last once it is quiet;
-        else at the streaming pace."""
+        quiet capture after it then finds it); min_capture_s after the last once it is quiet or
+        when a stream began since; else at the streaming pace."""
         pane_id, captured_at = tracked.pane.pane_id, tracked.captured_at
         if max(tracked.signals.turn_end, tracked.signals.permission) > captured_at \
                 or self._awaits_idle_screen(tracked, now):
@@ -639,6 +639,11 @@ class Watcher:
         if now - seen > STREAM_CAPTURE_MAX_S + 1.0:
             began = now  # it stopped in between: a new stream
         self._streaming[pane_id] = (began, now)
+        if captured_at < began:
+            # A stream that began since the last look (a prompt just submitted, the agent's
+            # spinner drawn) is news: one look min_capture_s after the last, not a second later
+            # with the idle screen's READY standing all along; the stream's pace from then on.
+            return captured_at + self.settings.min_capture_s
         return captured_at + _stream_pace(began, captured_at)
 
     @staticmethod

@@ -29,7 +29,7 @@ from app.base.errors import StoreError
 from app.base.settings import WatchSettings
 from app.observe.packs import load_packs
 from app.observe.pane import EVENTS, POLL
-from app.run.watcher import Watcher
+from app.run.watcher import STREAM_CAPTURE_S, Watcher
 from tests.conftest import conductor
 from tests.waiting import retry_until, stays_false
 
@@ -275,6 +275,33 @@ def test_a_streaming_pane_is_captured_no_more_often_than_min_capture(
                 message="a pane printing every 50 ms was not followed")
     gaps = [b - a for a, b in itertools.pairwise(captures)]
     assert min(gaps) >= event_watcher.settings.min_capture_s
+
+
+def test_a_stream_that_begins_after_a_look_is_looked_at_again_after_min_capture(
+        server: Any, session: Any, event_watcher: Watcher) -> None:
+    """A prompt submitted a moment after the pane's last capture starts a stream (the agent's
+    spinner): the next look is due min_capture_s after that capture, not a second later with
+    the idle screen's READY standing meanwhile; from that look on, the stream's own pace."""
+    session.new_window(window_name="printer", window_shell=PRINTER, attach=False)
+    event_watcher.tick(time.time())
+    control = event_watcher.control
+    assert control is not None
+    retry_until(lambda: control.watching(), 10)
+    event_watcher.tick(time.time())
+    printer = next(t for t in event_watcher.tracked.values() if t.name == "printer")
+    pane_id = printer.pane.pane_id
+    retry_until(lambda: not control.quiet(pane_id, time.time()), 10, interval=0.01)
+    # The watcher as it stands when a stream began QUIET_S / 3 after a capture of a pane that
+    # was not streaming (the stream found by this very look).
+    now = time.time()
+    event_watcher._streaming.pop(pane_id, None)
+    printer.captured_at = now - QUIET_S / 2
+    event_watcher._pending[pane_id] = now - QUIET_S / 6
+    min_capture = event_watcher.settings.min_capture_s
+    assert event_watcher._capture_due(printer, now) == printer.captured_at + min_capture
+    # Looked at during the stream: the stream's pace (at least STREAM_CAPTURE_S) from then on.
+    printer.captured_at = now + 0.01
+    assert event_watcher._capture_due(printer, now + 0.02) >= now + 0.01 + STREAM_CAPTURE_S
 
 
 STREAM_THEN_STOP = ("sh -c 'i=0; while [ $i -lt 60 ]; do i=$((i+1)); echo line $i; "
