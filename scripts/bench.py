@@ -517,13 +517,17 @@ def agent_turn_ends(cli: str, version: str, hooks: bool, turns: int
                     latencies.append(max(0.0, ready - end))
                     if hooks:
                         with contextlib.suppress(TimeoutError):
-                            wait_for(lambda end=end: hook_end(db, end) is not None, 10)
+                            wait_for(functools.partial(hook_heard, db, end), 10)
                             after_hook.append(max(0.0, ready - (hook_end(db, end) or ready)))
                     time.sleep(1.0)
             finally:
                 daemon.terminate()
                 daemon.wait(timeout=15)
     return latencies, early, after_hook
+
+
+def hook_heard(db: Path, after: float) -> bool:
+    return hook_end(db, after) is not None
 
 
 def hook_end(db: Path, after: float) -> float | None:
@@ -626,15 +630,15 @@ def main() -> None:
         for cli, version in (("claude", "2.1.197"), ("codex", "0.169.0"), ("codex", "0.142.5")):
             for hooks in (False, True):
                 try:
-                    ends, early, after_hook = agent_turn_ends(cli, version, hooks,
-                                                              max(4, trials))
+                    latencies, early_count, after_hook = agent_turn_ends(cli, version, hooks,
+                                                                   max(4, trials))
                 except Exception as exc:  # an agent that cannot run here is a line, not a stop
                     print(f"  {cli} {version}: not measured ({type(exc).__name__}: {exc})")
                     continue
                 how = "hooks + terminal signals" if hooks else "terminal signals, no hooks"
                 hooked = f"; the hook's event->READY {figures(after_hook)}" if hooks else ""
-                print(f"  {cli} {version:8} {how:26} end->READY {figures(ends)}{hooked}; "
-                      f"READY before the end: {early}")
+                print(f"  {cli} {version:8} {how:26} end->READY {figures(latencies)}{hooked}; "
+                      f"READY before the end: {early_count}")
 
     if "handoff" in only:
         waits, decisions = handoff_times(runs)

@@ -63,7 +63,7 @@ def lab(hosts: int, panes: int, streaming: int = 0, agent: bool = False
         key = folder / "client_key"
         pub = keygen(key)
         started: list[SshHost] = []
-        stack.callback(lambda: [(h.stop(), h.kill_tmux()) for h in started])
+        stack.callback(stop_all, started)
         for index in range(hosts):
             host = SshHost(f"h{index}", folder / f"h{index}", key, pub).start()
             started.append(host)
@@ -105,6 +105,17 @@ def watching(config: Path, socket: str) -> Iterator[tuple[subprocess.Popen[bytes
         daemon.wait(timeout=30)
 
 
+def stop_all(hosts: list[SshHost]) -> None:
+    for host in hosts:
+        host.stop()
+        host.kill_tmux()
+
+
+def in_state(db: Path, where: str, name: str, state: str) -> Callable[[], bool]:
+    """Whether ``name`` on ``where`` is in ``state`` in the store, as a condition to wait for."""
+    return lambda: host_state(db, where, name) == state
+
+
 def latencies(trials: int) -> dict[str, list[float]]:
     """Per (where, what): seconds from the screen to the state in the store."""
     found: dict[str, list[float]] = {}
@@ -115,23 +126,23 @@ def latencies(trials: int) -> dict[str, list[float]]:
         places = (("local", local_tmux), (alpha.name, alpha.tmux))
         for where, _ in places:
             for name in ("w0", "agent"):
-                wait_for(lambda w=where, n=name: host_state(db, w, n) == "READY", 90)
+                wait_for(in_state(db, where, name, "READY"), 90)
         for trial in range(trials):
             for where, run in places:
                 time.sleep(0.3 + (trial * 0.37) % 1.0)
                 started = time.monotonic()
                 run("send-keys", "-t", "bench:w0", "read -p 'Go on? (y/N) ' x", "Enter")
-                seen = wait_for(lambda w=where: host_state(db, w, "w0") == "NEEDS_CONFIRMATION",
+                seen = wait_for(in_state(db, where, "w0", "NEEDS_CONFIRMATION"),
                                 30)
                 found.setdefault(f"{where} question", []).append(
                     time.monotonic() - started if seen else float("inf"))
                 run("send-keys", "-t", "bench:w0", "n", "Enter")
-                wait_for(lambda w=where: host_state(db, w, "w0") == "READY", 30)
+                wait_for(in_state(db, where, "w0", "READY"), 30)
                 # A turn of the agent: 1 s of work, then its idle prompt.
                 run("send-keys", "-t", "bench:agent", "work 1", "Enter")
                 ends = time.monotonic() + 1.0
-                wait_for(lambda w=where: host_state(db, w, "agent") == "BUSY", 10)
-                seen = wait_for(lambda w=where: host_state(db, w, "agent") == "READY", 30)
+                wait_for(in_state(db, where, "agent", "BUSY"), 10)
+                seen = wait_for(in_state(db, where, "agent", "READY"), 30)
                 found.setdefault(f"{where} turn end", []).append(
                     time.monotonic() - ends if seen else float("inf"))
     return found

@@ -22,6 +22,12 @@ HOSTILE = [
 ]
 
 
+def took_hooks(control: ControlMode, seen: list[tuple[str, str, float]]) -> bool:
+    """Whether any hook was heard yet (those taken now added to ``seen``)."""
+    seen.extend(control.take_hooks())
+    return bool(seen)
+
+
 def via_for(host: SshHost, tmp_path: Path) -> SshVia:
     return SshVia(host.name, host.name, tuple(host.ssh_options), short_folder(tmp_path))
 
@@ -149,7 +155,7 @@ def test_hook_option_changes_are_reported_and_old_values_are_not(
         assert stays_false(control.take_hooks, 3.0)
         host.tmux("set-option", "-p", "-t", "%0", HOOK_OPTION, "claude PermissionRequest 2")
         seen: list[tuple[str, str, float]] = []
-        retry_until(lambda: seen.extend(control.take_hooks()) or seen, 10)
+        retry_until(lambda: took_hooks(control, seen), 10)
         pid = host.tmux("display-message", "-p", "#{pid}").stdout.strip()
         assert [(p, v) for p, v, _ in seen] == [("%0", f"{pid} claude PermissionRequest 2")]
     finally:
@@ -171,7 +177,7 @@ def test_a_stamped_hook_is_news_when_set_after_we_attached_however_soon(
         now = int(time.time())
         host.tmux("set-option", "-p", "-t", "%0", HOOK_OPTION, f"claude Stop 2 {now}")
         seen: list[tuple[str, str, float]] = []
-        retry_until(lambda: seen.extend(control.take_hooks()) or seen, 10)
+        retry_until(lambda: took_hooks(control, seen), 10)
         pid = host.tmux("display-message", "-p", "#{pid}").stdout.strip()
         assert [(p, v) for p, v, _ in seen] == [("%0", f"{pid} claude Stop 2 {now}")]
     finally:

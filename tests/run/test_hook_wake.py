@@ -183,9 +183,11 @@ def test_a_reply_without_end_mark_is_ready_soon_after_its_turn_end_not_after_the
         retry_until(lambda: watcher.tick(time.time(), full=False) and
                     tracked.assessment is not None and
                     tracked.assessment.state is State.BUSY, 10)
+        assert tracked.assessment is not None
         assert "no_end_mark" in tracked.assessment.reasons
         # Still BUSY however long it stays still: no stillness alone may call it finished.
         watcher.tick(time.time() + 60, full=False)
+        assert tracked.assessment is not None
         assert tracked.assessment.state is State.BUSY
 
         woken.clear()
@@ -198,6 +200,7 @@ def test_a_reply_without_end_mark_is_ready_soon_after_its_turn_end_not_after_the
         retry_until(lambda: watcher.tick(time.time(), full=False) and
                     tracked.assessment is not None and
                     tracked.assessment.state is State.READY, 10)
+        assert tracked.assessment is not None
         assert {"hook_event", "no_end_mark"} <= set(tracked.assessment.reasons)
     finally:
         store.close()
