@@ -589,6 +589,13 @@ _READ_SIZE = 1 << 16
 _READ_GATHER_S = 0.1
 # Output a pane may send between two captures before our client pauses it (escaped bytes).
 _FLOOD_BYTES = 16384
+# How often (seconds) our client asks tmux for the title of each pane it paused: a paused pane's
+# title changes never reach us as output, and Gemini CLI and Qwen Code, which flood while they
+# stream, tell the end of their turn by their title (design/signals.md). One command line per
+# client for all its paused panes; only a title that changed is reported.
+_TITLE_PROBE_S = 0.1
+# What the probe's reply lines start with (command output, inside a %begin/%end block).
+_TITLE_PROBE_MARK = b"conductor-title "
 # A pane that printed nothing for this long (seconds) has finished drawing its frame; longer
 # than the frame interval of the agents' spinners (about 0.1 s), so a spinner is never quiet.
 QUIET_S = 0.15
@@ -692,6 +699,9 @@ class ControlClient:
         self._reported: set[str] = set()  # told the watcher; again only after resume()
         self._sent: dict[str, int] = {}  # escaped bytes since the last resume()
         self._scanners: dict[str, SignalScanner] = {}
+        self._titles: dict[str, str] = {}  # the last title heard per pane (output or probe)
+        self._probe_at = 0.0  # monotonic: when the paused panes' titles are asked for next
+        self._in_reply = False  # between %begin and %end: a command's output
         self._write_lock = threading.Lock()
         env = dict(os.environ)
         env.pop("TMUX", None)
@@ -721,8 +731,9 @@ class ControlClient:
         partial = b""
         try:
             while True:
-                # Until output comes, or a pane that printed goes quiet.
-                ready, _, _ = select.select([fd], [], [], self.owner._quiet_in())
+                # Until output comes, a pane that printed goes quiet, or paused panes' titles
+                # are due a look.
+                ready, _, _ = select.select([fd], [], [], self._wait_for())
                 streaming = False
                 if ready:
                     chunk = os.read(fd, _READ_SIZE)
@@ -732,6 +743,7 @@ class ControlClient:
                     partial = lines.pop()
                     streaming = self._handle_batch(lines)
                 self.owner._tell_quiet()
+                self._probe_titles()
                 if streaming:
                     # Panes printing nonstop send a line each every few ms: take them in
                     # batches (one wake-up of this thread per batch, not per line). Anything
@@ -772,7 +784,46 @@ class ControlClient:
             self.owner._on_more_output(busy)
         return plain and bool(busy)
 
+    def _wait_for(self) -> float | None:
+        """Seconds the reader may wait for output (None: until some comes)."""
+        wait = self.owner._quiet_in()
+        if self._paused:
+            probe = max(0.0, self._probe_at - time.monotonic())
+            wait = probe if wait is None else min(wait, probe)
+        return wait
+
+    def _probe_titles(self) -> None:
+        """Ask tmux for the titles of the panes we paused, when due (replies: _took_title)."""
+        now = time.monotonic()
+        if not self._paused or now < self._probe_at:
+            return
+        self._probe_at = now + _TITLE_PROBE_S
+        with self._write_lock:
+            paused = sorted(self._paused)
+        mark = _TITLE_PROBE_MARK.decode()
+        self._write(" ; ".join(f"display-message -p -t '{p}' '{mark}{p} #{{pane_title}}'"
+                               for p in paused))
+
+    def _took_title(self, line: bytes) -> None:
+        """A probe's reply, ``conductor-title %P TITLE``: the title, if it changed, as a
+        signal of the pane (as tmux holds it, like a capture's)."""
+        head, _, title = line[len(_TITLE_PROBE_MARK):].partition(b" ")
+        pane = head.decode("ascii", "replace")
+        if not _PANE_ID.match(pane):
+            return
+        text = title.decode("utf-8", "replace")
+        if self._titles.get(pane) != text:
+            self._titles[pane] = text
+            self.owner._on_title(pane, TermSignal(TITLE, text))
+
     def _handle(self, line: bytes) -> None:
+        if line.startswith((b"%begin ", b"%end ", b"%error ")):
+            self._in_reply = line.startswith(b"%begin ")
+            return
+        if self._in_reply:
+            if line.startswith(_TITLE_PROBE_MARK):
+                self._took_title(line)
+            return
         note = parse_notification(line)
         if note is None:
             return
@@ -792,6 +843,9 @@ class ControlClient:
                 self._write(f"refresh-client -A '{pane}:pause'")
             signals = output_signals(self._scanners.setdefault(pane, SignalScanner()),
                                      note.value) if note.value else []
+            for signal in signals:
+                if signal.kind == TITLE:
+                    self._titles[pane] = signal.text
             self.owner._on_output(pane, signals, fresh, flood)
         elif note.name == "subscription-changed" and note.args[:1] == (_HOOK_SUBSCRIPTION,):
             mark = hookmark.parse_mark(note.value.decode("utf-8", "replace"))
@@ -1031,6 +1085,16 @@ class ControlMode:
             else:
                 self._unquiet.discard(pane_id)
         if fresh or any(_news(signal) for signal in signals):
+            self.wake()
+
+    def _on_title(self, pane_id: str, signal: TermSignal) -> None:
+        """A paused pane's title changed (our client asked tmux): heard as if it had printed
+        it, without counting as output."""
+        with self._lock:
+            kept = self._signals.setdefault(pane_id, [])
+            kept.append((time.time(), signal))
+            del kept[:-_SIGNALS_KEPT]
+        if _news(signal):
             self.wake()
 
     def _on_more_output(self, pane_ids: Collection[str]) -> None:

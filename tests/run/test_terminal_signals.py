@@ -18,12 +18,11 @@ from app.adapters.tmux import ControlMode, Tmux
 from app.base.model import State, Verdict
 from app.base.settings import WatchSettings
 from app.base.termsignals import BELL, NOTIFY, PROGRESS, TITLE, SignalScanner, TermSignal, scan
-from app.observe.assess import Assessment, Policy, assess
+from app.observe.assess import NO_SIGNALS, Assessment, Policy, assess
 from app.observe.packs import load_packs
-from app.observe.pane import NO_SIGNALS
 from app.observe.signals import ASKING, STOPPED, TERMINAL, WORKING, TerminalWatch, title_phase
 from app.run.watcher import Watcher
-from tests.waiting import retry_until
+from tests.waiting import retry_until, stays_false
 
 REPO = Path(__file__).resolve().parents[2]
 CLAUDE = REPO / "tests" / "corpus" / "shared" / "claude-code"
@@ -32,6 +31,7 @@ IDLE_SCREEN = CLAUDE / "ready-after-answer-200x50.txt"
 DIALOG_SCREEN = CLAUDE / "confirm-shell-command-200x50.txt"
 WORKING_TITLE = "⠂ Fix the tests"  # Claude Code 2.1.197 while the model works
 STOPPED_TITLE = "✳ Fix the tests"  # ...when it stops: idle, or a dialog up
+GEMINI_READY_TITLE = "◇  Ready (project)"  # Gemini CLI 0.61.0 idle
 
 
 class ScanCase(NamedTuple):
@@ -213,6 +213,30 @@ def test_control_mode_hears_titles_bells_and_notifications_as_the_pane_prints_th
     retry_until(got_all, 10)
     assert heard[:4] == [TermSignal(TITLE, "⠂ Fix the tests"), TermSignal(BELL),
                          TermSignal(PROGRESS, "1;50"), TermSignal(NOTIFY, "Codex;Approve?")]
+
+
+def test_a_flooding_pane_s_title_is_heard_while_our_client_has_it_paused(
+        server: Any, session: Any, control: ControlMode) -> None:
+    """Gemini CLI and Qwen Code flood while they stream (our client pauses them) and tell
+    their turn's end by their title: a paused pane's title changes still reach us, without a
+    capture and without its output."""
+    pane = session.new_window(window_name="flood", window_shell="yes", attach=False).active_pane
+    control.follow({session.session_id})
+    retry_until(lambda: control.watching(), 10)
+    retry_until(lambda: pane.pane_id in control.take()[0], 10)
+    retry_until(lambda: any(pane.pane_id in client._paused
+                            for client in control._clients.values()), 10)
+    control.take_signals()
+    heard: list[TermSignal] = []
+
+    def heard_ready() -> bool:
+        heard.extend(signal for _, signal in control.take_signals().get(pane.pane_id, []))
+        return TermSignal(TITLE, GEMINI_READY_TITLE) in heard
+
+    pane.cmd("select-pane", "-T", GEMINI_READY_TITLE)  # no output: tmux holds the title
+    retry_until(heard_ready, 10, message="the paused pane's title went unheard")
+    # Once: not again with each look while it stays.
+    assert stays_false(lambda: control.take_signals().get(pane.pane_id), 0.5)
 
 
 def test_capture_reads_each_pane_title_with_its_screen(server: Any, session: Any,
