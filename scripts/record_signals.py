@@ -41,14 +41,16 @@ import tempfile
 import threading
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.adapters.tmux import decode_output, parse_notification
+from app.base.model import State
 from app.base.termsignals import SignalScanner
+from app.observe.packs import load_packs
 from tests import agents
 from tests.scripted_model import RunBash, Say
 from tests.tmux_sockets import socket_path
@@ -288,6 +290,9 @@ class TurnFigures:
     """What the watcher stored over measured turns."""
 
     latencies: list[float]
+    # From the first screen the CLI's pack reads READY (the CLI drew its idle screen) to READY
+    # in status.db: what the watcher adds to the CLI's own time to redraw.
+    after_drawn: list[float] = field(default_factory=list)
     early: int = 0  # READY seen between Enter (once it had left READY) and the model's last byte
     never_left: int = 0  # READY all through a turn: that turn measured nothing
     asked: int = 0  # approval turns that read NEEDS_CONFIRMATION while the dialog was up
@@ -324,8 +329,19 @@ def _measured_turn(lab: LabSession, db: Path, text: str, approve: bool,
     elif "READY" in seen[left:]:
         figures.early += 1
     end = lab.answer_ends(since)[answers - 1]
-    wait_for(lambda: state(db) == "READY", 30)
-    figures.latencies.append(max(0.0, time.time() - end))
+    pack = load_packs()[lab.cli]
+    drawn = stored = 0.0
+    deadline = time.monotonic() + 30
+    while not stored and time.monotonic() < deadline:
+        if not drawn and pack.classify(lab.screen()).state is State.READY:
+            drawn = time.time()
+        if state(db) == "READY":
+            stored = time.time()
+        time.sleep(0.01)
+    if not stored:
+        raise TimeoutError("the turn's end never read READY")
+    figures.latencies.append(max(0.0, stored - end))
+    figures.after_drawn.append(max(0.0, stored - (drawn or stored)))
     time.sleep(1.0)
 
 
@@ -358,7 +374,8 @@ def measure_lab(cli: str, install: Path, turns: int) -> None:
     finally:
         lab.close()
     for label, got in (("plain turns", plain), ("approval turns", approved)):
-        print(f"{cli} {label}: turn end -> READY {figures(got.latencies)}; READY before the "
+        print(f"{cli} {label}: turn end -> READY {figures(got.latencies)} (idle screen drawn -> "
+              f"READY {figures(got.after_drawn)}); READY before the "
               f"end: {got.early}; READY all through a turn: {got.never_left}"
               + (f"; dialog read NEEDS_CONFIRMATION {got.asked} of {got.approvals}"
                  if got is approved else ""))

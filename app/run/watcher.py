@@ -342,8 +342,12 @@ class Watcher:
             # Before the capture: output from now on is reported again, so nothing printed
             # after the capture goes unnoticed. A stream going on is no news: its next
             # capture is due at the streaming pace.
+            # A pane whose turn end was heard is drawing its idle screen: its next frame
+            # wakes us, whatever it streamed before (_awaits_idle_screen).
+            drawing = {current[w].pane_id for w in to_capture
+                       if self._awaits_idle_screen(self.tracked[w], now)}
             streams = {p: now + _stream_pace(self._streaming[p][0], now)
-                       for p in resumed if p in self._streaming}
+                       for p in resumed if p in self._streaming and p not in drawing}
             self._stream_due.update(streams)
             self.control.resume(resumed, streams.keys())
         self._titles = {}
