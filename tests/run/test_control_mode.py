@@ -26,6 +26,7 @@ from app.adapters.tmux import (
     tmux_version,
 )
 from app.base.errors import StoreError
+from app.base.model import State
 from app.base.settings import WatchSettings
 from app.observe.packs import load_packs
 from app.observe.pane import EVENTS, POLL
@@ -302,6 +303,34 @@ def test_a_stream_that_begins_after_a_look_is_looked_at_again_after_min_capture(
     # Looked at during the stream: the stream's pace (at least STREAM_CAPTURE_S) from then on.
     printer.captured_at = now + 0.01
     assert event_watcher._capture_due(printer, now + 0.02) >= now + 0.01 + STREAM_CAPTURE_S
+
+
+def test_a_stream_whose_turn_end_was_heard_wakes_the_watcher_with_its_next_frame(
+        server: Any, session: Any, event_watcher: Watcher,
+        control: tuple[ControlMode, threading.Event]) -> None:
+    """Qwen Code streams until its turn ends and draws its idle screen a moment after its
+    turn-end title: once that is heard, the pane is resumed as drawing, not as a stream we
+    come back to at our pace, so the frame it prints next wakes the watcher at once."""
+    mode, woken = control
+    session.new_window(window_name="printer", window_shell=PRINTER, attach=False)
+    event_watcher.tick(time.time())
+    retry_until(lambda: mode.watching(), 10)
+    printer = next(t for t in event_watcher.tracked.values() if t.name == "printer")
+
+    def followed_as_stream() -> bool:
+        event_watcher.tick(time.time(), full=False)
+        return printer.pane.pane_id in event_watcher._streaming
+    retry_until(followed_as_stream, 20, interval=0.01)
+    assert printer.assessment is not None and printer.assessment.state is not State.READY
+    printer.signals = printer.signals.with_event("terminal", "turn_end", "title", time.time())
+
+    def captured() -> bool:
+        before = printer.captured_at
+        woken.clear()
+        event_watcher.tick(time.time(), full=False)
+        return printer.captured_at != before
+    retry_until(captured, 10, interval=0.01)
+    retry_until(woken.is_set, 5, message="the frame after the turn end woke nobody")
 
 
 STREAM_THEN_STOP = ("sh -c 'i=0; while [ $i -lt 60 ]; do i=$((i+1)); echo line $i; "
