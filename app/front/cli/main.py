@@ -11,10 +11,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -193,27 +197,46 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, width: int | 
 
     unmark = mark_own_pane("status --watch")  # the watcher leaves this pane alone
     try:
-        while True:
-            now = time.time()
-            snap = snapshot(obj.workers_dir)
-            body = render.table(snap.workers, now, grace, columns()) if snap.workers \
-                else "no panes watched yet"
-            header = [time.strftime("%H:%M:%S", time.localtime(now)) + "  conductor pty status"
-                      f"  (every {interval:g}s, Ctrl-C to stop)",
-                      *status_module.watcher_warnings(snap, now), ""]
-            # Home, draw, clear the rest: redrawn in place without a blank flash. Cut to the
-            # terminal's height and no newline after the last row, so a small pane or popup
-            # never scrolls (which would push the header out of sight).
-            rows = max(1, shutil.get_terminal_size().lines)
-            lines = [render.fit(render.printable(line), columns()) for line in header]
-            lines = (lines + render.printable(body).split("\n"))[:rows]
-            sys.stdout.write("\x1b[H" + "\x1b[K\n".join(lines) + "\x1b[K\x1b[J")
-            sys.stdout.flush()
-            time.sleep(interval)
+        with interrupt_flag() as interrupted:
+            while not interrupted.is_set():
+                now = time.time()
+                snap = snapshot(obj.workers_dir)
+                body = render.table(snap.workers, now, grace, columns()) if snap.workers \
+                    else "no panes watched yet"
+                header = [time.strftime("%H:%M:%S", time.localtime(now)) + "  conductor pty status"
+                          f"  (every {interval:g}s, Ctrl-C to stop)",
+                          *status_module.watcher_warnings(snap, now), ""]
+                # Home, draw, clear the rest: redrawn in place without a blank flash. Cut to the
+                # terminal's height and no newline after the last row, so a small pane or popup
+                # never scrolls (which would push the header out of sight).
+                rows = max(1, shutil.get_terminal_size().lines)
+                lines = [render.fit(render.printable(line), columns()) for line in header]
+                lines = (lines + render.printable(body).split("\n"))[:rows]
+                sys.stdout.write("\x1b[H" + "\x1b[K\n".join(lines) + "\x1b[K\x1b[J")
+                sys.stdout.flush()
+                time.sleep(interval)
     except KeyboardInterrupt:
         click.echo("")
     finally:
         unmark()
+
+
+@contextmanager
+def interrupt_flag() -> Iterator[threading.Event]:
+    """Ctrl-C as a flag as well as KeyboardInterrupt, for a loop that redraws until stopped:
+    Python drops an exception raised while a finalizer runs (an SQLite object of the last
+    redraw being collected), and a KeyboardInterrupt lost there would leave the loop going."""
+    interrupted = threading.Event()
+
+    def on_interrupt(signum: int, frame: FrameType | None) -> None:
+        interrupted.set()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _terminal_width() -> int | None:
@@ -245,11 +268,12 @@ def tail(obj: Context, ident: str, lines: int, follow: bool) -> None:
         for row in reader.history(worker["id"], limit=lines):
             echo_clean(_history(row))
             last_seq = row.seq
-        while follow:
-            time.sleep(1.0)
-            for row in reader.history(worker["id"], after_seq=last_seq):
-                echo_clean(_history(row))
-                last_seq = row.seq
+        with interrupt_flag() as interrupted:
+            while follow and not interrupted.is_set():
+                time.sleep(1.0)
+                for row in reader.history(worker["id"], after_seq=last_seq):
+                    echo_clean(_history(row))
+                    last_seq = row.seq
     except KeyboardInterrupt:
         pass
     finally:
