@@ -27,9 +27,6 @@ CLIS = ("claude", "codex", "gemini")
 HOOK_TIMEOUT_S = 10
 HOOK_NAME = "conductor-pty"
 
-# PermissionRequest fires as the permission dialog opens; Notification's permission_prompt only
-# about 6 s later (Claude Code 2.1.197, measured).
-
 # Claude Code waits for a hook before it goes on: a Stop hook run synchronously holds back the
 # idle prompt by the hook's whole run (0.26 s from the turn's end to READY against 0.09 s with
 # `async`, 2.1.197, measured). These events say what has already happened, so Claude runs them in
@@ -37,6 +34,8 @@ HOOK_NAME = "conductor-pty"
 # turn's start is always recorded before anything that follows it. SessionEnd too: Claude ends
 # its background hooks when it exits.
 CLAUDE_ASYNC_EVENTS = frozenset({"Stop", "Notification", "PermissionRequest"})
+# PermissionRequest fires as the permission dialog opens; Notification's permission_prompt only
+# about 6 s later (Claude Code 2.1.197, measured).
 CLAUDE_EVENTS = (
     "UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse", "Notification", "Stop",
     "SubagentStop", "SessionEnd",
