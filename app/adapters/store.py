@@ -8,6 +8,7 @@ seconds; ``sqlite_utils`` costs ~150 ms to import), the writer uses sqlite-utils
 
 from __future__ import annotations
 
+import _thread
 import fcntl
 import os
 import random
@@ -272,14 +273,79 @@ class HistoryRow:
         self.previous_state, self.summary, self.reasons = previous_state, summary, reasons
 
 
+# Why nothing of ours ever opens or closes a plain descriptor of status.db (or its -wal and -shm)
+# while a connection may be open in the same process:
+#
+# SQLite coordinates processes with POSIX advisory locks (fcntl). Those locks belong to a process
+# and a file, not to a descriptor: closing *any* descriptor of the file drops every lock the process
+# holds on it. SQLite keeps its own connections safe from this (one record per file and process,
+# closes deferred while a lock is held), but a descriptor opened and closed beside it, by Python
+# code, bypasses that bookkeeping ("How To Corrupt An SQLite Database File", section 2.2). With its
+# locks gone, our connection looks absent to every other process: the next one to close its
+# connection believes it is the last, checkpoints, and deletes the -wal file that our connection
+# still appends to. From then on the watcher writes into an unlinked file no reader sees (a "dark
+# store"), and when it finally closes, its checkpoint of that orphan overwrites pages others wrote:
+# "database disk image is malformed".
+#
+# So: the database file is created (0600, before SQLite makes -wal and -shm with its mode) only when
+# it does not exist, with O_EXCL, which gives a new inode no connection can hold; and
+# _OPENING keeps this process's other threads from connecting while that descriptor is open. A
+# long-running process (the watcher) opens one StoreWriter and hands it to every thread that writes.
+_OPENING = _thread.allocate_lock()
+
+
+def _create_database_file(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+    except FileExistsError:
+        _refuse_link(path)
+        return
+    os.close(fd)
+
+
+class _Identity:
+    """Which files our connection writes to: the database's and its WAL's (device, inode)."""
+
+    __slots__ = ("database", "wal")
+
+    def __init__(self, database: tuple[int, int] | None, wal: tuple[int, int] | None) -> None:
+        self.database, self.wal = database, wal
+
+    @classmethod
+    def now(cls, path: str) -> _Identity:
+        return cls(_file_id(path), _file_id(path + "-wal"))
+
+
+def _file_id(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+# Statements kept since the last check that the store's files are the ones we write to, at most.
+_JOURNAL_MAX = 20_000
+
+
 class StoreWriter:
-    """The watcher's (and ``create``'s) handle on the store."""
+    """The watcher's (and ``create``'s) handle on the store.
+
+    Thread-safe: the watcher's loop, each host's thread and each job share one writer (see
+    _OPENING for why a process must not open more than it needs); a transaction holds the
+    writer's lock, so another thread's statements never land inside it.
+    """
 
     def __init__(self, workers_dir: Path) -> None:
-        from sqlite_utils import Database
+        import threading
 
         self.workers_dir = workers_dir
         self.path = db_path(workers_dir)
+        self._lock = threading.RLock()
+        # With keep_journal(): the statements since the store's files were last seen to be ours,
+        # replayed into a reopened connection (see verify()).
+        self._journal: list[tuple[str, tuple[Any, ...], bool]] | None = None
+        self._identity: _Identity | None = None
         lock_fd = -1
         try:
             make_private_dir(workers_dir)
@@ -287,22 +353,9 @@ class StoreWriter:
             # firing at once on a new store would otherwise race inside the migrations.
             lock_fd = open_private(os.path.join(workers_dir, CREATE_LOCK_NAME), os.O_RDWR)
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
-            # Created here, 0600 and not through a link, before SQLite opens it: its -wal and
-            # -shm files take the database file's permissions.
-            os.close(open_private(self.path, os.O_RDWR))
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
-                                   isolation_level=None, check_same_thread=False)
-            try:
-                _configure(conn)
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = NORMAL")
-                # Plugins installed in the user's environment must not touch our database.
-                self.db = Database(conn, execute_plugins=False)
-                _check_not_newer(conn, self.path)
-                _migrations().apply(self.db)
-            except BaseException:
-                conn.close()
-                raise
+            with _OPENING:
+                _create_database_file(self.path)
+                self.conn = self._connect()
         except sqlite3.Error as exc:
             raise _locked(exc, self.path) from exc
         except OSError as exc:
@@ -310,54 +363,150 @@ class StoreWriter:
                              f"{exc.strerror or exc}") from exc
         finally:
             if lock_fd >= 0:
-                os.close(lock_fd)  # drops the flock
-        self.conn = conn
+                os.close(lock_fd)  # drops the flock (of store.lock, never of the database)
+
+    def _connect(self) -> sqlite3.Connection:
+        from sqlite_utils import Database
+
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
+                               isolation_level=None, check_same_thread=False)
+        try:
+            _configure(conn)
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            # Plugins installed in the user's environment must not touch our database.
+            self.db = Database(conn, execute_plugins=False)
+            _check_not_newer(conn, self.path)
+            _migrations().apply(self.db)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def close(self) -> None:
-        self.conn.close()
+        with self._lock:
+            self.conn.close()
+
+    # --- are our writes seen? ----------------------------------------------------------------
+
+    def keep_journal(self) -> None:
+        """Check from now on that the files we write are the store's (call :meth:`verify`
+        often): the watcher's writes must be what every reader sees."""
+        with self._lock:
+            self._journal = []
+            self._identity = _Identity.now(self.path)
+
+    def verify(self) -> str | None:
+        """None while the database and its WAL are still the files our connection writes (the
+        statements kept since are then forgotten); otherwise what changed, in one line. Costs
+        two ``stat`` calls.
+
+        A writer that lost its files cannot be mended in its own process: SQLite keeps one
+        record per database file and process, so a second connection there fails, and closing
+        this one would checkpoint its orphaned WAL over pages others wrote since. The watcher
+        therefore starts itself anew (app/run/daemon.py) and replays :meth:`journal`.
+        """
+        with self._lock:
+            if self._identity is None or self._journal is None:
+                return None
+            seen = _Identity.now(self.path)
+            if self._identity.wal is None and seen.wal is not None \
+                    and seen.database == self._identity.database:
+                self._identity.wal = seen.wal  # the WAL of a store just created
+            problem = self._identity_problem(seen)
+            if problem is None:
+                self._journal.clear()
+            return problem
+
+    def _identity_problem(self, seen: _Identity) -> str | None:
+        assert self._identity is not None
+        if seen.database is None:
+            return "the database file is gone"
+        if seen.database != self._identity.database:
+            return "the database file was replaced"
+        if self._identity.wal is not None and seen.wal != self._identity.wal:
+            return ("its -wal file was deleted or replaced under the watcher (another process "
+                    "took our connection for gone)")
+        return None
+
+    def journal(self) -> list[tuple[str, tuple[Any, ...], bool]]:
+        """The statements written since the files were last seen to be ours, oldest first."""
+        with self._lock:
+            return list(self._journal or [])
+
+    def replay(self, statements: Iterable[tuple[str, tuple[Any, ...], bool]]) -> int:
+        """Write again what a previous writer wrote into files no reader saw, in one
+        transaction; plain inserts only where no identical row is there. How many."""
+        count = 0
+        with self.transaction() as conn:
+            for sql, params, once in statements:
+                conn.execute(_insert_once(sql) if once else sql,
+                             tuple(params) + tuple(params) if once else tuple(params))
+                count += 1
+        return count
+
+    def _run(self, conn: sqlite3.Connection, sql: str, params: tuple[Any, ...] = (),
+             once: bool = False) -> sqlite3.Cursor:
+        """Every write goes through here: ``once`` marks a plain INSERT, replayed only when no
+        identical row is there."""
+        cursor = conn.execute(sql, params)
+        if self._journal is not None:
+            if len(self._journal) >= _JOURNAL_MAX:
+                del self._journal[: _JOURNAL_MAX // 2]
+            self._journal.append((sql, params, once))
+        return cursor
+
+    def _insert(self, conn: sqlite3.Connection, table: str, row: Mapping[str, Any],
+                conflict_key: str | None = None) -> None:
+        sql, params = _insert_sql(table, row, conflict_key)
+        self._run(conn, sql, params, once=conflict_key is None)
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
+        with self._lock:
             try:
-                yield self.conn
-                self.conn.execute("COMMIT")
-            except BaseException:
-                # A failed COMMIT (disk full) may or may not have ended the transaction.
-                if self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK")
-                raise
-        except sqlite3.Error as exc:
-            raise _locked(exc, self.path) from exc
-        except OverflowError as exc:  # an integer SQLite cannot hold (a setting out of range)
-            raise StoreError(f"status store {self.path}: {exc}") from exc
+                self.conn.execute("BEGIN IMMEDIATE")
+                mark = len(self._journal) if self._journal is not None else 0
+                try:
+                    yield self.conn
+                    self.conn.execute("COMMIT")
+                except BaseException:
+                    # A failed COMMIT (disk full) may or may not have ended the transaction.
+                    if self.conn.in_transaction:
+                        self.conn.execute("ROLLBACK")
+                    if self._journal is not None:
+                        del self._journal[mark:]
+                    raise
+            except sqlite3.Error as exc:
+                raise _locked(exc, self.path) from exc
+            except OverflowError as exc:  # an integer SQLite cannot hold (a setting out of range)
+                raise StoreError(f"status store {self.path}: {exc}") from exc
 
     def upsert_pty(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
-        _insert(conn, "ptys", row, conflict_key="id")
+        self._insert(conn, "ptys", row, conflict_key="id")
 
     def set_worktree(self, conn: sqlite3.Connection, worker_id: str, path: str | None) -> None:
-        conn.execute("UPDATE ptys SET worktree = ? WHERE id = ?", (path, worker_id))
+        self._run(conn, "UPDATE ptys SET worktree = ? WHERE id = ?", (path, worker_id))
 
     def upsert_status(self, conn: sqlite3.Connection, rows: Iterable[Mapping[str, Any]]) -> None:
         for row in rows:
-            _insert(conn, "status", row, conflict_key="id")
+            self._insert(conn, "status", row, conflict_key="id")
 
     def add_history(self, conn: sqlite3.Connection, rows: Iterable[Mapping[str, Any]]) -> None:
         for row in rows:
-            _insert(conn, "status_history", row)
+            self._insert(conn, "status_history", row)
 
     def remove(self, conn: sqlite3.Connection, ids: Iterable[str]) -> None:
         for worker_id in ids:
             for table in ("ptys", "status", "status_history"):
-                conn.execute(f"DELETE FROM {table} WHERE id = ?", (worker_id,))
+                self._run(conn, f"DELETE FROM {table} WHERE id = ?", (worker_id,))
 
     def set_host(self, conn: sqlite3.Connection, **fields: Any) -> None:
         """How a configured host answered (``name`` required; the other columns given)."""
-        _insert(conn, "hosts", fields, conflict_key="name")
+        self._insert(conn, "hosts", fields, conflict_key="name")
 
     def heartbeat(self, conn: sqlite3.Connection, **fields: Any) -> None:
-        _insert(conn, "daemon", {"name": "watch", **fields}, conflict_key="name")
+        self._insert(conn, "daemon", {"name": "watch", **fields}, conflict_key="name")
 
     def prune_history(self, conn: sqlite3.Connection, keep_per_pane: int,
                       older_than_ts: float) -> None:
@@ -365,49 +514,56 @@ class StoreWriter:
         (the newest row of each pane is kept whatever its age)."""
         keep_per_pane = min(keep_per_pane, _MAX_SQL_INT)
         older_than_ts = max(older_than_ts, -1e300)
-        conn.execute(
+        self._run(
+            conn,
             "DELETE FROM status_history WHERE ts < ? AND seq NOT IN "
             "(SELECT MAX(seq) FROM status_history GROUP BY id)",
             (older_than_ts,),
         )
-        conn.execute(
+        self._run(
+            conn,
             "DELETE FROM status_history WHERE seq IN (SELECT seq FROM (SELECT seq, ROW_NUMBER() "
             "OVER (PARTITION BY id ORDER BY seq DESC) AS n FROM status_history) WHERE n > ?)",
             (keep_per_pane,),
         )
-        conn.execute("DELETE FROM events WHERE ts < ?", (older_than_ts,))
+        self._run(conn, "DELETE FROM events WHERE ts < ?", (older_than_ts,))
+
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        """A read, under the writer's lock: another thread's transaction is never half seen."""
+        with self._lock:
+            return _events(self.conn, sql, params)
 
     def events_after(self, seq: int) -> list[dict[str, Any]]:
-        return _events(self.conn, "SELECT * FROM events WHERE seq > ? ORDER BY seq", (seq,))
+        return self._rows("SELECT * FROM events WHERE seq > ? ORDER BY seq", (seq,))
 
     def add_event(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
-        _insert(conn, "events", row)
+        self._insert(conn, "events", row)
 
     # --- herding (app/herd) ---------------------------------------------------------------------
 
     def herd_rows(self) -> dict[str, dict[str, Any]]:
-        return {row["id"]: row for row in _events(self.conn, "SELECT * FROM herd", ())}
+        return {row["id"]: row for row in self._rows("SELECT * FROM herd")}
 
     def upsert_herd(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
-        _insert(conn, "herd", row, conflict_key="id")
+        self._insert(conn, "herd", row, conflict_key="id")
 
     def add_nudge(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
-        _insert(conn, "nudges", row)
+        self._insert(conn, "nudges", row)
 
     def forget_herd(self, conn: sqlite3.Connection, ids: Iterable[str]) -> None:
         """A pane that is gone takes its opt-in and counters with it; its log ages out."""
         for worker_id in ids:
-            conn.execute("DELETE FROM herd WHERE id = ?", (worker_id,))
+            self._run(conn, "DELETE FROM herd WHERE id = ?", (worker_id,))
 
     def prune_nudges(self, conn: sqlite3.Connection, older_than_ts: float) -> None:
-        conn.execute("DELETE FROM nudges WHERE ts < ?", (older_than_ts,))
+        self._run(conn, "DELETE FROM nudges WHERE ts < ?", (older_than_ts,))
 
     def person_sends(self, since_ts: float) -> dict[tuple[str, int | None], float]:
         """The newest send from anyone but the herd, per (pane_id, server_pid), after a time."""
-        rows = self.conn.execute(
-            "SELECT pane_id, server_pid, MAX(ts) FROM events WHERE kind = 'send' AND "
+        rows = self._rows(
+            "SELECT pane_id, server_pid, MAX(ts) AS ts FROM events WHERE kind = 'send' AND "
             "COALESCE(name, '') != 'herd' AND ts > ? GROUP BY pane_id, server_pid", (since_ts,))
-        return {(row[0], row[1]): row[2] for row in rows}
+        return {(row["pane_id"], row["server_pid"]): row["ts"] for row in rows}
 
     # --- jobs and the transcript (app/cycle) -------------------------------------------------
 
@@ -417,66 +573,66 @@ class StoreWriter:
 
         if isinstance(job, Job):
             job = {k: v for k, v in job.row().items() if k != "seq"}
-        _insert(conn, "jobs", job)
+        self._insert(conn, "jobs", job)
         return int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
 
     def update_job(self, conn: sqlite3.Connection, seq: int, fields: Mapping[str, Any]) -> None:
-        _insert(conn, "jobs", {"seq": seq, **fields}, conflict_key="seq")
+        self._insert(conn, "jobs", {"seq": seq, **fields}, conflict_key="seq")
 
     def open_jobs(self, states: Iterable[str] = ()) -> list[Job]:
         """Jobs in one of ``states`` (default: every job not finished), oldest first."""
         wanted = list(states)
         if not wanted:
-            rows = _events(self.conn, "SELECT * FROM jobs WHERE done_ts IS NULL ORDER BY seq", ())
+            rows = self._rows("SELECT * FROM jobs WHERE done_ts IS NULL ORDER BY seq")
         else:
             marks = ", ".join("?" for _ in wanted)
-            rows = _events(self.conn, f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY seq",
-                           tuple(wanted))
+            rows = self._rows(f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY seq",
+                              tuple(wanted))
         return _jobs(rows)
 
     def set_cycle(self, conn: sqlite3.Connection, worker_id: str, shown: str) -> None:
         """The status row's ``cycle`` column, as the cycle step just moved it (``status`` reads
         it; the watcher would otherwise rewrite it only with the pane's next change)."""
-        conn.execute("UPDATE status SET cycle = ? WHERE id = ?", (shown, worker_id))
+        self._run(conn, "UPDATE status SET cycle = ? WHERE id = ?", (shown, worker_id))
 
     def others_wrote(self) -> int:
         """A number that changes whenever another connection (a report, a hook, a send)
         committed to the store: a cheap way to know whether to look at the jobs again."""
         try:
-            return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+            with self._lock:
+                return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
         except sqlite3.Error as exc:
             raise _locked(exc, self.path) from exc
 
     def latest_cycles(self) -> dict[str, Job]:
         """The newest cycle job of every pane that has one."""
-        rows = _events(self.conn, "SELECT * FROM jobs WHERE seq IN (SELECT MAX(seq) FROM jobs "
-                       "WHERE kind = 'cycle' GROUP BY id)", ())
+        rows = self._rows("SELECT * FROM jobs WHERE seq IN (SELECT MAX(seq) FROM jobs "
+                          "WHERE kind = 'cycle' GROUP BY id)")
         return {job.pane: job for job in _jobs(rows)}
 
     def add_transcript(self, conn: sqlite3.Connection, row: Mapping[str, Any],
                        keep: int) -> None:
         """One report or directive; the pane keeps only its newest ``keep`` entries."""
-        _insert(conn, "transcript", row)
-        conn.execute("DELETE FROM transcript WHERE id = ? AND seq NOT IN (SELECT seq FROM "
-                     "transcript WHERE id = ? ORDER BY seq DESC LIMIT ?)",
-                     (row["id"], row["id"], keep))
+        self._insert(conn, "transcript", row)
+        self._run(conn, "DELETE FROM transcript WHERE id = ? AND seq NOT IN (SELECT seq FROM "
+                  "transcript WHERE id = ? ORDER BY seq DESC LIMIT ?)",
+                  (row["id"], row["id"], keep))
 
     def transcript(self, worker_id: str) -> list[dict[str, Any]]:
-        return _events(self.conn, "SELECT * FROM transcript WHERE id = ? ORDER BY seq",
-                       (worker_id,))
+        return self._rows("SELECT * FROM transcript WHERE id = ? ORDER BY seq", (worker_id,))
 
     def prune_jobs(self, conn: sqlite3.Connection, older_than_ts: float) -> None:
-        conn.execute("DELETE FROM jobs WHERE done_ts IS NOT NULL AND done_ts < ? AND seq NOT IN "
-                     "(SELECT MAX(seq) FROM jobs WHERE kind = 'cycle' GROUP BY id)",
-                     (older_than_ts,))
+        self._run(conn, "DELETE FROM jobs WHERE done_ts IS NOT NULL AND done_ts < ? AND seq "
+                  "NOT IN (SELECT MAX(seq) FROM jobs WHERE kind = 'cycle' GROUP BY id)",
+                  (older_than_ts,))
 
     def known_ids(self) -> set[str]:
-        return {row[0] for row in self.conn.execute("SELECT id FROM ptys")}
+        return {row["id"] for row in self._rows("SELECT id FROM ptys")}
 
     def live_ids(self, socket: str | None = None) -> set[str]:
         """Panes not yet given their final EXITED row (of one tmux socket, or of none known,
         when given)."""
-        return {row[0] for row in self.conn.execute(
+        return {row["id"] for row in self._rows(
             "SELECT p.id FROM ptys p LEFT JOIN status s ON s.id = p.id "
             "WHERE (s.state IS NULL OR s.state != 'EXITED') AND "
             "(? IS NULL OR p.socket = ? OR p.socket IS NULL)", (socket, socket))}
@@ -490,16 +646,11 @@ class StoreWriter:
         return ids
 
     def pty(self, worker_id: str) -> dict[str, Any] | None:
-        cursor = self.conn.execute("SELECT * FROM ptys WHERE id = ?", (worker_id,))
-        row = cursor.fetchone()
-        if row is None:
-            return None
-        return dict(zip([d[0] for d in cursor.description], row, strict=True))
+        rows = self._rows("SELECT * FROM ptys WHERE id = ?", (worker_id,))
+        return rows[0] if rows else None
 
     def statuses(self) -> dict[str, dict[str, Any]]:
-        cursor = self.conn.execute("SELECT * FROM status")
-        names = [d[0] for d in cursor.description]
-        return {row[0]: dict(zip(names, row, strict=True)) for row in cursor}
+        return {row["id"]: row for row in self._rows("SELECT * FROM status")}
 
 
 def _jobs(rows: Iterable[Mapping[str, Any]]) -> list[Job]:
@@ -574,6 +725,12 @@ def _record_event_once(workers_dir: str, row: Mapping[str, Any]) -> None:
 
 def _insert(conn: sqlite3.Connection, table: str, row: Mapping[str, Any],
             conflict_key: str | None = None) -> None:
+    sql, params = _insert_sql(table, row, conflict_key)
+    conn.execute(sql, params)
+
+
+def _insert_sql(table: str, row: Mapping[str, Any], conflict_key: str | None
+                ) -> tuple[str, tuple[Any, ...]]:
     """One row; with ``conflict_key``, an upsert that updates only the columns given (so a caller
     never blanks a column it did not mention). Table and column names are ours, never input."""
     columns = list(row)
@@ -582,7 +739,19 @@ def _insert(conn: sqlite3.Connection, table: str, row: Mapping[str, Any],
     if conflict_key is not None:
         updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != conflict_key)
         sql += f" ON CONFLICT({conflict_key}) DO UPDATE SET {updates}"
-    conn.execute(sql, [_cell(row[c]) for c in columns])
+    return sql, tuple(_cell(row[c]) for c in columns)
+
+
+def _insert_once(sql: str) -> str:
+    """A plain INSERT built by _insert_sql, as one that adds its row only when no row with the
+    same values is there (its parameters are then given twice)."""
+    head, _, _ = sql.partition(" VALUES ")
+    table, _, columns = head.removeprefix("INSERT INTO ").partition(" (")
+    names = columns.rstrip(")").split(", ")
+    marks = ", ".join("?" for _ in names)
+    same = " AND ".join(f"{name} IS ?" for name in names)
+    return (f"INSERT INTO {table} ({', '.join(names)}) SELECT {marks} "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {table} WHERE {same})")
 
 
 def _cell(value: Any) -> Any:

@@ -11,6 +11,7 @@ the loop runs a light tick at once (or when the pane may next be captured) and a
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import signal
@@ -21,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
-from typing import IO
+from typing import IO, Any, NoReturn
 
 from app.act.cycle.jobs import CycleSettings
 from app.act.cycle.step import CycleStep
@@ -33,7 +34,8 @@ from app.adapters.ssh import HostConfig
 from app.adapters.store import StoreWriter, make_private_dir, open_private
 from app.adapters.tmux import ControlMode, Tmux
 from app.adapters.watchfiles import LOG_NAME, SafeFormatter, log_handler
-from app.base.errors import AlreadyRunning, StoreError
+from app.base.errors import AlreadyRunning, ConductorError, StoreError
+from app.base.files import write_atomic
 from app.base.model import Note, State, Transition
 from app.base.settings import WatchSettings
 from app.observe.llm import AsyncLLM, LLMClassifier
@@ -45,6 +47,44 @@ from app.run.watcher import Watcher, rest
 log = logging.getLogger(__name__)
 
 LOCK_NAME = "watch.lock"
+# What a watcher whose store files changed under it wrote since it last saw them (JSON), for the
+# watcher it starts in its place to write again.
+REPLAY_NAME = "replay.json"
+
+
+class StoreLost(ConductorError):
+    """The store's files are no longer the ones the watcher's connection writes (see
+    StoreWriter.verify): what it wrote since it last saw them is in ``journal``."""
+
+    def __init__(self, problem: str, journal: list[tuple[str, tuple[Any, ...], bool]]) -> None:
+        super().__init__(problem)
+        self.journal = journal
+
+
+def start_anew(lost: StoreLost, workers_dir: Path) -> NoReturn:
+    """Replace this process with a new watcher (same pid, arguments and environment), leaving
+    the lost connection unclosed: its close would checkpoint the orphaned WAL over the store."""
+    write_atomic(workers_dir / REPLAY_NAME, json.dumps(lost.journal), mode=0o600)
+    log.error("starting the watcher anew to reopen the store")
+    logging.shutdown()
+    os.execv(sys.executable, sys.orig_argv)
+
+
+def _replay_left(workers_dir: Path, store: StoreWriter) -> None:
+    path = workers_dir / REPLAY_NAME
+    try:
+        statements = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError) as exc:
+        log.error("could not read %s: %s; nothing written again", path, exc)
+        path.unlink(missing_ok=True)
+        return
+    count = store.replay((str(sql), tuple(params), bool(once))
+                         for sql, params, once in statements)
+    path.unlink(missing_ok=True)
+    log.info("reopened the store: wrote again %d statements the last watcher's lost connection "
+             "had written", count)
 # After a wake-up, wait this long (seconds) so output reported by several panes at once is
 # captured in one batch.
 _GATHER_S = 0.01
@@ -219,6 +259,8 @@ class Daemon:
         previous: dict[signal.Signals, object] = {}
         try:
             store = StoreWriter(self.workers_dir)
+            _replay_left(self.workers_dir, store)
+            store.keep_journal()
             if install_signals:
                 for signum in (signal.SIGTERM, signal.SIGINT):
                     previous[signum] = signal.signal(signum, self._on_signal)
@@ -245,7 +287,7 @@ class Daemon:
                      store.path, len(packs), ", ".join(sorted(packs)))
             for note in self.notes:
                 log.info("%s", note)
-            remote = HostWatches(self.hosts if not self.once else (), self.workers_dir,
+            remote = HostWatches(self.hosts if not self.once else (), store,
                                  self.settings, _host_watcher(self, packs, llm, notifier))
             try:
                 self._loop(watcher, store, notifier)
@@ -259,6 +301,9 @@ class Daemon:
                 notifier.close(timeout=5.0)
                 if llm is not None:
                     llm.close()
+        except StoreLost:
+            store = None  # never closed: see start_anew
+            raise
         finally:
             if store is not None:
                 try:
@@ -290,6 +335,10 @@ class Daemon:
     def _cycle(self, watcher: Watcher, store: StoreWriter, notifier: Notifier,
                full: bool = True) -> bool:
         """One tick; True when it was a full poll."""
+        problem = store.verify()
+        if problem is not None:
+            log.error("status store %s: %s", store.path, problem)
+            raise StoreLost(problem, store.journal())
         try:
             report = watcher.tick(time.time(), full=full)
         except StoreError as exc:

@@ -169,10 +169,10 @@ class HostWatch:
     after 1, 2, 4 … 30 s. Its tmux server answering "no server" ends its panes as locally.
     """
 
-    def __init__(self, host: HostConfig, workers_dir: Path, settings: WatchSettings,
+    def __init__(self, host: HostConfig, store: StoreWriter, settings: WatchSettings,
                  factory: WatcherFactory, stop: threading.Event) -> None:
         self.host = host
-        self.workers_dir = workers_dir
+        self.store = store  # the watcher's one writer: see app/adapters/store.py, _OPENING
         self.settings = settings
         self.factory = factory
         self._stop = stop
@@ -194,11 +194,7 @@ class HostWatch:
         self._thread.join(timeout)
 
     def _run(self) -> None:
-        try:
-            store = StoreWriter(self.workers_dir)
-        except ConductorError as exc:
-            log.error("host %s: not watched: %s", self.host.name, exc)
-            return
+        store = self.store
         tmux = self.host.tmux()
         control = ControlMode(tmux, self._wake.set) if self.settings.events else None
         if control is not None:
@@ -216,7 +212,6 @@ class HostWatch:
                     step.close()
             if control is not None:
                 control.close()
-            store.close()
             self.host.via().close()
 
     def _loop(self, watcher: Watching, store: StoreWriter, control: ControlMode | None,
@@ -290,10 +285,10 @@ def record_hooks(store: StoreWriter, hooks: list[tuple[str, str, float]], socket
 class HostWatches:
     """Every enabled host's HostWatch, started together and stopped together."""
 
-    def __init__(self, hosts: tuple[HostConfig, ...], workers_dir: Path,
+    def __init__(self, hosts: tuple[HostConfig, ...], store: StoreWriter,
                  settings: WatchSettings, factory: WatcherFactory) -> None:
         self._stop = threading.Event()
-        self.watches = [HostWatch(h, workers_dir, settings, factory, self._stop).start()
+        self.watches = [HostWatch(h, store, settings, factory, self._stop).start()
                         for h in hosts if h.enabled]
         for watch in self.watches:
             log.info("watching host %s (%s) over ssh", watch.host.name, watch.host.ssh)

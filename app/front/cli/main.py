@@ -94,7 +94,7 @@ def watch(obj: Context, interval: float | None, stable_polls: int | None, once: 
     from dataclasses import replace
 
     from app.run.configfile import load_config
-    from app.run.daemon import LOCK_NAME, Daemon, InstanceLock, setup_logging
+    from app.run.daemon import LOCK_NAME, Daemon, InstanceLock, StoreLost, setup_logging, start_anew
 
     if stop:
         from app.front.cli.service import stop_watcher_and_say
@@ -110,9 +110,12 @@ def watch(obj: Context, interval: float | None, stable_polls: int | None, once: 
     settings = replace(cfg.watch, interval_s=interval or cfg.watch.interval_s,
                        stable_polls=stable_polls or cfg.watch.stable_polls)
     notify = replace(cfg.notify, kinds=frozenset()) if no_notify else cfg.notify
-    code = Daemon(obj.tmux(), obj.workers_dir, settings, once=once, notify=notify,
-                  llm_defaults=cfg.llm_defaults, notes=tuple(notes), herd=cfg.herd,
-                  cycle=cfg.cycle, hosts=cfg.hosts).run()
+    try:
+        code = Daemon(obj.tmux(), obj.workers_dir, settings, once=once, notify=notify,
+                      llm_defaults=cfg.llm_defaults, notes=tuple(notes), herd=cfg.herd,
+                      cycle=cfg.cycle, hosts=cfg.hosts).run()
+    except StoreLost as lost:
+        start_anew(lost, obj.workers_dir)
     sys.exit(code)
 
 
