@@ -5,16 +5,19 @@
 #   scripts/install.sh --test   the tool, its test extras (the MCP extra among them), and what the
 #                               tests use (dbus, notify-send, npm to fetch the real agent CLIs the
 #                               e2e tests run, sshd for the several-hosts tests)
+#   scripts/install.sh --restart  also restart the watchers this checkout runs (below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 with_tests=0
 with_mcp=0
+restart=0
 for arg in "$@"; do
   case "$arg" in
     --test) with_tests=1 ;;
     --mcp) with_mcp=1 ;;
-    *) echo "install.sh: unknown option $arg (use --mcp, --test)" >&2; exit 2 ;;
+    --restart) restart=1 ;;
+    *) echo "install.sh: unknown option $arg (use --mcp, --test, --restart)" >&2; exit 2 ;;
   esac
 done
 
@@ -51,3 +54,28 @@ else
   .venv/bin/python -m pip install -q .
 fi
 echo "installed: $(.venv/bin/conductor --version)"
+
+# A watcher started from this checkout's venv keeps running the code it loaded at its start (it
+# imports everything then), so installing under it is safe; it runs the new code once restarted.
+watchers=()
+if command -v pgrep >/dev/null 2>&1; then
+  while read -r pid; do
+    [ -n "$pid" ] && [ "$pid" != "$$" ] && watchers+=("$pid")
+  done < <(pgrep -f "^$PWD/\.venv/bin/python[0-9.]* .* ?pty watch( |\$)" || true)
+fi
+for pid in "${watchers[@]}"; do
+  if [ "$restart" = 0 ]; then
+    echo "install.sh: a watcher of this checkout runs (pid $pid) with the code it started with;" \
+      "scripts/install.sh --restart restarts it"
+    continue
+  fi
+  # Started again as it was: same folder, arguments and environment, detached, logging to
+  # watch.log in its store.
+  cwd=$(readlink "/proc/$pid/cwd") || continue
+  mapfile -d '' argv < "/proc/$pid/cmdline"
+  mapfile -d '' environ < "/proc/$pid/environ"
+  kill -TERM "$pid" 2>/dev/null || continue
+  for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  (cd "$cwd" && env -i "${environ[@]}" setsid "${argv[@]}" </dev/null >/dev/null 2>&1 &)
+  echo "install.sh: restarted the watcher of this checkout (was pid $pid), now in the background"
+done

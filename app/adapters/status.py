@@ -19,11 +19,16 @@ if TYPE_CHECKING:
 # (and at least STALE_MIN_S): hung, unable to write, or without a tmux server to poll.
 STALE_INTERVALS = 4
 STALE_MIN_S = 10.0
+# The watcher also says it is alive outside the database (see write_beat): a beat this much newer
+# than the last cycle the store shows means the reader does not see what the watcher writes.
+BEAT_NAME = "watch.beat"
+UNSEEN_INTERVALS = 2
+UNSEEN_MIN_S = 3.0
 
 
 class Snapshot:
-    __slots__ = ("interval", "last_cycle_ts", "other_socket", "watcher_pid", "watcher_problem",
-                 "workers")
+    __slots__ = ("interval", "last_cycle_ts", "other_socket", "unseen", "watcher_pid",
+                 "watcher_problem", "workers")
 
     def __init__(self, workers: list[dict[str, Any]], watcher_pid: int | None,
                  watcher_problem: str | None, last_cycle_ts: float | None = None,
@@ -35,6 +40,7 @@ class Snapshot:
         self.interval = interval
         # The socket the store's live watcher watches when that is not the one asked about.
         self.other_socket = other_socket
+        self.unseen = False  # the watcher's newest writes are not visible here (see read_beat)
 
     def stale_for(self, now: float) -> float | None:
         """Seconds since the last cycle when that is too long ago for a live watcher; None while
@@ -42,10 +48,29 @@ class Snapshot:
         if self.last_cycle_ts is None:
             return None if self.watcher_pid is not None else 0.0
         age = max(0.0, now - self.last_cycle_ts)
-        if self.watcher_pid is None:
+        if self.watcher_pid is None or self.unseen:
             return age
         limit = max(STALE_MIN_S, STALE_INTERVALS * (self.interval or 0.0))
         return age if age > limit else None
+
+
+def write_beat(workers_dir: str | Path, pid: int, ts: float) -> None:
+    """What the watcher writes after each full cycle it wrote to the store."""
+    from pathlib import Path
+
+    from app.base.files import write_atomic
+
+    write_atomic(Path(workers_dir) / BEAT_NAME, f"{pid} {ts:.3f}\n", mode=0o600, sync=False)
+
+
+def read_beat(workers_dir: str | Path) -> tuple[int, float] | None:
+    """The watcher's pid and the time of its last full cycle, from outside the database."""
+    try:
+        with open(os.path.join(workers_dir, BEAT_NAME), encoding="ascii") as beat:
+            pid, ts = beat.read(64).split()
+        return int(pid), float(ts)
+    except (OSError, ValueError):
+        return None
 
 
 def pid_alive(pid: int) -> bool:
@@ -80,8 +105,17 @@ def snapshot(workers_dir: str | Path, socket: str | None = None) -> Snapshot:
     watched = daemon.get("socket") or None
     if socket is not None and pid is not None and watched not in (None, socket):
         return Snapshot(workers, None, None, other_socket=watched)
-    return Snapshot(workers, pid, daemon.get("problem") or None, daemon.get("last_cycle_ts"),
+    snap = Snapshot(workers, pid, daemon.get("problem") or None, daemon.get("last_cycle_ts"),
                     daemon.get("interval"))
+    beat = read_beat(workers_dir) if pid is not None else None
+    if beat is not None and beat[0] == pid:
+        limit = max(UNSEEN_MIN_S, UNSEEN_INTERVALS * (snap.interval or 0.0))
+        behind = beat[1] - (snap.last_cycle_ts or 0.0)
+        if behind > limit:
+            snap.unseen = True
+            snap.watcher_problem = (f"the store does not show the watcher's newest writes (its "
+                                    f"last cycle here is {behind:.0f} s behind its heartbeat)")
+    return snap
 
 
 # Why a pane's row is stale while the watcher runs: its host does not answer (its state is the

@@ -31,6 +31,7 @@ from app.act.herd.step import HerdStep
 from app.adapters.llm import LLMClient, LLMSettings
 from app.adapters.notify import NotificationEvent, Notifier, NotifySettings
 from app.adapters.ssh import HostConfig
+from app.adapters.status import write_beat
 from app.adapters.store import StoreWriter, make_private_dir, open_private
 from app.adapters.tmux import ControlMode, Tmux
 from app.adapters.watchfiles import LOG_NAME, SafeFormatter, log_handler
@@ -42,6 +43,7 @@ from app.observe.llm import AsyncLLM, LLMClassifier
 from app.observe.packs import Pack, load_packs
 from app.observe.pane import Tracked
 from app.run.hosts import HostWatches, WatcherFactory
+from app.run.imports import import_everything
 from app.run.watcher import Watcher, rest
 
 log = logging.getLogger(__name__)
@@ -251,6 +253,8 @@ class Daemon:
     def run(self, install_signals: bool = True) -> int:
         # Validate everything before taking the lock or touching the store: a half-configured
         # watcher is worse than none.
+        for missing in import_everything():
+            log.warning("could not import %s; what needs it will fail", missing)
         packs = load_packs()
         llm_settings = LLMSettings.from_env(os.environ, defaults=self.llm_defaults)
         lock = InstanceLock(self.workers_dir / LOCK_NAME)
@@ -347,6 +351,11 @@ class Daemon:
         except Exception:
             log.exception("cycle failed; continuing")
             return full
+        if report.full and report.server_running:
+            try:
+                write_beat(self.workers_dir, os.getpid(), time.time())
+            except OSError as exc:
+                log.warning("could not write the heartbeat file: %s", exc.strerror or exc)
         for worker_id in report.exited:
             notifier.forget(worker_id)  # what it remembers follows the live panes
         if report.transitions or report.exited:

@@ -5,12 +5,15 @@ reopened with nothing lost."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from app.adapters.store import StoreWriter, db_path
 
@@ -93,6 +96,8 @@ def test_a_second_writer_in_the_process_leaves_the_first_ones_writes_visible(
 _REPLAY_IN_OTHER_PROCESS = """
 import json, sys
 from pathlib import Path
+
+import pytest
 from app.adapters.store import StoreWriter
 store = StoreWriter(Path(sys.argv[1]))
 print(store.replay(json.loads(sys.stdin.read())))
@@ -164,3 +169,24 @@ def test_a_store_made_by_the_writer_is_private(isolated_env: Path) -> None:
     for suffix in ("", "-wal", "-shm"):
         assert Path(db_path(isolated_env) + suffix).stat().st_mode & 0o777 == 0o600
     store.close()
+
+
+def test_a_reader_that_sees_the_watchers_beat_but_not_its_rows_says_stale(
+        isolated_env: Path) -> None:
+    from app.adapters.status import snapshot, write_beat
+
+    store = StoreWriter(isolated_env)
+    now = time.time()
+    with store.transaction() as conn:
+        store.heartbeat(conn, pid=os.getpid(), interval=1.0, last_cycle_ts=now - 8, started_ts=0)
+    store.close()
+    write_beat(isolated_env, os.getpid(), now - 6)
+    assert snapshot(isolated_env).stale_for(now) is None  # within two intervals and 3 s
+
+    write_beat(isolated_env, os.getpid(), now)
+    snap = snapshot(isolated_env)
+
+    assert snap.stale_for(now) == pytest.approx(8, abs=0.5)
+    assert snap.watcher_problem is not None and "newest writes" in snap.watcher_problem
+    write_beat(isolated_env, os.getpid() + 1, now)  # another watcher's beat says nothing here
+    assert snapshot(isolated_env).stale_for(now) is None

@@ -38,7 +38,7 @@ def test_install_sh_refuses_an_unknown_option_in_one_line() -> None:
     done = subprocess.run(["bash", str(REPO / "scripts" / "install.sh"), "--mpc"],
                           capture_output=True, text=True, timeout=30, check=False)
     assert done.returncode == 2
-    assert done.stderr.strip() == "install.sh: unknown option --mpc (use --mcp, --test)"
+    assert done.stderr.strip() == "install.sh: unknown option --mpc (use --mcp, --test, --restart)"
 
 
 def test_mcp_without_the_extra_names_the_install_command() -> None:
