@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from tests.conftest import REPO
 from tests.waiting import STARTS_WITHIN_S, retry_until, stop_process
 
-BASH = "env -i PATH=/usr/bin:/bin HOME={home} TERM=screen PS1='lab$ ' bash --norc --noprofile"
+AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
 
 
 def _copy_of_the_checkout(tmp_path: Path) -> Path:
@@ -41,8 +42,7 @@ def test_installing_again_beside_a_running_watcher_breaks_nothing_and_says_so(
     checkout = _copy_of_the_checkout(tmp_path)
     _install(checkout)
     conductor = str(checkout / ".venv" / "bin" / "conductor")
-    pane = session.new_window(window_name="bash", attach=False,
-                              window_shell=BASH.format(home=tmp_path)).active_pane
+    pane = session.new_window(window_name="agent", attach=False, window_shell=AGENT).active_pane
     env = {**os.environ, "CONDUCTOR_TMUX_SOCKET": server.socket_name}
     watcher = subprocess.Popen([conductor, "pty", "watch", "--interval", "1", "--no-notify"],
                                cwd=checkout, env=env, stdout=subprocess.DEVNULL,
@@ -53,11 +53,11 @@ def test_installing_again_beside_a_running_watcher_breaks_nothing_and_says_so(
         again = _install(checkout, "--test")
 
         assert f"a watcher of this checkout runs (pid {watcher.pid})" in again.stdout
-        queued = subprocess.run([conductor, "pty", "send", "bash", "--queue", "echo delivered"],
+        queued = subprocess.run([conductor, "pty", "send", "agent", "--queue", "say delivered"],
                                 cwd=checkout, env=env, capture_output=True, text=True,
                                 timeout=60, check=False)
         assert queued.returncode == 0, queued.stderr
-        retry_until(lambda: any(line.strip() == "delivered" for line in pane.capture_pane()),
+        retry_until(lambda: any(line.strip() == "● delivered" for line in pane.capture_pane()),
                     STARTS_WITHIN_S, interval=0.3)
         assert watcher.poll() is None
         assert "ImportError" not in _log(isolated_env)
