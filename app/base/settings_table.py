@@ -27,15 +27,20 @@ class Rule(NamedTuple):
     def describe(self, whole: bool) -> str:
         kind = "a whole number" if whole else "a number"
         if self.low is not None and self.high is not None:
-            return f"{kind} from {self.low:g} to {self.high:g}"
+            return f"{kind} from {_number(self.low)} to {_number(self.high)}"
         if self.low is not None:
-            return f"{kind} {'>' if self.above else '≥'} {self.low:g}"
+            return f"{kind} {'>' if self.above else '≥'} {_number(self.low)}"
         return kind
 
     def holds(self, value: float) -> bool:
         if self.low is not None and (value <= self.low if self.above else value < self.low):
             return False
         return self.high is None or value <= self.high
+
+
+def _number(value: float) -> str:
+    # 1000000, not :g's 1e+06: people type the number the message shows.
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 POSITIVE = Rule(0, above=True)
@@ -256,6 +261,25 @@ def default(key: str, kind: type[T]) -> T:
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
         raise TypeError(f"the default of {key} is {value!r}, not a {kind.__name__}")
     return value
+
+
+def rule_words(setting: Setting) -> str:
+    """What a value of ``setting`` must be, as the reference page and the errors say it."""
+    value = setting.default
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return setting.rule.describe(whole=isinstance(value, int))
+    kind = "a string" if isinstance(value, str) else "a list of strings"
+    return f"{kind}: {setting.rule.words}" if setting.rule.words else kind
+
+
+def bounds(key: str) -> tuple[float, float]:
+    """The lowest and highest value of ``key``, for a key with a closed range."""
+    rule = BY_KEY[key].rule
+    if rule.low is None or rule.high is None:
+        raise TypeError(f"{key} has no closed range")
+    return rule.low, rule.high
 
 
 def tables() -> list[str]:

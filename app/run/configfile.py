@@ -133,7 +133,8 @@ class Config:
     llm_defaults: llm.LLMSettings  # no key: give it to LLMSettings.from_env(env, defaults=...)
     wait_poll_s: float
     path: Path
-    remain_on_exit: bool = True  # [create]: tmux remain-on-exit on windows `create` makes
+    # [create]: tmux remain-on-exit on windows `create` makes
+    remain_on_exit: bool = settings_table.default("create.remain_on_exit", bool)
     worktrees: str = worktree.DEFAULT_WORKTREES  # [create]: where `create --worktree` puts them
     herd: eligibility.HerdSettings = field(default_factory=eligibility.HerdSettings)
     cycle: cycle_jobs.CycleSettings = field(default_factory=cycle_jobs.CycleSettings)
