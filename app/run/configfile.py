@@ -64,9 +64,14 @@ logger = logging.getLogger(__name__)
 _SECRET_KEYS = frozenset({"api_key", "openrouter_api_key"})
 
 
+def _toml_value(value: object) -> object:
+    """A default of the table as TOML reads it back: a tuple is a list."""
+    return list(value) if isinstance(value, tuple) else value
+
+
 def _v(value: object) -> str:
     """``value`` as TOML, so the defaults are written by the same code that reads them."""
-    return tomlkit.item(list(value) if isinstance(value, tuple) else value).as_string()
+    return tomlkit.item(_toml_value(value)).as_string()
 
 
 _HEADER = """\
@@ -155,7 +160,7 @@ def load_config(
     warning, because a read-only config must not stop the watcher.
     """
     path = config_path(env) if path is None else path
-    defaults = _flatten(_read_only(DEFAULT_DOCUMENT, path))
+    defaults = {entry.key: _toml_value(entry.default) for entry in settings_table.TABLE}
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
