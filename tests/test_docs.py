@@ -127,3 +127,9 @@ def test_the_readme_is_a_first_page() -> None:
     # The first screen's two commands, exactly: tests/install follows the first one on a clone.
     assert "scripts/install.sh && .venv/bin/conductor pty watch" in text
     assert "scripts/install.sh --test && .venv/bin/python -m pytest" in text
+
+
+def test_the_readme_leads_to_every_page() -> None:
+    linked = {target.partition("#")[0] for target in _LINK.findall(README.read_text("utf-8"))}
+    pages = {f"design/{page.name}" for page in (REPO / "design").glob("*.md")}
+    assert pages <= linked, f"README.md links none of {sorted(pages - linked)}"
