@@ -14,8 +14,9 @@ import subprocess
 from pathlib import Path
 
 from app.base.errors import ConductorError
+from app.base.settings_table import default
 
-DEFAULT_WORKTREES = "../{repo}-worktrees"
+DEFAULT_WORKTREES = default("create.worktrees", str)
 _GIT_TIMEOUT_S = 60.0
 
 

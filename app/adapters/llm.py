@@ -33,23 +33,24 @@ from typing import TYPE_CHECKING, Any
 
 from app.base.errors import ConfigError, LLMError
 from app.base.redact import MASK, redact
+from app.base.settings_table import bounds, default
 
 if TYPE_CHECKING:
     import requests
 
 logger = logging.getLogger("app.adapters.llm")
 
-DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
+DEFAULT_BASE_URL = default("llm.base_url", str)
 # Cheap, fast, and routed by OpenRouter to providers that honour json_schema structured output.
-DEFAULT_MODEL = "openai/gpt-4o-mini"
-DEFAULT_TIMEOUT = 10.0  # seconds for one question, retries included
-DEFAULT_CALLS_PER_MINUTE = 20
-DEFAULT_MAX_SCREEN_CHARS = 4000
+DEFAULT_MODEL = default("llm.model", str)
+DEFAULT_TIMEOUT = default("llm.timeout", float)  # seconds for one question, retries included
+DEFAULT_CALLS_PER_MINUTE = default("llm.calls_per_minute", int)
+DEFAULT_MAX_SCREEN_CHARS = default("llm.max_screen_chars", int)
 DEFAULT_MAX_RETRIES = 2
 # Accepted ranges, shared by the environment variables and the config file.
-TIMEOUT_RANGE = (0.1, 600.0)
-CALLS_PER_MINUTE_RANGE = (1, 10_000)
-MAX_SCREEN_CHARS_RANGE = (200, 200_000)
+TIMEOUT_RANGE = bounds("llm.timeout")
+CALLS_PER_MINUTE_RANGE = bounds("llm.calls_per_minute")
+MAX_SCREEN_CHARS_RANGE = bounds("llm.max_screen_chars")
 # Longest we sleep inside one call for a 429's Retry-After; longer waits end the call instead.
 RETRY_AFTER_CAP = 10.0
 # After 401/402 the key or the account is broken: calling again soon only burns the budget.

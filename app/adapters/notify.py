@@ -34,6 +34,7 @@ from app.base.errors import ConductorError, ConfigError
 from app.base.model import Note, State
 from app.base.redact import redact
 from app.base.render import clean_text
+from app.base.settings_table import default
 
 logger = logging.getLogger(__name__)
 
@@ -47,10 +48,10 @@ APP_NAME = "conductor"
 # What an event is about, for scripts (``CONDUCTOR_EVENT``): a transition, or a note's source.
 TRANSITION = "transition"
 
-DEFAULT_STATES: frozenset[State] = frozenset({State.READY, State.NEEDS_CONFIRMATION, State.ERROR,
-                                              State.EXITED})
-DEFAULT_MIN_INTERVAL = 10.0
-DEFAULT_TIMEOUT = 5.0
+DEFAULT_STATES: frozenset[State] = frozenset(State(name)
+                                             for name in default("notify.states", tuple))
+DEFAULT_MIN_INTERVAL = default("notify.min_interval", float)
+DEFAULT_TIMEOUT = default("notify.timeout", float)
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class NotifySettings:
     states: frozenset[State] = DEFAULT_STATES
     min_interval: float = DEFAULT_MIN_INTERVAL  # seconds, per pane and state
     notify_command: tuple[str, ...] = ()  # argv; empty = no command receiver
-    skip_focused: bool = False
+    skip_focused: bool = default("notify.skip_focused", bool)
     timeout: float = DEFAULT_TIMEOUT  # seconds a receiver may take before it is killed
     queue_size: int = 100  # events waiting per receiver before new ones are dropped
     # hash=False keeps the settings hashable although a mapping is not.

@@ -1,4 +1,5 @@
-"""Settings from the environment (and ``.env``, loaded by the CLI entry point), with defaults.
+"""Settings from the environment (and ``.env``, loaded by the CLI entry point), with defaults
+(each written once, in :mod:`app.base.settings_table`).
 
 Everything here is cheap to import: the status-line command resolves the store through it.
 """
@@ -12,37 +13,39 @@ from pathlib import Path
 
 from app.base import paths
 from app.base.errors import ConfigError
+from app.base.settings_table import default
 
 ENV_WORKERS_DIR = paths.ENV_WORKERS_DIR
 ENV_TMUX_SOCKET = paths.ENV_TMUX_SOCKET
 
-DEFAULT_INTERVAL_S = 5.0
-DEFAULT_STABLE_POLLS: int | None = None  # None: each pack's own stable_polls
+DEFAULT_INTERVAL_S = default("watch.interval", float)
+# 0 in the file, None here: each pack's own stable_polls.
+DEFAULT_STABLE_POLLS: int | None = default("states.ready_polls", int) or None
 # History is bounded both ways: rows per pane and age.
-DEFAULT_HISTORY_ROWS_PER_PANE = 1000
-DEFAULT_HISTORY_DAYS = 7.0
+DEFAULT_HISTORY_ROWS_PER_PANE = default("watch.history_rows", int)
+DEFAULT_HISTORY_DAYS = default("watch.history_days", float)
 # A pane whose change hint has not moved is still recaptured this often, as a safety net for
 # output that tmux's one-second activity clock could hide.
-DEFAULT_FORCE_CAPTURE_S = 30.0
+DEFAULT_FORCE_CAPTURE_S = default("watch.force_capture", float)
 # Anti-flap: polls a new verdict must hold before it becomes the reported state. READY has its
 # own, stricter rule (the same screen for ``stable_polls`` polls and ``ready_min_s`` seconds);
 # leaving READY is always immediate, whatever these say.
-DEFAULT_BUSY_POLLS = 1
-DEFAULT_CONFIRMATION_POLLS = 1
-DEFAULT_ERROR_POLLS = 2
+DEFAULT_BUSY_POLLS = default("states.busy_polls", int)
+DEFAULT_CONFIRMATION_POLLS = default("states.confirmation_polls", int)
+DEFAULT_ERROR_POLLS = default("states.error_polls", int)
 # With fast polling (``wait`` polls every 0.5 s) a poll count alone would call a pause READY.
-DEFAULT_READY_MIN_S = 1.5
+DEFAULT_READY_MIN_S = default("states.ready_min_seconds", float)
 # READY or NEEDS_CONFIRMATION for longer than this is "waiting long".
-DEFAULT_WAITING_GRACE_S = 120.0
+DEFAULT_WAITING_GRACE_S = default("states.waiting_grace", float)
 # Control mode: tmux tells the watcher the moment a pane prints, so the poll is only the safety
 # net. A pane printing nonstop is still captured at most once per DEFAULT_MIN_CAPTURE_S.
-DEFAULT_EVENTS = True
-DEFAULT_MIN_CAPTURE_S = 0.25
+DEFAULT_EVENTS = default("watch.events", bool)
+DEFAULT_MIN_CAPTURE_S = default("watch.min_capture", float)
 # After ``send``, READY is not believed until the pane visibly left READY or this passed: the
 # screen of a CLI still looks idle for about half a second after Enter.
-DEFAULT_SEND_GRACE_S = 3.0
+DEFAULT_SEND_GRACE_S = default("states.send_grace", float)
 # An EXITED pane stays in `status` this long; `status --all` shows it until it is pruned.
-DEFAULT_EXITED_SHOWN_S = 600.0
+DEFAULT_EXITED_SHOWN_S = default("states.exited_shown", float)
 
 
 def workers_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -100,7 +103,7 @@ ENV_CONFIG = "CONDUCTOR_CONFIG"
 APP_DIR = "conductor-pty"
 FILE_NAME = "config.toml"
 # `wait` looks at the pane this often (seconds) unless the config file says otherwise.
-DEFAULT_WAIT_POLL_S = 0.5
+DEFAULT_WAIT_POLL_S = default("wait.poll_interval", float)
 
 
 def config_path(env: Mapping[str, str] | None = None) -> Path:

@@ -1,8 +1,9 @@
 """The config file: one TOML document holding every setting, upgraded in place when keys are new.
 
-:data:`DEFAULT_DOCUMENT` is the whole file as first written, a comment above every key, its
-numbers taken from the ``DEFAULT_*`` constants of the modules that use them. It is also the
-schema: a key's type is the type of its default, and a key it lacks is unknown.
+:data:`DEFAULT_DOCUMENT` is the whole file as first written, a comment above every key, made
+from the one table of settings (:mod:`app.base.settings_table`), which also gives each number its
+rule. It is also the schema: a key's type is the type of its default, and a key it lacks is
+unknown.
 
 Loading a file written by an older version adds each key it lacks, with its default and its
 comment, into the right table, and leaves every line the user wrote as it was (tomlkit keeps
@@ -28,7 +29,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import tomlkit
 from tomlkit.container import OutOfOrderTableProxy
@@ -41,22 +42,15 @@ from app.act.herd import eligibility
 from app.adapters import llm
 from app.adapters.notify import (
     COMMAND,
-    DEFAULT_MIN_INTERVAL,
-    DEFAULT_STATES,
-    DEFAULT_TIMEOUT,
-    DESKTOP,
     KINDS,
-    TMUX,
     NotifySettings,
     parse_states,
 )
 from app.adapters.ssh import HostConfig
-from app.base import inputs, settings
+from app.base import inputs, settings, settings_table
 from app.base.errors import ConductorError, ConfigError
 from app.base.files import write_atomic
-from app.base.model import State
 from app.base.settings import (  # where the file lives is a plain setting
-    DEFAULT_WAIT_POLL_S,
     config_path,
 )
 from app.run.hosts import parse_hosts
@@ -70,17 +64,17 @@ logger = logging.getLogger(__name__)
 _SECRET_KEYS = frozenset({"api_key", "openrouter_api_key"})
 
 
+def _toml_value(value: object) -> object:
+    """A default of the table as TOML reads it back: a tuple is a list."""
+    return list(value) if isinstance(value, tuple) else value
+
+
 def _v(value: object) -> str:
-    """``value`` as TOML, so the defaults below are written by the same code that reads them."""
-    return tomlkit.item(value).as_string()
+    """``value`` as TOML, so the defaults are written by the same code that reads them."""
+    return tomlkit.item(_toml_value(value)).as_string()
 
 
-def _state_names(states: frozenset[State]) -> list[str]:
-    # State's declaration order, so the file reads the same on every run.
-    return [s.value for s in State if s in states]
-
-
-DEFAULT_DOCUMENT = f"""\
+_HEADER = """\
 # conductor pty configuration.
 #
 # Every setting is here with its default. When a newer conductor pty knows a setting this file
@@ -90,193 +84,35 @@ DEFAULT_DOCUMENT = f"""\
 # The OpenRouter API key is never read from this file: put OPENROUTER_API_KEY in the
 # environment or in a .env file.
 
-[watch]
-# Seconds between two looks at every pane.
-interval = {_v(settings.DEFAULT_INTERVAL_S)}
+"""
 
-# Seconds after which a pane is captured again even though tmux reports no output, in case
-# tmux's one-second activity clock hid a change.
-force_capture = {_v(settings.DEFAULT_FORCE_CAPTURE_S)}
-
-# true: tmux control mode tells the watcher the moment a pane prints, and the poll above is
-# only the safety net; false: polling only.
-events = {_v(settings.DEFAULT_EVENTS)}
-
-# Seconds: a pane that prints nonstop is captured at most this often.
-min_capture = {_v(settings.DEFAULT_MIN_CAPTURE_S)}
-
-# State changes kept in the history, per pane.
-history_rows = {_v(settings.DEFAULT_HISTORY_ROWS_PER_PANE)}
-
-# Days of history kept.
-history_days = {_v(settings.DEFAULT_HISTORY_DAYS)}
-
-[states]
-# Polls with the same screen before a pane counts as READY; 0 = each CLI pack's own value.
-ready_polls = {_v(settings.DEFAULT_STABLE_POLLS or 0)}
-
-# Seconds the screen must also stay the same before READY, so fast polling cannot call a
-# pause READY.
-ready_min_seconds = {_v(settings.DEFAULT_READY_MIN_S)}
-
-# Polls a BUSY verdict must hold before it is reported (leaving READY is always immediate).
-busy_polls = {_v(settings.DEFAULT_BUSY_POLLS)}
-
-# Polls a NEEDS_CONFIRMATION verdict must hold before it is reported.
-confirmation_polls = {_v(settings.DEFAULT_CONFIRMATION_POLLS)}
-
-# Polls an ERROR verdict must hold before it is reported.
-error_polls = {_v(settings.DEFAULT_ERROR_POLLS)}
-
-# Seconds in READY or NEEDS_CONFIRMATION after which a pane counts as waiting long.
-waiting_grace = {_v(settings.DEFAULT_WAITING_GRACE_S)}
-
-# Seconds after `conductor pty send` during which READY is not believed unless the pane
-# visibly left READY: a CLI still looks idle for a moment after Enter.
-send_grace = {_v(settings.DEFAULT_SEND_GRACE_S)}
-
-# Seconds an EXITED pane (its program ended, or it was closed) stays in `conductor pty status`;
-# `status --all` shows it until the history retention removes it.
-exited_shown = {_v(settings.DEFAULT_EXITED_SHOWN_S)}
-
-[notify]
-# States that notify: any of READY, BUSY, NEEDS_CONFIRMATION, ERROR, UNKNOWN, EXITED.
-# A kind below may narrow or widen this with its own list.
-states = {_v(_state_names(DEFAULT_STATES))}
-
-# Seconds: at most one notification per pane and state in this time.
-min_interval = {_v(DEFAULT_MIN_INTERVAL)}
-
-# true: no notification for the pane you are looking at in tmux.
-skip_focused = {_v(False)}
-
-# Seconds a notification program may run before it is killed.
-timeout = {_v(DEFAULT_TIMEOUT)}
-
-[notify.{TMUX}]
-# A message on the tmux status line of every attached client.
-enabled = {_v(True)}
-
-# States for this kind; empty = the states of [notify].
-states = []
-
-[notify.{DESKTOP}]
-# A desktop notification: notify-send on Linux, osascript on macOS.
-enabled = {_v(True)}
-
-# States for this kind; empty = the states of [notify].
-states = []
-
-[notify.{COMMAND}]
-# Your own program, as a list: ["notify-me", "--urgent"]. It runs without a shell and gets
-# the event in CONDUCTOR_* environment variables. Empty = no program.
-argv = []
-
-# Run the program above (when there is one).
-enabled = {_v(True)}
-
-# States for this kind; empty = the states of [notify].
-states = []
-
-[llm]
-# The optional LLM classifier; it is on when OPENROUTER_API_KEY is set and CONDUCTOR_LLM is
-# not off. Model name on OpenRouter (env CONDUCTOR_LLM_MODEL).
-model = {_v(llm.DEFAULT_MODEL)}
-
-# API base URL (env OPENROUTER_BASE_URL).
-base_url = {_v(llm.DEFAULT_BASE_URL)}
-
-# Seconds for one classification, retries included (env CONDUCTOR_LLM_TIMEOUT).
-timeout = {_v(llm.DEFAULT_TIMEOUT)}
-
-# Most HTTP requests per minute, retries included (env CONDUCTOR_LLM_CALLS_PER_MINUTE).
-calls_per_minute = {_v(llm.DEFAULT_CALLS_PER_MINUTE)}
-
-# Characters from the bottom of the screen that are sent (env CONDUCTOR_LLM_MAX_SCREEN_CHARS).
-max_screen_chars = {_v(llm.DEFAULT_MAX_SCREEN_CHARS)}
-
-# Panes never sent to the LLM: pane ids, session:window or worker names, globs allowed,
-# e.g. ["%3", "secrets:*"] (env CONDUCTOR_LLM_EXCLUDE).
-exclude = []
-
-[wait]
-# Seconds between two looks at the pane by `conductor pty wait`.
-poll_interval = {_v(DEFAULT_WAIT_POLL_S)}
-
-[create]
-# true: windows made by `conductor pty create` keep their last screen when the program exits
-# (tmux remain-on-exit), so a crashed agent shows what happened and reads ERROR with its status.
-remain_on_exit = {_v(True)}
-
-# Where `conductor pty create DIR --worktree BRANCH` puts each agent's git worktree: a folder
-# relative to the repository's top, {{repo}} standing for its name (one subfolder per branch).
-worktrees = {_v(worktree.DEFAULT_WORKTREES)}
-
-[herd]
-# Herding nudges only panes opted in with `conductor pty herd on ID`. Seconds a READY pane
-# must sit with no screen change, no send and no nudge before it counts as stalled.
-stall_after = {_v(eligibility.DEFAULT_STALL_AFTER_S)}
-
-# Seconds a state must have lasted before a pane can be nudged at all.
-stability = {_v(eligibility.DEFAULT_STABILITY_S)}
-
-# Lowest confidence (0-100) of the pane's state for a nudge.
-confidence_min = {_v(eligibility.DEFAULT_CONFIDENCE_MIN)}
-
-# Seconds between two nudges of the same pane.
-cooldown = {_v(eligibility.DEFAULT_COOLDOWN_S)}
-
-# Nudges until a person acts on the pane (a send, typing, a turn they start); then it waits
-# for you.
-max_nudges = {_v(eligibility.DEFAULT_MAX_NUDGES)}
-
-# Rule set `herd on` uses without --rules: a bundled name (conservative, persistent), a name
-# in herd_rules/ next to this file, or a path to a .yml file.
-rules = {_v(eligibility.DEFAULT_RULES)}
-
-[cycle]
-# After `conductor pty report`: seconds to wait before assessing when the report names no
-# check command (--wait-cmd).
-wait = {_v(cycle_jobs.DEFAULT_WAIT_S)}
-
-# Then the pane must be READY, or its screen unchanged this many seconds...
-idle = {_v(cycle_jobs.DEFAULT_IDLE_S)}
-
-# ...but the assessment starts after this many seconds whatever the screen does.
-spin_max = {_v(cycle_jobs.DEFAULT_SPIN_MAX_S)}
-
-# Seconds a check command may run before it is killed (then the pane is paused).
-command_timeout = {_v(cycle_jobs.DEFAULT_CMD_TIMEOUT_S)}
-
-# Characters of the check command's output kept (its end) for the decide.
-output_chars = {_v(cycle_jobs.DEFAULT_OUTPUT_CHARS)}
-
-# Reports and directives kept per pane for the assessor, newest last.
-transcript_entries = {_v(cycle_jobs.DEFAULT_TRANSCRIPT_ENTRIES)}
-
-# Check commands an agent's report (the MCP tool) may have the watcher run in any pane, as
-# exact text, e.g. ["pytest -q", "make test"]. Besides these, only the check you declare for a
-# pane (`conductor pty goal ID TEXT --check CMD`) runs; your own `report --wait-cmd` always does.
-allowed_checks = []
-
-[queue]
-# Seconds a message queued with `send --queue` waits for a READY pane before it expires.
-ttl = {_v(cycle_jobs.DEFAULT_QUEUE_TTL_S)}
-
-[mcp]
-# An agent's MCP server (`conductor pty mcp`) types only into the pane it runs in. Panes its
-# `send` tool may type into as well: names or ids (%N or conductor's id), globs allowed, e.g.
-# ["reviewer", "%7"]; ["*"] = every pane of its tmux server. Read on every call.
-send_to = []
-
+# [hosts.NAME] tables are the person's own names, so the template shows one as an example only.
+_HOSTS_EXAMPLE = """\
 # Other machines whose tmux panes are watched over ssh, one table each (nothing is installed
-# there; see README "Several hosts"):
+# there; see design/hosts.md):
 # [hosts.gpu]
 # ssh = "me@gpu-box"       # anything ssh accepts, an ~/.ssh/config alias included
 # ssh_options = []         # extra ssh arguments, e.g. ["-F", "/path/to/ssh_config"]
 # socket = ""              # the remote tmux -L socket name; "" = its default server
 # enabled = true
 """
+
+
+def _template() -> str:
+    """The whole file as first written: each table of the settings table, a comment above every
+    key, then the hosts example."""
+    parts = [_HEADER]
+    for name in settings_table.tables():
+        parts.append(f"[{name}]\n")
+        for entry in settings_table.TABLE:
+            table, _, key = entry.key.rpartition(".")
+            if table == name:
+                comment = "".join(f"# {line}\n" for line in entry.comment.splitlines())
+                parts.append(f"{comment}{key} = {_v(entry.default)}\n\n")
+    return "".join(parts) + _HOSTS_EXAMPLE
+
+
+DEFAULT_DOCUMENT = _template()
 
 
 @dataclass(frozen=True)
@@ -302,7 +138,8 @@ class Config:
     llm_defaults: llm.LLMSettings  # no key: give it to LLMSettings.from_env(env, defaults=...)
     wait_poll_s: float
     path: Path
-    remain_on_exit: bool = True  # [create]: tmux remain-on-exit on windows `create` makes
+    # [create]: tmux remain-on-exit on windows `create` makes
+    remain_on_exit: bool = settings_table.default("create.remain_on_exit", bool)
     worktrees: str = worktree.DEFAULT_WORKTREES  # [create]: where `create --worktree` puts them
     herd: eligibility.HerdSettings = field(default_factory=eligibility.HerdSettings)
     cycle: cycle_jobs.CycleSettings = field(default_factory=cycle_jobs.CycleSettings)
@@ -323,7 +160,7 @@ def load_config(
     warning, because a read-only config must not stop the watcher.
     """
     path = config_path(env) if path is None else path
-    defaults = _flatten(_read_only(DEFAULT_DOCUMENT, path))
+    defaults = {entry.key: _toml_value(entry.default) for entry in settings_table.TABLE}
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -524,63 +361,6 @@ def _create(path: Path) -> bool:
 # --- checking ------------------------------------------------------------------------------------
 
 
-class _Rule(NamedTuple):
-    low: float | None = None
-    high: float | None = None
-    above: bool = False  # low itself excluded
-
-    def describe(self, whole: bool) -> str:
-        kind = "a whole number" if whole else "a number"
-        if self.low is not None and self.high is not None:
-            return f"{kind} from {self.low:g} to {self.high:g}"
-        if self.low is not None:
-            return f"{kind} {'>' if self.above else '≥'} {self.low:g}"
-        return kind
-
-    def holds(self, value: float) -> bool:
-        if self.low is not None and (value <= self.low if self.above else value < self.low):
-            return False
-        return self.high is None or value <= self.high
-
-
-_POSITIVE = _Rule(0, above=True)
-_NOT_NEGATIVE = _Rule(0)
-_AT_LEAST_ONE = _Rule(1)
-
-_RULES: dict[str, _Rule] = {
-    "watch.interval": _POSITIVE,
-    "watch.force_capture": _POSITIVE,
-    "watch.history_rows": _AT_LEAST_ONE,
-    "watch.history_days": _NOT_NEGATIVE,
-    "watch.min_capture": _NOT_NEGATIVE,
-    "states.ready_polls": _NOT_NEGATIVE,
-    "states.ready_min_seconds": _NOT_NEGATIVE,
-    "states.busy_polls": _AT_LEAST_ONE,
-    "states.confirmation_polls": _AT_LEAST_ONE,
-    "states.error_polls": _AT_LEAST_ONE,
-    "states.waiting_grace": _NOT_NEGATIVE,
-    "states.send_grace": _NOT_NEGATIVE,
-    "states.exited_shown": _NOT_NEGATIVE,
-    "notify.min_interval": _NOT_NEGATIVE,
-    "notify.timeout": _POSITIVE,
-    "llm.timeout": _Rule(*llm.TIMEOUT_RANGE),
-    "llm.calls_per_minute": _Rule(*llm.CALLS_PER_MINUTE_RANGE),
-    "llm.max_screen_chars": _Rule(*llm.MAX_SCREEN_CHARS_RANGE),
-    "wait.poll_interval": _POSITIVE,
-    "herd.stall_after": _NOT_NEGATIVE,
-    "herd.stability": _NOT_NEGATIVE,
-    "herd.confidence_min": _Rule(0, 100),
-    "herd.cooldown": _NOT_NEGATIVE,
-    "herd.max_nudges": _NOT_NEGATIVE,
-    "cycle.wait": _NOT_NEGATIVE,
-    "cycle.idle": _NOT_NEGATIVE,
-    "cycle.spin_max": _NOT_NEGATIVE,
-    "cycle.command_timeout": _POSITIVE,
-    "cycle.output_chars": _Rule(100, 1_000_000),
-    "cycle.transcript_entries": _Rule(1, 1000),
-    "queue.ttl": _POSITIVE,
-}
-
 _STATE_LISTS = ("notify.states", *(f"notify.{kind}.states" for kind in KINDS))
 
 
@@ -668,7 +448,7 @@ def _checked(name: str, value: Any, default: Any, path: Path) -> Any:
         return value
     if isinstance(default, (int, float)):
         whole = isinstance(default, int)
-        rule = _RULES.get(name, _Rule())
+        rule = settings_table.BY_KEY[name].rule
         number_ok = isinstance(value, int) or (not whole and isinstance(value, float))
         if (
             isinstance(value, bool)

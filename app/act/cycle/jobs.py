@@ -32,6 +32,7 @@ from app.base.errors import ConductorError
 from app.base.model import Job, JobKind, JobState, timeline_steps
 from app.base.model import stamp as stamp
 from app.base.redact import redact
+from app.base.settings_table import default
 
 if TYPE_CHECKING:
     from app.adapters.store import StoreWriter
@@ -59,13 +60,13 @@ def timeline(row: Mapping[str, Any]) -> list[tuple[str, float]]:
 MAX_TEXT_CHARS = inputs.MAX_QUEUED_CHARS
 MAX_REPORT_CHARS = inputs.MAX_REPORT_CHARS
 
-DEFAULT_WAIT_S = 15.0
-DEFAULT_IDLE_S = 3.0
-DEFAULT_SPIN_MAX_S = 45.0
-DEFAULT_CMD_TIMEOUT_S = 600.0
-DEFAULT_OUTPUT_CHARS = 4_000
-DEFAULT_TRANSCRIPT_ENTRIES = 20
-DEFAULT_QUEUE_TTL_S = 3600.0
+DEFAULT_WAIT_S = default("cycle.wait", float)
+DEFAULT_IDLE_S = default("cycle.idle", float)
+DEFAULT_SPIN_MAX_S = default("cycle.spin_max", float)
+DEFAULT_CMD_TIMEOUT_S = default("cycle.command_timeout", float)
+DEFAULT_OUTPUT_CHARS = default("cycle.output_chars", int)
+DEFAULT_TRANSCRIPT_ENTRIES = default("cycle.transcript_entries", int)
+DEFAULT_QUEUE_TTL_S = default("queue.ttl", float)
 
 
 @dataclass(frozen=True)

@@ -27,13 +27,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from app.base.model import State
+from app.base.settings_table import default
 
-DEFAULT_STALL_AFTER_S = 120.0
-DEFAULT_STABILITY_S = 5.0
-DEFAULT_CONFIDENCE_MIN = 60
-DEFAULT_COOLDOWN_S = 120.0
-DEFAULT_MAX_NUDGES = 3
-DEFAULT_RULES = "conservative"
+DEFAULT_STALL_AFTER_S = default("herd.stall_after", float)
+DEFAULT_STABILITY_S = default("herd.stability", float)
+DEFAULT_CONFIDENCE_MIN = default("herd.confidence_min", int)
+DEFAULT_COOLDOWN_S = default("herd.cooldown", float)
+DEFAULT_MAX_NUDGES = default("herd.max_nudges", int)
+DEFAULT_RULES = default("herd.rules", str)
 
 STALLED = "stalled"
 WAITING_LONG = "waiting_long"
@@ -51,7 +52,7 @@ class HerdSettings:
     confidence_min: int = DEFAULT_CONFIDENCE_MIN
     cooldown_s: float = DEFAULT_COOLDOWN_S
     max_nudges: int = DEFAULT_MAX_NUDGES
-    waiting_grace_s: float = 120.0
+    waiting_grace_s: float = default("states.waiting_grace", float)
     rules: str = DEFAULT_RULES  # the rule set `herd on` uses without --rules
 
 

@@ -397,7 +397,8 @@ def answer(obj: Context, ident: str, choice: str) -> None:
 @click.option("--timeout", type=Seconds(0, 10**9), default=None,
               help="Give up after this many seconds (exit 124). Default: wait for ever.")
 @click.option("--poll", type=Seconds(0.05, 3600), default=None,
-              help="Seconds between looks at the pane (default 0.5, config [wait]).")
+              help=f"Seconds between looks at the pane (default "
+                   f"{settings.DEFAULT_WAIT_POLL_S:g}, config [wait]).")
 @click.option("-v", "--verbose", is_flag=True, help="Say on stderr why it keeps waiting.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 @click.pass_obj
