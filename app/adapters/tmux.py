@@ -245,7 +245,7 @@ class Tmux:
             # The clients' rows come first: who looks at what is known by the panes' rows.
             pane = self._pane_row(row.split(free_sep), viewed) if kind == _PANE_ROW else None
             if pane is None:
-                self._dropped(chunk)
+                self._dropped(chunk.replace(token, "-"))
                 continue
             server_pid = pane[1]
             panes.append(pane[0])
