@@ -4,6 +4,7 @@ cannot be split or forged by the bytes in a name, a folder or a program's argv[0
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -20,7 +21,7 @@ from app.base.inputs import BadInput, Refused, check_text, goal, report_text
 from app.run.watcher import Watcher
 from tests.conftest import REPO, conductor
 from tests.tmux_sockets import reap
-from tests.waiting import retry_until, stays_false
+from tests.waiting import retry_until, stays_false, stop_process
 
 # Each runs a command if tmux expands it; {canary} is a file only that command makes.
 HOSTILE = (
@@ -280,3 +281,55 @@ def test_arguments_that_are_not_utf8_are_one_line(args: tuple[str, ...]) -> None
 def test_literal_doubles_every_hash_but_a_style_run() -> None:
     assert literal("#(x)#{y}##z") == "##(x)##{y}####z"
     assert literal("#[fg=red]##[x]") == "#[fg=red]##[x]"
+
+
+def test_a_lone_surrogate_over_mcp_types_nothing_and_the_server_goes_on(
+        server: Any, session: Any, tmp_path: Path, isolated_env: Path) -> None:
+    # Raw JSON-RPC: the official client cannot even encode such a string, an agent's may.
+    pytest.importorskip("mcp")
+    from tests.front.test_mcp_server import tmux_env
+
+    pane = session.new_window(window_name="sh", attach=False, start_directory=str(tmp_path),
+                              window_shell="env -i PS1='lab$ ' bash --norc --noprofile"
+                              ).active_pane
+    retry_until(lambda: "lab$" in "\n".join(pane.capture_pane()), 10)
+    calls = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "send", "arguments": {"pane": pane.pane_id, "text": "echo typed\udcff"}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "set_goal", "arguments": {"goal": "goal\udcff"}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+            "name": "status", "arguments": {}}},
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "-L", server.socket_name, "--workers-dir",
+         str(isolated_env), "pty", "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, cwd=REPO,
+        env={**os.environ, "TMUX_PANE": pane.pane_id, "TMUX": tmux_env(server)})
+    assert proc.stdin is not None and proc.stdout is not None
+    replies: dict[int, Any] = {}
+    try:
+        for call in calls:  # "\udcff" as JSON writes it, which any agent's client may send
+            proc.stdin.write(json.dumps(call) + "\n")
+        proc.stdin.flush()
+        while 4 not in replies:  # the run's timeout guards a server that hangs
+            line = proc.stdout.readline()
+            assert line, "the MCP server ended before answering"
+            reply = json.loads(line)
+            replies[reply.get("id")] = reply
+    finally:
+        proc.stdin.close()
+        stop_process(proc, seconds=10)
+    stderr = proc.stderr.read() if proc.stderr else ""
+    # The SDK drops a request it cannot decode without an answer; one that reached us is an
+    # error. Either way nothing is typed, and the server goes on.
+    for call in (2, 3):
+        reply = replies.get(call, {"error": "dropped"})
+        assert "error" in reply or reply["result"].get("isError"), reply
+    assert not replies[4].get("error"), replies[4]
+    assert "Traceback" not in stderr, stderr[-2000:]
+    assert "typed" not in "\n".join(pane.capture_pane())
