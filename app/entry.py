@@ -78,7 +78,9 @@ def _short_status(asked: _ShortStatus) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    short = _parse_short_status(args) if "--short" in args else None
+    # An argument that is not UTF-8 (a lone surrogate) takes click's path, which refuses it.
+    short = _parse_short_status(args) if "--short" in args and not any(
+        "\ud800" <= char <= "\udfff" for arg in args for char in arg) else None
     if short is not None:
         return _short_status(short)
     store_args = args[:2] if args[:1] == ["--workers-dir"] else []

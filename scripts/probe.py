@@ -519,6 +519,167 @@ def case_earlier_faults(p: Probe, shell: str) -> None:
              (mode, db_mode) == (0o700, 0o600), f"{oct(mode)}, {oct(db_mode)}")
 
 
+# --- issue 29: text that is not ours, in and out of tmux ----------------------------------------
+
+
+def case_branch_name_runs_nothing(p: Probe) -> None:
+    repo = p.work / "repo"
+    repo.mkdir()
+    git_env = {**p.env, "GIT_AUTHOR_NAME": "p", "GIT_AUTHOR_EMAIL": "p@p",
+               "GIT_COMMITTER_NAME": "p", "GIT_COMMITTER_EMAIL": "p@p"}
+    for args in (("init", "-q"), ("commit", "-q", "--allow-empty", "-m", "start")):
+        subprocess.run(["git", "-C", str(repo), *args], env=git_env, capture_output=True,
+                       check=True)
+    canary = p.work / "WTPWN"
+    branch = f"x#(touch${{IFS}}{canary})"
+    done = p.pty("create", str(repo), "--worktree", branch, "--name", "wt", "--cmd",
+                 "sleep 100000")
+    row = p.states().get("wt", {})
+    cwd = p.tmux("display-message", "-p", "-t", str(row.get("pane_id", "%none")),
+                 "#{pane_current_path}").rstrip("\n")
+    started_inside = done.returncode == 0 and bool(row) and cwd == row.get("worktree") \
+        and cwd.endswith(branch.replace("/", "-"))
+    refused = done.returncode == 1 and done.stderr.count("\n") == 1
+    p.record("29 create --worktree 'x#(touch…)'", "pane in its worktree (or refused), no run",
+             (started_inside or refused) and stays_false(canary.exists, 1.5),
+             f"exit {done.returncode}; pane in {cwd!r}" if done.returncode == 0
+             else one_line(done))
+
+
+def case_forged_rows(p: Probe, agent: str) -> None:
+    before = p.states().get("agent", {})
+    odd = p.work / "odd\x1ffolder\nname"
+    odd.mkdir()
+    p.window("oddfolder", "exec sleep 100000", odd)
+    # The fields of the agent's row as list-panes printed them before issue 29.
+    forged = "q\n" + "\x1f".join((agent, "probe", "@0", "0", "reviewer", str(p.work), "bash"))
+    code = f"import os; os.execv('/bin/sleep', [{forged!r}, '100000'])"
+    p.window("forger", f"exec {sys.executable} -c \"{code}\"")
+    until(lambda: "reviewer" in p.tmux("list-panes", "-a", "-F", "#{pane_current_command}"), 10)
+    commands = p.tmux("list-panes", "-a", "-F", "#{pane_current_command}")
+    # A window made once the forger's argv[0] is in place: the poll that lists it lists both.
+    p.window("after-forger", "exec sleep 100000")
+    listed = until(lambda: {"oddfolder", "forger", "after-forger"} <= p.states().keys(), 15)
+    after = p.states()
+    agent_row = after.get("agent", {})
+    kept = (agent_row.get("pane_id"), agent_row.get("cwd")) == \
+        (before.get("pane_id"), before.get("cwd")) and "reviewer" not in after
+    p.record("29 a forged argv[0] in list-panes", "no other pane's row changes",
+             listed and kept, f"agent row {agent_row.get('pane_id')} in "
+             f"{agent_row.get('cwd')!r}; names {sorted(after)}; forger {'reviewer' in commands}")
+    p.record("29 a folder with \\x1f and a newline", "its pane listed, in that folder",
+             after.get("oddfolder", {}).get("cwd") == str(odd),
+             repr(after.get("oddfolder", {}).get("cwd")))
+
+
+def case_not_utf8(p: Probe, shell: str) -> None:
+    hist = p.work / "plain.history"
+    argv = [*map(os.fsencode, CLI), b"-L", p.socket.encode(), b"pty"]
+    sent = subprocess.run([*argv, b"send", shell.encode(), b"echo typed\xff"], env=p.env,
+                          cwd=REPO, capture_output=True, timeout=60, check=False)
+    piped = subprocess.run([*argv, b"send", shell.encode()], input=b"echo piped\xff\n",
+                           env=p.env, cwd=REPO, capture_output=True, timeout=60, check=False)
+    after = p.pty("send", shell, "echo after-utf8")
+    until(lambda: hist.exists() and "after-utf8" in hist.read_text(errors="replace"), 15)
+    typed = hist.read_text(errors="replace") if hist.exists() else ""
+    p.record("29 send with invalid UTF-8", "exit 1, one line, nothing typed",
+             (sent.returncode, piped.returncode, after.returncode) == (1, 1, 0)
+             and sent.stderr.count(b"\n") == 1 and piped.stderr.count(b"\n") == 1
+             and "typed" not in typed and "piped" not in typed,
+             f"{sent.stderr.decode(errors='replace').strip()} | "
+             f"{piped.stderr.decode(errors='replace').strip()}")
+    for what, args in (("goal", (b"goal", b"agent", b"x\xff")),
+                       ("report", (b"report", b"agent", b"done\xff")),
+                       ("send --queue", (b"send", b"--queue", b"agent", b"say x\xff"))):
+        done = subprocess.run([*argv, *args], env=p.env, cwd=REPO, capture_output=True,
+                              timeout=60, check=False)
+        p.record(f"29 {what} with invalid UTF-8", "one line, exit 1",
+                 done.returncode == 1 and done.stderr.count(b"\n") == 1
+                 and b"Traceback" not in done.stderr, done.stderr.decode(errors="replace"))
+    done = subprocess.run([*map(os.fsencode, CLI), b"pty", b"-L", b"s\xff", b"status"],
+                          env=p.env, cwd=REPO, capture_output=True, timeout=60, check=False)
+    p.record("29 -L with invalid UTF-8", "one line, exit 1",
+             done.returncode == 1 and done.stderr.count(b"\n") == 1,
+             done.stderr.decode(errors="replace"))
+
+
+def case_remote_window_name(p: Probe) -> None:
+    """A program on another host named ``#(id>AUTOX)`` (tmux names its window after it), then
+    `switch --next` and `switch NAME` here: a local window named NAME@alpha, nothing run."""
+    from tests.hosts.sshd import SshHost, SshUnavailable, keygen, short_folder
+
+    case = "29 switch to a remote window '#(id>…)'"
+    root = p.work / "hosts"
+    root.mkdir()
+    client_key = root / "client_key"
+    try:
+        host = SshHost("alpha", root / "alpha", client_key, keygen(client_key)).start()
+    except (SshUnavailable, OSError, subprocess.CalledProcessError) as exc:
+        p.record(case, "nothing runs here", False, f"no sshd to probe with: {exc}")
+        return
+    local = f"{p.socket}-hosts"
+    store = p.work / "workers-hosts"
+    config = p.work / "config-hosts.toml"
+    config.write_text(f'{CONFIG}\n[hosts.alpha]\nssh = "alpha"\n'
+                      f'ssh_options = ["-F", "{host.client_config}"]\n')
+    env = {**p.env, "CONDUCTOR_WORKERS_DIR": str(store), "CONDUCTOR_CONFIG": str(config),
+           "XDG_RUNTIME_DIR": short_folder(root)}
+    daemon: subprocess.Popen[bytes] | None = None
+    canary = p.work / "AUTOX"
+    program = f"#(id>{canary})"
+    try:
+        host.tmux("new-session", "-d", "-s", "work", "-x", "160", "-y", "40", "-c",
+                  str(p.work), f"exec bash -c 'exec -a \"$0\" {AGENT}' '{program}'")
+        # Its windows run ssh with this environment (the ssh connection's socket folder).
+        subprocess.run(["tmux", "-L", local, "-f", "/dev/null", "new-session", "-d", "-s",
+                        "here", "sleep 100000"], env=env, capture_output=True, check=False)
+        out = p.work / "daemon-hosts.err"
+        p.logs += [out, store / "watch.log"]
+        with out.open("wb") as err:
+            daemon = subprocess.Popen([*CLI, "-L", local, "pty", "watch"], cwd=REPO, env=env,
+                                      stdout=err, stderr=err)
+
+        def remote_state() -> str:
+            return str(p.states(store).get(program, {}).get("state", ""))
+
+        ready = until(lambda: remote_state() == "READY", 60)
+        host.tmux("send-keys", "-t", "work", "ask", "Enter")
+        asks = until(lambda: remote_state() == "NEEDS_CONFIRMATION", 30)
+        switched = [subprocess.run([*CLI, "-L", local, "pty", "switch", *how],
+                                   capture_output=True, text=True, env=env, cwd=REPO,
+                                   timeout=60, check=False)
+                    for how in (("--next",), (f"alpha:{program}",))]
+        windows = subprocess.run(["tmux", "-L", local, "list-windows", "-a", "-F",
+                                  "#{window_name}"], env=p.env, capture_output=True,
+                                 text=True, check=False).stdout.splitlines()
+        p.record(case, "window NAME@alpha made once, nothing runs here",
+                 ready and asks and all(s.returncode == 0 for s in switched)
+                 and windows.count(f"{program}@alpha") == 1
+                 and stays_false(canary.exists, 1.5),
+                 f"ready={ready} asks={asks}; {[(s.stdout + s.stderr).strip() for s in switched]}; "
+                 f"windows {windows}")
+    finally:
+        if daemon is not None:
+            daemon.send_signal(signal.SIGTERM)
+            try:
+                daemon.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+                daemon.wait()
+        socket_path = subprocess.run(["tmux", "-L", local, "display-message", "-p",
+                                      "#{socket_path}"], env=p.env, capture_output=True,
+                                     text=True, check=False).stdout.strip()
+        subprocess.run(["tmux", "-L", local, "kill-server"], env=p.env, capture_output=True,
+                       check=False)
+        if socket_path:
+            Path(socket_path).unlink(missing_ok=True)
+        host.stop()
+        host.kill_tmux()
+        sockets = root / "sockets"
+        if sockets.is_symlink():
+            shutil.rmtree(sockets.readlink(), ignore_errors=True)
+
+
 def run(p: Probe, quick: bool) -> None:
     p.tmux("-f", "/dev/null", "new-session", "-d", "-s", "probe", "-x", "200", "-y", "50",
            "sleep 100000")
@@ -541,6 +702,10 @@ def run(p: Probe, quick: bool) -> None:
     case_watcher_in_a_pane(p)
     case_checks(p, agent)
     case_sigterm(p, agent)
+    case_branch_name_runs_nothing(p)
+    case_forged_rows(p, agent)
+    case_not_utf8(p, shell)
+    case_remote_window_name(p)
 
 
 def table(rows: list[Row]) -> str:

@@ -33,7 +33,8 @@ def create_worker(tmux: Tmux, workers_dir: Path, directory: Path, name: str | No
     new git worktree of ``directory``'s repository on that branch (placed by ``worktrees``),
     removed again when the window cannot be made."""
     if name is not None and (not name.strip() or not name.isprintable() or len(name) > 200):
-        # tmux keeps a newline in a window name, and every listing of panes then splits there.
+        # The name is how every table and message names the pane, on one line. (What it holds
+        # for tmux, "#(" included, is safe: new_window passes it as literal text.)
         raise ConductorError("--name must be printable text of at most 200 characters, with no "
                              "newline or other control character; nothing created")
     if len(str(directory)) > 4096:

@@ -2,10 +2,13 @@
 
 The poll loop uses raw, batched tmux invocations (one ``list-panes -a`` and one chained
 ``capture-pane`` per ~100 panes), which a benchmark showed cost a few ms per cycle where one
-subprocess or libtmux call per pane costs several ms *per pane*. Creating windows and switching use
-libtmux, imported lazily because the status-line path must not pay for it. Control-mode clients
+subprocess or libtmux call per pane costs several ms *per pane*. Control-mode clients
 (``ControlMode``, one ``tmux -C`` per session) tell the watcher which panes printed; libtmux has
 no parser for that protocol, and the few lines we need are parsed here.
+
+Text that is not ours (names, folders, titles, anything a pane, a host or a person chose) is
+data both ways: it reaches tmux only through :func:`literal` where tmux would expand formats,
+and it comes back in rows no byte of it can split or forge (:meth:`Tmux.list_panes`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from app.adapters import hookmark
 from app.base.errors import (
@@ -34,26 +37,29 @@ from app.base.errors import (
 from app.base.model import Pane
 from app.base.termsignals import TITLE, SignalScanner, TermSignal
 
-if TYPE_CHECKING:
-    import libtmux
-
 log = logging.getLogger(__name__)
 
-_SEP = "\x1f"
-_PANE_FIELDS = (
-    "pane_id", "session_name", "window_id", "window_index", "window_name", "pane_index",
-    "window_panes", "pane_current_path", "pane_current_command", "pane_pid", "pane_dead",
-    "pane_dead_status", "pane_width", "pane_height", "window_activity", "cursor_x", "cursor_y",
-    "history_size", "pane_in_mode", "pane_active", "window_active", "pid",
-    "session_id", "destroy-unattached", "pane_tty",
-    "@conductor-view",  # set by conductor's own views on their pane (app.observe.views)
-    "pane_title",  # title last: it may hold anything
+# A list-panes row: fields tmux itself makes (ids, numbers, flags; never a space in them)
+# joined by spaces, then the free-text fields, each behind a separator holding a token drawn
+# for that one call. A program's argv[0], a folder or a title may hold any byte, newlines and
+# our separators included, but not a token it cannot know: no row or field can be forged.
+_FIXED_FIELDS = (
+    "pane_id", "window_id", "window_index", "pane_index", "window_panes", "pane_pid",
+    "pane_dead", "pane_dead_status", "pane_width", "pane_height", "window_activity", "cursor_x",
+    "cursor_y", "history_size", "pane_in_mode", "pane_active", "window_active", "pid",
+    "session_id", "destroy-unattached",
 )
-_LIST_FORMAT = _SEP.join(f"#{{{name}}}" for name in _PANE_FIELDS)
-# Listed in the same tmux call as the panes: a row starting with this is a client, not a pane
-# (pane rows start with the pane id, "%N").
-_CLIENT_ROW = "client"
-_CLIENT_FORMAT = _SEP.join((_CLIENT_ROW, "#{client_control_mode}", "#{session_name}"))
+_FREE_FIELDS = (
+    "session_name", "window_name", "pane_current_path", "pane_current_command", "pane_tty",
+    "@conductor-view",  # set by conductor's own views on their pane (app.observe.views)
+    "pane_title",
+)
+_PANE_ROW, _CLIENT_ROW = "p", "c"
+_PANE_ID = re.compile(r"%[0-9]+")
+_WINDOW_ID = re.compile(r"@[0-9]+")
+_SESSION_ID = re.compile(r"\$[0-9]+")
+_HASHES = re.compile(r"#+\[?")
+_DROPPED_LOGGED = 256  # distinct dropped rows logged per Tmux; a host repeating them is not
 _CAPTURE_BATCH = 100
 _TIMEOUT_S = 10.0
 # What a window made by new_window runs until its real command is started in it: it sleeps
@@ -90,6 +96,31 @@ def _to_int(text: str, default: int = 0) -> int:
         return default
 
 
+def literal(text: str) -> str:
+    """``text`` as an argument tmux format-expands, so that it arrives as itself.
+
+    The rule: tmux never expands text we did not write. It expands formats in ``new-window``
+    and ``new-session`` ``-n``/``-c``/``-s``, ``respawn-pane -c``, ``rename-window``,
+    ``rename-session``, ``select-pane -T``, ``display-message``, ``-F`` formats and
+    ``set-option -F`` values, and ``#(...)`` there runs a shell command on the server's host.
+    A window name, a folder or a message that came from a pane, a host, a branch or a person
+    goes to such an argument only through here: ``#`` doubled, so ``#(`` and ``#{`` reach
+    tmux's state as the characters they are. A run of ``#`` before ``[`` (a style) is left as
+    it is: tmux keeps it verbatim when expanding, and doubling it would add characters.
+    ``-F`` formats and the other expanded arguments hold our own text only. (``set-option``
+    without ``-F``, ``send-keys -l``, ``load-buffer`` and shell commands are not expanded.)"""
+    return _HASHES.sub(lambda m: m[0] if m[0].endswith("[") else m[0] * 2, text)
+
+
+def pane_id_checked(pane_id: str) -> str:
+    """``pane_id`` when it is tmux's ``%N``, else :class:`PaneNotFound`: a pane id goes into
+    tmux command strings we build (``if-shell``, control mode), where anything else could be
+    parsed as more commands."""
+    if not _PANE_ID.fullmatch(pane_id):
+        raise PaneNotFound(f"{pane_id!r} is not a tmux pane id (%N)")
+    return pane_id
+
+
 LOCAL_HOST = "local"
 
 
@@ -120,6 +151,7 @@ class Tmux:
         self.via = via
         self.host = via.host if via is not None else LOCAL_HOST
         self._binary = "tmux" if via is not None else shutil.which("tmux") or "tmux"
+        self._dropped_rows: set[str] = set()
 
     @property
     def label(self) -> str:
@@ -183,71 +215,97 @@ class Tmux:
     # --- polling -------------------------------------------------------------------------------
 
     def list_panes(self) -> PaneListing:
-        """Every pane of every session and window, in one tmux call."""
-        out = self.run("list-clients", "-F", _CLIENT_FORMAT, ";",
-                       "list-panes", "-a", "-F", _LIST_FORMAT).stdout
+        """Every pane of every session and window, in one tmux call. A row that is not one
+        pane's as tmux made it (an id that is not ``%N``, fields missing or extra) is dropped
+        and logged."""
+        token = secrets.token_hex(6)
+        free_sep = f"<{token}|>"
+
+        def row_format(kind: str, fixed: Sequence[str], free: Sequence[str]) -> str:
+            return (f"<{token}{kind}>" + " ".join(f"#{{{name}}}" for name in fixed)
+                    + "".join(f"{free_sep}#{{{name}}}" for name in free))
+
+        out = self.run("list-clients", "-F",
+                       row_format(_CLIENT_ROW, ("client_control_mode", "session_id"), ()), ";",
+                       "list-panes", "-a", "-F",
+                       row_format(_PANE_ROW, _FIXED_FIELDS, _FREE_FIELDS)).stdout
         panes: list[Pane] = []
         server_pid = 0
         # Sessions a person looks at. Control-mode clients (ours among them) count in
         # #{session_attached} but show nothing to anybody.
         viewed: set[str] = set()
-        pending = ""
-        for line in out.split("\n"):
-            if not pending and line.startswith(_CLIENT_ROW):
-                client = line.split(_SEP, 2)
-                if len(client) == 3 and client[1] != "1":
-                    viewed.add(client[2])
+        # Each row starts a line with our token; a newline inside a field stays in its field.
+        for chunk in ("\n" + out).split(f"\n<{token}")[1:]:
+            kind, _, row = chunk.removesuffix("\n").partition(">")
+            if kind == _CLIENT_ROW:
+                client = row.split(" ")
+                if len(client) == 2 and client[0] != "1":
+                    viewed.add(client[1])
                 continue
-            # A window or pane title may hold a newline (rename-window, a program's title
-            # escape; tmux before 3.3 prints it raw): such a row arrives over several lines
-            # and is joined back together.
-            row = f"{pending}\n{line}" if pending else line
-            parts = row.split(_SEP)
-            if len(parts) > len(_PANE_FIELDS) and pending:
-                row, parts = line, line.split(_SEP)  # the pending piece was debris, not a row
-            if len(parts) < len(_PANE_FIELDS):
-                pending = row
+            # The clients' rows come first: who looks at what is known by the panes' rows.
+            pane = self._pane_row(row.split(free_sep), viewed) if kind == _PANE_ROW else None
+            if pane is None:
+                self._dropped(chunk.replace(token, "-"))
                 continue
-            pending = ""
-            if len(parts) != len(_PANE_FIELDS):
-                log.debug("skipping unparsable list-panes row %r", row)
-                continue
-            f = dict(zip(_PANE_FIELDS, parts, strict=True))
-            server_pid = _to_int(f["pid"])
-            dead = f["pane_dead"] == "1"
-            panes.append(Pane(
-                pane_id=f["pane_id"],
-                session_name=f["session_name"],
-                window_id=f["window_id"],
-                window_index=_to_int(f["window_index"]),
-                window_name=f["window_name"],
-                pane_index=_to_int(f["pane_index"]),
-                window_panes=_to_int(f["window_panes"], 1),
-                cwd=f["pane_current_path"],
-                current_command=f["pane_current_command"],
-                pid=_to_int(f["pane_pid"]),
-                title=f["pane_title"],
-                dead=dead,
-                dead_status=_to_int(f["pane_dead_status"]) if dead and f["pane_dead_status"]
-                else None,
-                width=_to_int(f["pane_width"]),
-                height=_to_int(f["pane_height"]),
-                activity=_to_int(f["window_activity"]),
-                cursor_x=_to_int(f["cursor_x"]),
-                cursor_y=_to_int(f["cursor_y"]),
-                history_size=_to_int(f["history_size"]),
-                in_mode=f["pane_in_mode"] == "1",
-                # The pane a person sees: the active pane of the active window of a session
-                # with a client attached.
-                focused=f["pane_active"] == "1" and f["window_active"] == "1"
-                and f["session_name"] in viewed,
-                session_id=f["session_id"],
-                # "1" in tmux 3.3; "on", "keep-last", "keep-group" in later versions.
-                destroy_unattached=f["destroy-unattached"] not in ("", "0", "off"),
-                tty=f["pane_tty"],
-                view=f["@conductor-view"],
-            ))
+            server_pid = pane[1]
+            panes.append(pane[0])
         return PaneListing(server_pid=server_pid, panes=panes)
+
+    @staticmethod
+    def _pane_row(parts: list[str], viewed: Collection[str]) -> tuple[Pane, int] | None:
+        """One row's pane and the server's pid; None when the row is not one tmux made.
+        ``viewed``: the ids of the sessions a person's client shows."""
+        if len(parts) != 1 + len(_FREE_FIELDS):
+            return None
+        fixed = parts[0].split(" ")
+        if len(fixed) != len(_FIXED_FIELDS):
+            return None
+        f = dict(zip(_FIXED_FIELDS, fixed, strict=True))
+        f.update(zip(_FREE_FIELDS, parts[1:], strict=True))
+        if not (_PANE_ID.fullmatch(f["pane_id"]) and _WINDOW_ID.fullmatch(f["window_id"])
+                and _SESSION_ID.fullmatch(f["session_id"])):
+            return None
+        dead = f["pane_dead"] == "1"
+        return Pane(
+            pane_id=f["pane_id"],
+            session_name=f["session_name"],
+            window_id=f["window_id"],
+            window_index=_to_int(f["window_index"]),
+            window_name=f["window_name"],
+            pane_index=_to_int(f["pane_index"]),
+            window_panes=_to_int(f["window_panes"], 1),
+            cwd=f["pane_current_path"],
+            current_command=f["pane_current_command"],
+            pid=_to_int(f["pane_pid"]),
+            title=f["pane_title"],
+            dead=dead,
+            dead_status=_to_int(f["pane_dead_status"]) if dead and f["pane_dead_status"]
+            else None,
+            width=_to_int(f["pane_width"]),
+            height=_to_int(f["pane_height"]),
+            activity=_to_int(f["window_activity"]),
+            cursor_x=_to_int(f["cursor_x"]),
+            cursor_y=_to_int(f["cursor_y"]),
+            history_size=_to_int(f["history_size"]),
+            in_mode=f["pane_in_mode"] == "1",
+            # The pane a person sees: the active pane of the active window of a session
+            # with a client attached.
+            focused=f["pane_active"] == "1" and f["window_active"] == "1"
+            and f["session_id"] in viewed,
+            session_id=f["session_id"],
+            # "1" in tmux 3.3; "on", "keep-last", "keep-group" in later versions.
+            destroy_unattached=f["destroy-unattached"] not in ("", "0", "off"),
+            tty=f["pane_tty"],
+            view=f["@conductor-view"],
+        ), _to_int(f["pid"])
+
+    def _dropped(self, row: str) -> None:
+        """Log a row list_panes dropped, once per distinct row (a host may send it each poll)."""
+        if row in self._dropped_rows or len(self._dropped_rows) >= _DROPPED_LOGGED:
+            return
+        self._dropped_rows.add(row)
+        log.warning("tmux %s: dropped a list-panes row that is not one pane's: %r", self.label,
+                    row[:200])
 
     def capture(self, pane_ids: Sequence[str], titles: dict[str, str] | None = None
                 ) -> dict[str, str]:
@@ -322,61 +380,44 @@ class Tmux:
     def display_message(self, text: str) -> None:
         """Show a message on every client attached to the server (no client: nothing to do)."""
         for client in self._clients():
-            # tmux expands formats in the text; doubled '#' prints literally. -d: tmux's default
-            # display-time (750 ms) is too short to notice.
-            self.run("display-message", "-c", client, "-d", "5000", text.replace("#", "##"),
-                     check=False)
-
-    def _libtmux_server(self) -> libtmux.Server:
-        import libtmux
-
-        return libtmux.Server(socket_name=self.socket_name, socket_path=self.socket_path)
+            # -d: tmux's default display-time (750 ms) is too short to notice.
+            self.run("display-message", "-c", client, "-d", "5000", literal(text), check=False)
 
     def new_window(self, directory: str, name: str, command: str | None,
                    session_name: str | None = None, remain_on_exit: bool = False) -> Pane:
         """A new window rooted in ``directory``, in the session the caller sits in, else the most
         recently used session, else a new ``conductor`` session. ``remain_on_exit`` keeps the
-        window (dead, with its last screen) when its program ends.
+        window (dead, with its last screen) when its program ends. ``name`` and ``directory``
+        arrive as they are, whatever they hold (:func:`literal`).
 
         With ``remain_on_exit`` and a ``command``, the window first runs a placeholder that waits;
         the option is set on the window, and only then does ``respawn-pane -k`` start the command.
         So a command that exits at once (or a typo: status 127) leaves a dead pane that shows why,
         instead of a window tmux removed before anyone could look up its id."""
-        import libtmux.exc
-
         if not self.is_running():
             raise TmuxServerNotRunning(f"no tmux server running on socket {self.label}; "
                                        "start tmux first")
-        server = self._libtmux_server()
         deferred = command if remain_on_exit and command is not None else None
         first = _PLACEHOLDER if deferred is not None else command
-        try:
-            target = session_name or self._preferred_session()
-            if target is None:
-                session = server.new_session(
-                    session_name="conductor", start_directory=directory, window_name=name,
-                    window_command=first, attach=False,
-                )
-                window = session.active_window
-            else:
-                found = server.sessions.get(session_id=target, default=None) or \
-                    server.sessions.get(session_name=target, default=None)
-                if found is None:
-                    raise TmuxError(f"no tmux session {target!r}")
-                window = found.new_window(
-                    window_name=name, start_directory=directory, window_shell=first,
-                    attach=False,
-                )
-        except (libtmux.exc.LibTmuxException, ValueError) as exc:
-            raise TmuxError(f"tmux new-window: {' '.join(str(exc).split())}") from None
-        pane_id = window.active_pane.pane_id if window.active_pane else None
-        if remain_on_exit and pane_id:
+        target = self._session_id(session_name) if session_name else self._preferred_session()
+        where = ["new-session", "-d", "-s", "conductor"] if target is None else \
+            ["new-window", "-d", "-t", f"{target}:"]
+        done = self.run(*where, "-P", "-F", "#{pane_id}", "-n", literal(name),
+                        "-c", literal(directory), *([first] if first is not None else []),
+                        check=False)
+        if done.returncode != 0:
+            raise self._error(where[0], done.stderr)
+        pane_id = done.stdout.strip()
+        if not _PANE_ID.fullmatch(pane_id):
+            raise TmuxError(f"tmux {where[0]} answered {pane_id[:80]!r}, not a pane id")
+        if remain_on_exit:
             # Window scope: the user's other windows keep their own setting.
             self.run("set-option", "-w", "-t", pane_id, "remain-on-exit", "on",
                      check=deferred is not None)
-        if deferred is not None and pane_id:
+        if deferred is not None:
             try:
-                self.run("respawn-pane", "-k", "-t", pane_id, "-c", directory, deferred)
+                self.run("respawn-pane", "-k", "-t", pane_id, "-c", literal(directory),
+                         deferred)
             except TmuxError:
                 # Not a window left sleeping in the placeholder, looking like a worker.
                 self.run("kill-window", "-t", pane_id, check=False)
@@ -385,6 +426,17 @@ class Tmux:
             if pane.pane_id == pane_id:
                 return pane
         raise TmuxError("the new window vanished at once (did its command exit?)")
+
+    def _session_id(self, name: str) -> str:
+        """The id (``$N``) of the session named exactly ``name`` (or with that id)."""
+        token = secrets.token_hex(6)
+        out = self.run("list-sessions", "-F", f"<{token}>#{{session_id}} #{{session_name}}",
+                       check=False).stdout
+        for row in ("\n" + out).split(f"\n<{token}>")[1:]:
+            session_id, _, session_name = row.removesuffix("\n").partition(" ")
+            if _SESSION_ID.fullmatch(session_id) and name in (session_id, session_name):
+                return session_id
+        raise TmuxError(f"no tmux session {name!r}")
 
     def _preferred_session(self) -> str | None:
         caller = os.environ.get("TMUX_PANE")
@@ -474,6 +526,7 @@ class Tmux:
         in the same command queue, with no moment between for the pane to die in. A dead pane
         raises :class:`PaneDead` and gets nothing.
         """
+        pane_id_checked(pane_id)  # it goes into if-shell's command strings below
         if text:
             buffer = f"conductor-send-{secrets.token_hex(6)}"
             refused = f"conductor-dead-{secrets.token_hex(6)}"
@@ -567,7 +620,6 @@ class Tmux:
 CONTROL_MIN_VERSION = (3, 2)
 # ignore-size: our clients must never shrink the user's windows; read-only: they type nothing.
 CONTROL_FLAGS = "ignore-size,read-only"
-_PANE_ID = re.compile(r"^%[0-9]+$")
 _OCTAL = re.compile(rb"\\([0-3][0-7]{2})")
 # Notifications after which the set of panes (or which sessions we follow) may differ.
 _STRUCTURE = frozenset({
@@ -594,8 +646,10 @@ _FLOOD_BYTES = 16384
 # stream, tell the end of their turn by their title (design/signals.md). One command line per
 # client for all its paused panes; only a title that changed is reported.
 _TITLE_PROBE_S = 0.1
-# What the probe's reply lines start with (command output, inside a %begin/%end block).
-_TITLE_PROBE_MARK = b"conductor-title "
+# What the probe's reply lines start with (command output, inside a %begin/%end block), before
+# a token of the client's own: a title that holds a newline (tmux before 3.3 keeps it) cannot
+# start a reply of its own for another pane.
+_TITLE_PROBE_MARK = "conductor-title"
 # A pane that printed nothing for this long (seconds) has finished drawing its frame; longer
 # than the frame interval of the agents' spinners (about 0.1 s), so a spinner is never quiet.
 QUIET_S = 0.15
@@ -646,10 +700,10 @@ class Notification:
     def pane_id(self) -> str | None:
         """The pane a pane notification is about, when it names a valid one."""
         if self.name in ("output", "extended-output", "pause", "continue", "pane-mode-changed") \
-                and self.args and _PANE_ID.match(self.args[0]):
+                and self.args and _PANE_ID.fullmatch(self.args[0]):
             return self.args[0]
         if self.name == "subscription-changed" and len(self.args) >= 5 \
-                and _PANE_ID.match(self.args[4]):
+                and _PANE_ID.fullmatch(self.args[4]):
             return self.args[4]  # name $session @window index %pane ... : value
         return None
 
@@ -701,6 +755,7 @@ class ControlClient:
         self._scanners: dict[str, SignalScanner] = {}
         self._titles: dict[str, str] = {}  # the last title heard per pane (output or probe)
         self._probe_at = 0.0  # monotonic: when the paused panes' titles are asked for next
+        self._title_mark = f"{_TITLE_PROBE_MARK}-{secrets.token_hex(6)} ".encode()
         self._in_reply = False  # between %begin and %end: a command's output
         self._write_lock = threading.Lock()
         env = dict(os.environ)
@@ -800,16 +855,16 @@ class ControlClient:
         self._probe_at = now + _TITLE_PROBE_S
         with self._write_lock:
             paused = sorted(self._paused)
-        mark = _TITLE_PROBE_MARK.decode()
+        mark = self._title_mark.decode()
         self._write(" ; ".join(f"display-message -p -t '{p}' '{mark}{p} #{{pane_title}}'"
                                for p in paused))
 
     def _took_title(self, line: bytes) -> None:
         """A probe's reply, ``conductor-title %P TITLE``: the title, if it changed, as a
         signal of the pane (as tmux holds it, like a capture's)."""
-        head, _, title = line[len(_TITLE_PROBE_MARK):].partition(b" ")
+        head, _, title = line[len(self._title_mark):].partition(b" ")
         pane = head.decode("ascii", "replace")
-        if not _PANE_ID.match(pane):
+        if not _PANE_ID.fullmatch(pane):
             return
         text = title.decode("utf-8", "replace")
         if self._titles.get(pane) != text:
@@ -821,7 +876,7 @@ class ControlClient:
             self._in_reply = line.startswith(b"%begin ")
             return
         if self._in_reply:
-            if line.startswith(_TITLE_PROBE_MARK):
+            if line.startswith(self._title_mark):
                 self._took_title(line)
             return
         note = parse_notification(line)
@@ -870,7 +925,7 @@ class ControlClient:
         client attached) is news when it was set since we attached; an older one is where
         things stood. Without a stamp, the first check's values are taken as where things
         stood, and a pane first seen later is new."""
-        if len(args) < 5 or args[0] != HOOK_SUBSCRIPTION_NAME or not _PANE_ID.match(args[4]):
+        if len(args) < 5 or args[0] != HOOK_SUBSCRIPTION_NAME or not _PANE_ID.fullmatch(args[4]):
             return
         pane = args[4]
         pid, _, rest = value.strip().partition(" ")

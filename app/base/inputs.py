@@ -27,6 +27,12 @@ ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\ufeff")
 _ODD_BREAKS = str.maketrans({"\u2028": "\n", "\u2029": "\n", "\x85": "\n"})
 
 
+# A lone surrogate: what Python makes of a byte that is not UTF-8 in an argument
+# (surrogateescape) and what JSON's "\udcff" decodes to. Typed, tmux would get "?" for it (bash
+# globs /etc/host? to /etc/hosts); stored, SQLite cannot encode it.
+NOT_UTF8 = "holds bytes that are not UTF-8"
+
+
 class BadInput(ConductorError):
     """Text handed to conductor is too long or holds characters it does not keep."""
 
@@ -39,6 +45,8 @@ def checked(what: str, text: str, limit: int, *, lines: bool = False) -> str:
     allowed = "\n\t\r" if lines else "\t"
     for index, char in enumerate(text):
         code = ord(char)
+        if 0xD800 <= code <= 0xDFFF:
+            raise BadInput(f"{what} {NOT_UTF8} (at position {index})")
         if (code < 0x20 or 0x7F <= code <= 0x9F) and char not in allowed:
             name = "a NUL" if code == 0 else "a control character"
             raise BadInput(f"{what} holds {name} (U+{code:04X} at position {index}); only "
@@ -90,9 +98,13 @@ _ALLOWED_CONTROLS = frozenset("\n\t")
 
 
 def check_text(text: str) -> None:
-    """Refuse text holding terminal control characters (ESC, CSI, BEL, C1, DEL...)."""
+    """Refuse text holding terminal control characters (ESC, CSI, BEL, C1, DEL...) or bytes
+    that are not UTF-8."""
     for index, char in enumerate(text):
         code = ord(char)
+        if 0xD800 <= code <= 0xDFFF:
+            raise Refused(f"not sent: the text {NOT_UTF8} (at position {index}); nothing was "
+                          "typed")
         if (code < 0x20 or 0x7F <= code <= 0x9F) and char not in _ALLOWED_CONTROLS:
             if char == "\r" and text[index + 1:index + 2] == "\n":
                 continue  # a CRLF line end from a file piped in

@@ -23,7 +23,7 @@ from app.act.steps import Step
 from app.adapters.ssh import HostConfig
 from app.adapters.status import find_worker
 from app.adapters.store import StoreReader, StoreWriter
-from app.adapters.tmux import LOCAL_HOST, ControlMode, Tmux, tmux_version
+from app.adapters.tmux import LOCAL_HOST, ControlMode, Tmux, pane_id_checked, tmux_version
 from app.base.errors import (
     ConductorError,
     ConfigError,
@@ -32,6 +32,8 @@ from app.base.errors import (
     StoreError,
     TmuxServerNotRunning,
 )
+from app.base.inputs import ZERO_WIDTH
+from app.base.render import clean_text
 from app.base.settings import WatchSettings
 from app.observe.hookevents import parse_event
 from app.observe.one_pane import Target, resolve
@@ -373,17 +375,27 @@ def pick_worker(workers: list[dict[str, Any]], ident: str, hosts: tuple[HostConf
         return exact[0] if exact else find_worker(others, ident)
 
 
+# A remote pane's name as a local window's name (switch_to_remote) is cut to this many characters.
+_REMOTE_NAME_CHARS = 100
+
+
 def switch_to_remote(local: Tmux, hosts: tuple[HostConfig, ...], worker: Mapping[str, Any]
                      ) -> str:
     """Show another host's pane here: a local window running ``ssh -t HOST tmux attach -t
-    PANE`` (made once, selected after), on the local tmux server."""
+    PANE`` (made once, selected after), on the local tmux server.
+
+    The window is named ``NAME@HOST``, and NAME is the other host's to choose (a window's
+    automatic name is its foreground program's): it reaches tmux only as
+    :func:`~app.adapters.tmux.literal` text, cut to printable characters."""
     host = find_host(hosts, str(worker["host"]))
-    window = f"{worker['name']}@{host.name}"
+    pane_id = pane_id_checked(str(worker["pane_id"]))
+    name = "".join(c for c in clean_text(str(worker["name"])) if c not in ZERO_WIDTH)
+    window = f"{name[:_REMOTE_NAME_CHARS]}@{host.name}"
     for pane in local.list_panes().panes:
         if pane.window_name == window and not pane.dead:
             return f"{local.switch_to(pane.pane_id)} (window {window})"
     remote = ["tmux", *(["-L", host.socket] if host.socket else []), "attach-session",
-              "-t", str(worker["pane_id"])]
+              "-t", pane_id]
     command = shlex.join(host.via().interactive(remote))
     pane = local.new_window(str(Path.home()), window, command)
     return f"{local.switch_to(pane.pane_id)} (new window {window})"

@@ -323,11 +323,11 @@ def switch(obj: Context, ident: str | None, go_next: bool, current_pane: str | N
     else:
         worker = pick_worker(workers, str(ident), hosts)
     if (worker.get("host") or "local") != "local":
-        click.echo(f"{worker['name']}@{worker['host']} ({worker['id']}): "
+        echo_clean(f"{worker['name']}@{worker['host']} ({worker['id']}): "
                    f"{switch_to_remote(tmux, hosts, worker)}")
         return
     done = tmux.switch_to(worker["pane_id"])
-    click.echo(f"{worker['name']} ({worker['id']}): {done}")
+    echo_clean(f"{worker['name']} ({worker['id']}): {done}")
 
 
 @pty.command()
@@ -353,7 +353,7 @@ def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force
 
     if not words and sys.stdin.isatty():
         raise ConductorError("no text to send: give TEXT, or pipe it on stdin")
-    text = " ".join(words) if words else sys.stdin.read()
+    text = " ".join(words) if words else _stdin_text()
     if not words and text.endswith("\n"):
         text = text[:-1]  # `echo task | conductor pty send w` means one line, not two Enters
     if queued:
@@ -570,6 +570,28 @@ def _llm_for_cli() -> LLMClassifier:
     return LLMClassifier(LLMClient(settings))
 
 
+def _stdin_text() -> str:
+    """stdin as UTF-8 text; bytes that are not are refused, never typed as "?"."""
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConductorError(f"not sent: the text on stdin is not valid UTF-8 (byte "
+                             f"0x{data[exc.start]:02x} at offset {exc.start}); nothing was "
+                             "typed") from None
+
+
+def _not_utf8(argv: Sequence[str]) -> str | None:
+    """The one line refusing the first argument that is not UTF-8 (Python keeps such bytes as
+    lone surrogates), or None. Names, texts and sockets are text: one that is not would be
+    typed as "?" or fail deep in the store."""
+    for index, arg in enumerate(argv, 1):
+        if any("\ud800" <= char <= "\udfff" for char in arg):
+            shown = repr(os.fsencode(arg))[:80]
+            return f"Error: argument {index} ({shown}) is not valid UTF-8; nothing done"
+    return None
+
+
 def _read_screen(source: str) -> str:
     if source == "-":
         return sys.stdin.read()
@@ -596,6 +618,10 @@ _register_groups()
 
 
 def run(argv: list[str]) -> int:
+    refused = _not_utf8(argv)
+    if refused is not None:
+        click.echo(refused, err=True)
+        return 1
     settings.load_dotenv_file()
     try:
         result = conductor.main(args=argv, prog_name="conductor", standalone_mode=False)
