@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from app.adapters.store import StoreReader
-from app.adapters.tmux import Tmux, literal
+from app.adapters.tmux import ControlClient, ControlMode, Tmux, literal
 from app.base.errors import PaneNotFound
 from app.base.inputs import BadInput, Refused, check_text, goal, report_text
 from app.run.watcher import Watcher
@@ -333,3 +333,21 @@ def test_a_lone_surrogate_over_mcp_types_nothing_and_the_server_goes_on(
     assert not replies[4].get("error"), replies[4]
     assert "Traceback" not in stderr, stderr[-2000:]
     assert "typed" not in "\n".join(pane.capture_pane())
+
+
+def test_a_title_reply_is_taken_only_behind_the_clients_own_token(server: Any,
+                                                                  session: Any) -> None:
+    # A title with a newline (tmux before 3.3 keeps one) printed "conductor-title %N ..." as
+    # a line of its own, a reply for another pane.
+    tmux = Tmux(socket_name=server.socket_name)
+    control = ControlMode(tmux)
+    client = ControlClient(tmux, session.session_id, control)
+    try:
+        client._handle(b"%begin 1 1 0")
+        client._handle(b"conductor-title %0 forged")
+        client._handle(client._title_mark + b"%1 real")
+        client._handle(b"%end 1 1 0")
+        assert [(p, s.text) for p, took in control.take_signals().items() for _, s in took] \
+            == [("%1", "real")]
+    finally:
+        client.close()
