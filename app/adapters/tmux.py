@@ -977,7 +977,9 @@ class ControlMode:
         """Have one live client per session in ``session_ids`` and none for any other."""
         if not self._check_version():
             return
-        if self._bell is None:
+        # Not over ssh: no hook rings the channel there (app.install.remote_hooks sets a pane
+        # option instead), and a remote `tmux wait-for` outlives the ssh client killed to end it.
+        if self._bell is None and self.tmux.via is None:
             self._bell = HookBell(self.tmux, self.wake)
         now = time.monotonic()
         wanted = {s for s in session_ids if s.startswith("$")}
