@@ -633,6 +633,10 @@ _HOOK_BASELINE_S = 2.5
 _HOOK_CLOCK_SLACK_S = 1
 
 
+def _decimal(text: str) -> bool:
+    return text.isascii() and text.isdecimal()
+
+
 @dataclass(frozen=True)
 class Notification:
     """One ``%name arg...`` line of control-mode output; ``value`` is the still escaped data of
@@ -870,7 +874,8 @@ class ControlClient:
         client attached) is news when it was set since we attached; an older one is where
         things stood. Without a stamp, the first check's values are taken as where things
         stood, and a pane first seen later is new."""
-        if len(args) < 5 or args[0] != HOOK_SUBSCRIPTION_NAME or not _PANE_ID.match(args[4]):
+        if len(args) < 5 or args[0] != HOOK_SUBSCRIPTION_NAME or \
+                not _PANE_ID.fullmatch(args[4]):
             return
         pane = args[4]
         pid, _, rest = value.strip().partition(" ")
@@ -881,7 +886,8 @@ class ControlClient:
         if value == previous or not hook.strip():
             return
         stamp = hook.split()[-1]
-        if stamp.isdigit() and created.isdigit() and len(hook.split()) >= 4:
+        # The host writes these: ASCII digits only ("²".isdigit() is true, int() refuses it).
+        if _decimal(stamp) and _decimal(created) and len(hook.split()) >= 4:
             news = int(stamp) >= int(created) - _HOOK_CLOCK_SLACK_S
         else:
             news = previous is not None or \

@@ -19,6 +19,7 @@ from app.adapters.store import StoreMissing, StoreReader, StoreWriter
 from app.base.settings import WatchSettings
 from app.run.hosts import CappedTmux, HostWatch
 from app.run.runner import QuietRepeats
+from tests.conftest import conductor
 from tests.hosts.conftest import write_hosts
 from tests.hosts.sshd import SshHost
 from tests.hosts.test_watch_hosts import AGENT, agent_on, rows
@@ -213,3 +214,34 @@ def test_a_host_that_answers_nothing_useful_is_not_tried_in_a_busy_loop(
         assert row["reachable"] == 0 and "unreachable" in row["problem"]
     else:
         assert row["reachable"] == 1 and row["problem"] == "tmux server not running"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("watching", [True, False], ids=["watched", "while-stopped"])
+def test_a_remote_message_for_a_pane_whose_server_restarted_is_dropped(
+        ssh_host: Callable[[str], SshHost], server: Any, tmp_path: Path, isolated_env: Path,
+        watcher_process: Any, watching: bool) -> None:
+    from tests.front.test_cycle_cli import job, job_number
+
+    alpha = ssh_host("alpha")
+    agent_on(alpha)
+    write_hosts(tmp_path / "config.toml", alpha)
+    watch = watcher_process("--interval", str(INTERVAL), "--no-notify")
+    retry_until(lambda: rows(server).get("alpha:agent", {}).get("state") == "READY", 60,
+                interval=0.3)
+    alpha.tmux("send-keys", "-t", "work:agent", "ask", "Enter")  # a dialog: the message waits
+    retry_until(lambda: rows(server)["alpha:agent"]["state"] == "NEEDS_CONFIRMATION", 30,
+                interval=0.2)
+    seq = job_number(conductor("-L", server.socket_name, "pty", "send", "alpha:agent",
+                               "--queue", "say after the restart"))
+    if not watching:
+        stop_process(watch, seconds=20)
+    alpha.kill_tmux()
+    retry_until(lambda: alpha.tmux("new-session", "-d", "-s", "work", "-n", "agent",
+                                   "cat").returncode == 0, 15, interval=0.1)
+    if not watching:
+        watcher_process("--interval", str(INTERVAL), "--no-notify")
+    retry_until(lambda: job(isolated_env, seq).get("state") == "dropped", 60, interval=0.3,
+                message=f"job {seq}: {job(isolated_env, seq)}")
+    assert "say after the restart" not in alpha.tmux("capture-pane", "-p", "-t",
+                                                     "work:agent").stdout
