@@ -7,7 +7,9 @@ loopback (tests/hosts/sshd.py), each with its own tmux server:
   and the ssh masters of the shared connections),
   of the sshd serving it and of the remote tmux servers, for 3 hosts x 20 idle panes and for one
   host with 5 panes printing nonstop;
-- ssh processes per host: the shared connection (its master) and the clients on it.
+- ssh processes per host: the shared connection (its master) and the clients on it;
+- at scale, 10 hosts x 50 idle panes: a remote question -> NEEDS_CONFIRMATION beside a local
+  one, and the CPU per minute of the watcher, the sshd and the remote tmux servers.
 """
 
 from __future__ import annotations
@@ -222,3 +224,59 @@ def cost(hosts: int, panes: int, streaming: int, seconds: float
         figures = ((mine() - ours) / elapsed, (sshd() - serving) / elapsed,
                    (servers() - tmuxes) / elapsed)
         return (*figures, [ssh_processes(h) for h in started])
+
+
+def scale(hosts: int, panes: int, trials: int, seconds: float
+          ) -> tuple[dict[str, list[float]], tuple[float, float, float], float]:
+    """``hosts`` hosts x ``panes`` idle shells: y/N question -> NEEDS_CONFIRMATION on the first
+    host's first pane and on this machine's (s, per trial), then CPU s/min of (the watcher with
+    its ssh, the sshd serving it, the remote tmux servers) over ``seconds``; and how long the
+    first listing of every pane took (s)."""
+    found: dict[str, list[float]] = {}
+    with lab(hosts, panes) as (started, config, socket), \
+            watching(config, socket) as (daemon, db):
+        def listed() -> bool:
+            try:
+                with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+                    return int(conn.execute("SELECT count(*) FROM ptys WHERE host != 'local'"
+                                            ).fetchone()[0]) >= hosts * panes
+            except sqlite3.Error:
+                return False
+
+        begun = time.monotonic()
+        wait_for(listed, 300)
+        first_listing = time.monotonic() - begun
+        first = started[0]
+        local_tmux: Callable[..., object] = lambda *a: subprocess.run(  # noqa: E731
+            ["tmux", "-L", socket, *a], check=True)
+        places = (("local", local_tmux), (first.name, first.tmux))
+        for where, _ in places:
+            wait_for(in_state(db, where, "w0", "READY"), 120)
+        for trial in range(trials):
+            for where, run in places:
+                time.sleep(0.3 + (trial * 0.37) % 1.0)
+                asked = time.monotonic()
+                run("send-keys", "-t", "bench:w0", "read -p 'Go on? (y/N) ' x", "Enter")
+                seen = wait_for(in_state(db, where, "w0", "NEEDS_CONFIRMATION"), 30)
+                found.setdefault(f"{where} question", []).append(
+                    time.monotonic() - asked if seen else float("inf"))
+                run("send-keys", "-t", "bench:w0", "n", "Enter")
+                wait_for(in_state(db, where, "w0", "READY"), 30)
+        masters = [master_pid(h) for h in started]
+
+        def mine() -> float:
+            return descendants_cpu(daemon.pid) + sum(descendants_cpu(m) for m in masters if m)
+
+        def sshd() -> float:
+            return sum(descendants_cpu(h.proc.pid) for h in started if h.proc is not None)
+
+        def servers() -> float:
+            return sum(tmux_server_cpu(h) for h in started)
+
+        before = (mine(), sshd(), servers())
+        begun = time.monotonic()
+        time.sleep(seconds)
+        minutes = (time.monotonic() - begun) / 60
+        after = (mine(), sshd(), servers())
+        cpu = tuple((b - a) / minutes for a, b in zip(before, after, strict=True))
+        return found, (cpu[0], cpu[1], cpu[2]), first_listing

@@ -163,10 +163,12 @@ class SshHost:
             try:
                 environ = (entry / "environ").read_bytes().split(b"\0")
                 cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").strip()
+                parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
             except OSError:
                 continue
             if (marker in environ or int(entry.name) in sessions) and cmdline:
-                found.append(f"{entry.name} {cmdline.decode(errors='replace')}")
+                found.append(f"{entry.name} (parent {parent}) "
+                             f"{cmdline.decode(errors='replace')}")
         return sorted(found)
 
     def kill_clients(self, sockets: str) -> int:
