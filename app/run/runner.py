@@ -92,8 +92,12 @@ class Runner:
 
     def __init__(self, part: Part, interval_s: float, *, stop: threading.Event,
                  wake: threading.Event, gather_s: float, retry_cap_s: float,
-                 label: str = "", quiet: QuietRepeats | None = None) -> None:
+                 label: str = "", quiet: QuietRepeats | None = None,
+                 fatal: tuple[type[Exception], ...] = ()) -> None:
         self.part = part
+        # Failures that end the loop instead (raised out of run()): one the process answers
+        # as a whole, as a store whose files changed under it.
+        self.fatal = fatal
         self.interval_s = interval_s
         self.stop = stop
         self.wake = wake
@@ -123,6 +127,8 @@ class Runner:
         full = started >= self._next_full
         try:
             was_full = self.part.tick(now, full)
+        except self.fatal:
+            raise
         except Exception as exc:
             self.failures += 1
             if not self.part.failed(exc, now):

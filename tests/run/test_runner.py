@@ -128,3 +128,16 @@ def test_identical_lines_are_logged_once_a_window_then_counted(
     assert [r.getMessage() for r in caplog.records] == [
         "host x: refused", "host x: another line",
         "host x: refused (and 99 more times in the last 60 s)", "host x: once only"]
+
+
+def test_a_fatal_failure_ends_the_loop() -> None:
+    class Lost(Exception):
+        pass
+
+    part = Part()
+    part.failing = Lost("the store's files changed")
+    loop = Runner(part, 1.0, stop=threading.Event(), wake=threading.Event(), gather_s=0.0,
+                  retry_cap_s=1.0, fatal=(Lost,))
+    with pytest.raises(Lost):
+        loop.run()
+    assert part.failures == [] and len(part.ticks) == 1
