@@ -227,11 +227,12 @@ def cost(hosts: int, panes: int, streaming: int, seconds: float
 
 
 def scale(hosts: int, panes: int, trials: int, seconds: float
-          ) -> tuple[dict[str, list[float]], tuple[float, float, float], float]:
+          ) -> tuple[dict[str, list[float]], tuple[float, ...], float]:
     """``hosts`` hosts x ``panes`` idle shells: y/N question -> NEEDS_CONFIRMATION on the first
-    host's first pane and on this machine's (s, per trial), then CPU s/min of (the watcher with
-    its ssh, the sshd serving it, the remote tmux servers) over ``seconds``; and how long the
-    first listing of every pane took (s)."""
+    host's first pane and on this machine's (s, per trial), then CPU s/min over ``seconds`` of
+    (the watcher process itself, its children: ssh calls and control clients, the ssh masters,
+    the sshd serving them, the remote tmux servers); and how long the first listing of every
+    pane took (s)."""
     found: dict[str, list[float]] = {}
     with lab(hosts, panes) as (started, config, socket), \
             watching(config, socket) as (daemon, db):
@@ -264,19 +265,25 @@ def scale(hosts: int, panes: int, trials: int, seconds: float
                 wait_for(in_state(db, where, "w0", "READY"), 30)
         masters = [master_pid(h) for h in started]
 
-        def mine() -> float:
-            return descendants_cpu(daemon.pid) + sum(descendants_cpu(m) for m in masters if m)
+        def parts() -> tuple[float, ...]:
+            own = own_cpu(daemon.pid)
+            return (own, descendants_cpu(daemon.pid) - own,
+                    sum(descendants_cpu(m) for m in masters if m),
+                    sum(descendants_cpu(h.proc.pid) for h in started if h.proc is not None),
+                    sum(tmux_server_cpu(h) for h in started))
 
-        def sshd() -> float:
-            return sum(descendants_cpu(h.proc.pid) for h in started if h.proc is not None)
-
-        def servers() -> float:
-            return sum(tmux_server_cpu(h) for h in started)
-
-        before = (mine(), sshd(), servers())
+        before = parts()
         begun = time.monotonic()
         time.sleep(seconds)
         minutes = (time.monotonic() - begun) / 60
-        after = (mine(), sshd(), servers())
-        cpu = tuple((b - a) / minutes for a, b in zip(before, after, strict=True))
-        return found, (cpu[0], cpu[1], cpu[2]), first_listing
+        return found, tuple((b - a) / minutes for a, b in zip(before, parts(), strict=True)), \
+            first_listing
+
+
+def own_cpu(pid: int) -> float:
+    """CPU seconds of the process itself (its threads), not of its children."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:13]) / os.sysconf("SC_CLK_TCK")
