@@ -249,3 +249,37 @@ def test_a_remote_message_for_a_pane_whose_server_restarted_is_dropped(
                 message=f"job {seq}: {job(isolated_env, seq)}")
     assert "say after the restart" not in alpha.tmux("capture-pane", "-p", "-t",
                                                      "work:agent").stdout
+
+
+@pytest.mark.slow
+def test_a_host_disabled_or_removed_reads_stale_at_the_next_start_never_ready(
+        ssh_host: Callable[[str], SshHost], server: Any, session: Any, tmp_path: Path,
+        isolated_env: Path, watcher_process: Any) -> None:
+    alpha, beta = ssh_host("alpha"), ssh_host("beta")
+    agent_on(alpha)
+    agent_on(beta)
+    session.new_window(window_name="agent", window_shell=AGENT, attach=False)
+    config = tmp_path / "config.toml"
+    write_hosts(config, alpha, beta)
+    watch = watcher_process("--interval", str(INTERVAL), "--no-notify")
+    retry_until(lambda: all(rows(server).get(k, {}).get("state") == "READY"
+                            for k in ("local:agent", "alpha:agent", "beta:agent")), 60,
+                interval=0.3)
+    stop_process(watch, seconds=20)
+    # alpha disabled, beta gone from the config; rows of a removed host stay 30 s.
+    write_hosts(config, alpha, extra="\n[states]\nexited_shown = 30\n")
+    config.write_text(config.read_text().replace('ssh = "alpha"',
+                                                 'ssh = "alpha"\nenabled = false'))
+    watcher_process("--interval", str(INTERVAL), "--no-notify")
+    retry_until(lambda: rows(server).get("local:agent", {}).get("stale") is False, 60,
+                interval=0.3)
+    now = rows(server)
+    for key, why in (("alpha:agent", "disabled in the config"),
+                     ("beta:agent", "removed from the config")):
+        assert now[key]["stale"] and now[key]["state"] == "UNKNOWN", now[key]
+        assert now[key]["stale_reason"] == "host_not_watched"
+        assert now[key]["host_problem"] == why and not now[key]["eligible_for_herd"]
+    short = conductor("-L", server.socket_name, "pty", "status", "--short").stdout
+    assert "[agent@alpha: host not watched]" in short and "@beta" not in short
+    done = conductor("-L", server.socket_name, "pty", "switch", "--next")
+    assert "@alpha" not in done.stdout and "@beta" not in done.stdout
