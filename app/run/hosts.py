@@ -188,7 +188,8 @@ class CappedTmux(Tmux):
         listing = super().list_panes()
         if len(listing.panes) <= self.max_panes:
             return listing
-        self.quiet.log(logging.WARNING, f"host {self.host}: {len(listing.panes)} panes, "
+        # Once per watcher, whatever the count: a host may vary it every tick.
+        self.quiet.log(logging.WARNING, f"host {self.host}: more than {self.max_panes} panes; "
                        f"watching the first {self.max_panes} (max_panes in [hosts.{self.host}])",
                        window_s=float("inf"))
         return replace(listing, panes=listing.panes[:self.max_panes])

@@ -163,7 +163,8 @@ def test_a_host_over_its_pane_cap_is_watched_up_to_the_cap(
     assert len(first.panes) == len(again.panes) == 4
     assert [p.pane_id for p in first.panes] == [p.pane_id for p in again.panes]
     said = [r.getMessage() for r in caplog.records if "max_panes" in r.getMessage()]
-    assert said == ["host alpha: 6 panes, watching the first 4 (max_panes in [hosts.alpha])"]
+    assert said == ["host alpha: more than 4 panes; watching the first 4 "
+                    "(max_panes in [hosts.alpha])"]
 
 
 class CountingFactory:
