@@ -292,7 +292,10 @@ class HostWatch:
         # What ran over the lost connection may be half alive: end it, so a reconnect starts
         # clean and nothing of ours piles up there.
         self._hang_up()
-        self._record(False, str(exc), now)
+        try:
+            self._record(False, str(exc), now)
+        except StoreError as failed:  # the loop goes on: readers see the heartbeat age instead
+            self.quiet.log(logging.ERROR, f"host {self.host.name}: {failed}")
         return True
 
     def _record(self, reachable: bool, problem: str, now: float) -> None:

@@ -131,7 +131,12 @@ class Runner:
             raise
         except Exception as exc:
             self.failures += 1
-            if not self.part.failed(exc, now):
+            try:
+                said = self.part.failed(exc, now)
+            except Exception as again:  # recording a failure must not end the loop either
+                self._log_failure(again)
+                said = False
+            if not said:
                 self._log_failure(exc)
             self._next_full = 0.0  # the try after the pause looks at everything again
             self._retry_at = started + self.retry_pause()

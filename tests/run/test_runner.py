@@ -141,3 +141,19 @@ def test_a_fatal_failure_ends_the_loop() -> None:
     with pytest.raises(Lost):
         loop.run()
     assert part.failures == [] and len(part.ticks) == 1
+
+
+def test_a_part_whose_failure_record_fails_too_keeps_its_loop(
+        caplog: pytest.LogCaptureFixture) -> None:
+    class Unrecorded(Part):
+        def failed(self, exc: Exception, now: float) -> bool:
+            raise StoreError("locked")
+
+    part = Unrecorded()
+    part.failing = RuntimeError("refused")
+    loop = runner(part)
+    with caplog.at_level(logging.ERROR):
+        loop.iteration(1.0)
+    assert loop.failures == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        "host x: cycle skipped: locked", "host x: cycle failed; continuing: RuntimeError: refused"]
