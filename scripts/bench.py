@@ -567,6 +567,23 @@ def hosts_section(trials: int, seconds: float) -> None:
         per_host = ", ".join(f"{m} master + {c} clients" for m, c in ssh)
         print(f"  {what:28} ours {ours:6.2f}  sshd {sshd:6.2f}  tmux {servers:6.2f}; ssh "
               f"processes per host: {per_host}")
+    scale_section(trials, seconds)
+
+
+def scale_section(trials: int, seconds: float, hosts: int = 10, panes: int = 50) -> None:
+    """Many hosts at once: a remote question beside a local one, and what it all costs."""
+    from scripts import bench_hosts
+
+    found, cpu, listing = bench_hosts.scale(hosts, panes, trials, seconds)
+    own, children, masters, sshd, servers = cpu
+    print(f"\n{hosts} hosts x {panes} idle panes over ssh on loopback, every default "
+          f"(all listed {listing:.1f} s after the start):")
+    for what, values in sorted(found.items()):
+        print(f"  {what:22} -> NEEDS_CONFIRMATION {figures(values)}")
+    print(f"  CPU s/min over {seconds:g} s: ours {own + children + masters:6.2f} (watcher "
+          f"{own:.2f}, its ssh calls and control clients {children:.2f}, ssh masters "
+          f"{masters:.2f})  sshd {sshd:6.2f}  tmux {servers:6.2f}  "
+          f"(load {os.getloadavg()[0]:.1f})")
 
 
 def main() -> None:

@@ -7,7 +7,9 @@ loopback (tests/hosts/sshd.py), each with its own tmux server:
   and the ssh masters of the shared connections),
   of the sshd serving it and of the remote tmux servers, for 3 hosts x 20 idle panes and for one
   host with 5 panes printing nonstop;
-- ssh processes per host: the shared connection (its master) and the clients on it.
+- ssh processes per host: the shared connection (its master) and the clients on it;
+- at scale, 10 hosts x 50 idle panes: a remote question -> NEEDS_CONFIRMATION beside a local
+  one, and the CPU per minute of the watcher, the sshd and the remote tmux servers.
 """
 
 from __future__ import annotations
@@ -222,3 +224,66 @@ def cost(hosts: int, panes: int, streaming: int, seconds: float
         figures = ((mine() - ours) / elapsed, (sshd() - serving) / elapsed,
                    (servers() - tmuxes) / elapsed)
         return (*figures, [ssh_processes(h) for h in started])
+
+
+def scale(hosts: int, panes: int, trials: int, seconds: float
+          ) -> tuple[dict[str, list[float]], tuple[float, ...], float]:
+    """``hosts`` hosts x ``panes`` idle shells: y/N question -> NEEDS_CONFIRMATION on the first
+    host's first pane and on this machine's (s, per trial), then CPU s/min over ``seconds`` of
+    (the watcher process itself, its children: ssh calls and control clients, the ssh masters,
+    the sshd serving them, the remote tmux servers); and how long the first listing of every
+    pane took (s)."""
+    found: dict[str, list[float]] = {}
+    with lab(hosts, panes) as (started, config, socket), \
+            watching(config, socket) as (daemon, db):
+        def listed() -> bool:
+            try:
+                with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+                    return int(conn.execute("SELECT count(*) FROM ptys WHERE host != 'local'"
+                                            ).fetchone()[0]) >= hosts * panes
+            except sqlite3.Error:
+                return False
+
+        begun = time.monotonic()
+        wait_for(listed, 300)
+        first_listing = time.monotonic() - begun
+        first = started[0]
+        local_tmux: Callable[..., object] = lambda *a: subprocess.run(  # noqa: E731
+            ["tmux", "-L", socket, *a], check=True)
+        places = (("local", local_tmux), (first.name, first.tmux))
+        for where, _ in places:
+            wait_for(in_state(db, where, "w0", "READY"), 120)
+        for trial in range(trials):
+            for where, run in places:
+                time.sleep(0.3 + (trial * 0.37) % 1.0)
+                asked = time.monotonic()
+                run("send-keys", "-t", "bench:w0", "read -p 'Go on? (y/N) ' x", "Enter")
+                seen = wait_for(in_state(db, where, "w0", "NEEDS_CONFIRMATION"), 30)
+                found.setdefault(f"{where} question", []).append(
+                    time.monotonic() - asked if seen else float("inf"))
+                run("send-keys", "-t", "bench:w0", "n", "Enter")
+                wait_for(in_state(db, where, "w0", "READY"), 30)
+        masters = [master_pid(h) for h in started]
+
+        def parts() -> tuple[float, ...]:
+            own = own_cpu(daemon.pid)
+            return (own, descendants_cpu(daemon.pid) - own,
+                    sum(descendants_cpu(m) for m in masters if m),
+                    sum(descendants_cpu(h.proc.pid) for h in started if h.proc is not None),
+                    sum(tmux_server_cpu(h) for h in started))
+
+        before = parts()
+        begun = time.monotonic()
+        time.sleep(seconds)
+        minutes = (time.monotonic() - begun) / 60
+        return found, tuple((b - a) / minutes for a, b in zip(before, parts(), strict=True)), \
+            first_listing
+
+
+def own_cpu(pid: int) -> float:
+    """CPU seconds of the process itself (its threads), not of its children."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:13]) / os.sysconf("SC_CLK_TCK")

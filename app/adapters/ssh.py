@@ -34,6 +34,8 @@ CONTROL_PERSIST_S = 120
 CONNECT_TIMEOUT_S = 5
 # ssh itself exits with this status when it, not the remote command, failed.
 SSH_FAILED = 255
+# Panes of one host watched at most (``max_panes`` of its table): the rest are not listed.
+DEFAULT_MAX_PANES = 500
 
 
 def control_dir() -> str:
@@ -151,6 +153,7 @@ class HostConfig:
     ssh_options: tuple[str, ...] = ()
     socket: str = ""  # the remote ``tmux -L``; "" for its default server
     enabled: bool = True
+    max_panes: int = DEFAULT_MAX_PANES
 
     def via(self, sockets: str = "") -> SshVia:
         return SshVia(self.name, self.ssh, self.ssh_options, sockets)

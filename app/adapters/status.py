@@ -93,15 +93,19 @@ def watcher_pid(daemon: Mapping[str, Any] | None) -> int | None:
 def snapshot(workers_dir: str | Path, socket: str | None = None) -> Snapshot:
     """The panes of the store (of one tmux socket, by its label, when given) and its watcher.
     A watcher of another socket keeps none of these panes current: it counts as none."""
+    import time
+
     reader = StoreReader(workers_dir)
     try:
         daemon = reader.daemon() or {}
         workers = reader.workers(socket)
-        if any(w.get("host") not in (None, "local") for w in workers):
-            mark_unreachable(workers, reader.hosts())
+        hosts = reader.hosts() if any(w.get("host") not in (None, "local") for w in workers) \
+            else {}
     finally:
         reader.close()
     pid = watcher_pid(daemon)
+    if hosts or any(w.get("host") not in (None, "local") for w in workers):
+        mark_host_stale(workers, hosts, time.time(), daemon.get("interval"), pid is not None)
     watched = daemon.get("socket") or None
     if socket is not None and pid is not None and watched not in (None, socket):
         return Snapshot(workers, None, None, other_socket=watched)
@@ -118,20 +122,58 @@ def snapshot(workers_dir: str | Path, socket: str | None = None) -> Snapshot:
     return snap
 
 
-# Why a pane's row is stale while the watcher runs: its host does not answer (its state is the
-# last one seen; it is never EXITED for that, nor typed into).
+# Why another host's pane's row is stale: its host does not answer (the state is the last one
+# seen; never EXITED for that, nor typed into), or no thread of a running watcher keeps it
+# current (disabled, removed from the config, stuck, or no watcher at all).
 HOST_UNREACHABLE = "host_unreachable"
+HOST_NOT_WATCHED = "host_not_watched"
 
 
-def mark_unreachable(workers: list[dict[str, Any]], hosts: Mapping[str, Mapping[str, Any]]
-                     ) -> None:
-    """Give each live pane of a host that did not answer at its last try
-    ``stale_reason: host_unreachable`` and ``host_problem`` (what ssh said)."""
+def host_staleness(host: Mapping[str, Any] | None, now: float, interval: float | None,
+                   watching: bool) -> tuple[str, str] | None:
+    """(reason, what happened) when a host's rows are not current, None when they are. A
+    host's heartbeat is its ``checked_ts``, written by each of its full ticks."""
+    if not watching:
+        return HOST_NOT_WATCHED, "the watcher is not running"
+    if host is None:
+        return HOST_NOT_WATCHED, "not in the running watcher's config"
+    if host.get("removed_ts"):
+        return HOST_NOT_WATCHED, "removed from the config"
+    if host.get("watched") == 0:
+        return HOST_NOT_WATCHED, "disabled in the config"
+    if host.get("reachable") is None:
+        return HOST_NOT_WATCHED, str(host.get("problem") or "not reached yet")
+    if not host.get("reachable"):
+        return HOST_UNREACHABLE, str(host.get("problem") or "")
+    age = now - float(host.get("checked_ts") or 0.0)
+    if age > max(STALE_MIN_S, STALE_INTERVALS * (interval or 0.0)):
+        return HOST_NOT_WATCHED, f"its watcher thread has not reported for {int(age)} s"
+    return None
+
+
+def mark_host_stale(workers: list[dict[str, Any]], hosts: Mapping[str, Mapping[str, Any]],
+                    now: float, interval: float | None, watching: bool) -> None:
+    """Each live pane of another host whose rows are not current: ``state`` UNKNOWN (a READY
+    there may be long over), the state last seen as ``last_state``, ``stale_reason`` and
+    ``host_problem``, never eligible for herding; ``host_removed_ts`` when its host left the
+    config (such rows leave ``status`` after ``states.exited_shown``, as exited panes do)."""
+    verdicts: dict[str, tuple[str, str] | None] = {}
     for w in workers:
-        host = hosts.get(str(w.get("host")))
-        if host is not None and not host.get("reachable") and w.get("state") != "EXITED":
-            w["stale_reason"] = HOST_UNREACHABLE
-            w["host_problem"] = host.get("problem") or ""
+        host = str(w.get("host") or "local")
+        if host == "local" or w.get("state") == "EXITED":
+            continue
+        if host not in verdicts:
+            verdicts[host] = host_staleness(hosts.get(host), now, interval, watching)
+        verdict = verdicts[host]
+        if verdict is None:
+            continue
+        w["stale_reason"], w["host_problem"] = verdict
+        w["last_state"] = w.get("state")
+        w["state"] = "UNKNOWN"
+        w["eligible_for_herd"], w["herd_reason"] = False, verdict[0]
+        removed = (hosts.get(host) or {}).get("removed_ts")
+        if removed:
+            w["host_removed_ts"] = float(removed)
 
 
 def find_worker(workers: list[dict[str, Any]], ident: str) -> dict[str, Any]:
@@ -213,9 +255,12 @@ def watcher_warnings(snap: Snapshot, now: float) -> list[str]:
 
 def shown(workers: list[dict[str, Any]], now: float, exited_shown_s: float
           ) -> list[dict[str, Any]]:
-    """What ``status`` lists: every pane but those EXITED longer than ``exited_shown_s`` ago."""
-    return [w for w in workers if w.get("state") != "EXITED"
-            or now - (w.get("state_entered_ts") or 0.0) < exited_shown_s]
+    """What ``status`` lists: every pane but those EXITED, or of a host removed from the config,
+    longer than ``exited_shown_s`` ago."""
+    return [w for w in workers if (w.get("state") != "EXITED"
+            or now - (w.get("state_entered_ts") or 0.0) < exited_shown_s)
+            and (w.get("host_removed_ts") is None
+                 or now - w["host_removed_ts"] < exited_shown_s)]
 
 
 def next_needing_human(workers: list[dict[str, Any]], current_pane: str | None = None

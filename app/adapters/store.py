@@ -157,6 +157,7 @@ def _migrations() -> Migrations:
         table(db, "ptys").add_column("worktree", str)
 
     migrations()(m007_hosts)
+    migrations()(m008_host_heartbeat)
     return migrations
 
 
@@ -168,6 +169,14 @@ def m007_hosts(db: Database) -> None:
         "name": str, "socket": str, "reachable": int, "problem": str, "checked_ts": float,
         "reached_ts": float,
     }, pk="name")
+
+
+def m008_host_heartbeat(db: Database) -> None:
+    """Freshness per host (issue 28): whether the running watcher watches the host at all (a
+    disabled one it does not), and since when a host is gone from the config. ``checked_ts`` is
+    the host's heartbeat: each of its full ticks writes it."""
+    db.table("hosts").add_column("watched", int)
+    db.table("hosts").add_column("removed_ts", float)
 
 
 def db_path(workers_dir: str | Path) -> str:
@@ -651,6 +660,10 @@ class StoreWriter:
 
     def statuses(self) -> dict[str, dict[str, Any]]:
         return {row["id"]: row for row in self._rows("SELECT * FROM status")}
+
+    def host_rows(self) -> dict[str, dict[str, Any]]:
+        """The ``hosts`` table by name: what the watcher last recorded of each host."""
+        return {row["name"]: row for row in _events(self.conn, "SELECT * FROM hosts", ())}
 
 
 def _jobs(rows: Iterable[Mapping[str, Any]]) -> list[Job]:

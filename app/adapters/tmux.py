@@ -687,6 +687,10 @@ _HOOK_BASELINE_S = 2.5
 _HOOK_CLOCK_SLACK_S = 1
 
 
+def _decimal(text: str) -> bool:
+    return text.isascii() and text.isdecimal()
+
+
 @dataclass(frozen=True)
 class Notification:
     """One ``%name arg...`` line of control-mode output; ``value`` is the still escaped data of
@@ -936,7 +940,8 @@ class ControlClient:
         if value == previous or not hook.strip():
             return
         stamp = hook.split()[-1]
-        if stamp.isdigit() and created.isdigit() and len(hook.split()) >= 4:
+        # The host writes these: ASCII digits only ("²".isdigit() is true, int() refuses it).
+        if _decimal(stamp) and _decimal(created) and len(hook.split()) >= 4:
             news = int(stamp) >= int(created) - _HOOK_CLOCK_SLACK_S
         else:
             news = previous is not None or \
@@ -1032,7 +1037,9 @@ class ControlMode:
         """Have one live client per session in ``session_ids`` and none for any other."""
         if not self._check_version():
             return
-        if self._bell is None:
+        # Not over ssh: no hook rings the channel there (app.install.remote_hooks sets a pane
+        # option instead), and a remote `tmux wait-for` outlives the ssh client killed to end it.
+        if self._bell is None and self.tmux.via is None:
             self._bell = HookBell(self.tmux, self.wake)
         now = time.monotonic()
         wanted = {s for s in session_ids if s.startswith("$")}

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 _ATTENTION = {"NEEDS_CONFIRMATION": 0, "ERROR": 1, "READY": 2, "BUSY": 3, "UNKNOWN": 4,
               "EXITED": 5}
 _SHORT = {"NEEDS_CONFIRMATION": "NEEDS_CONF"}
+# Why a pane of another host is not current (app.adapters.status.host_staleness), in few words.
+_STALE_SHORT = {"host_unreachable": "host unreachable", "host_not_watched": "host not watched"}
 # Every style that colours sets both fg and bg, so it reads the same on tmux's default green bar
 # and on a dark theme; BUSY and UNKNOWN ask nothing of you and keep the bar's own colours.
 TMUX_STYLE = {
@@ -148,10 +150,12 @@ def short_line(workers: Sequence[Mapping[str, Any]], colour: bool = False,
         state = w.get("state") or "UNKNOWN"
         if state == "EXITED" or w.get("cli_type") == "conductor":  # nothing to act on there
             continue
+        if w.get("host_removed_ts"):  # its host left the config: nothing to act on there
+            continue
         name = clean_text(str(w.get("name") or w.get("id")) + _at_host(w))
-        # "?": the last state seen before the pane's host stopped answering.
-        stale = "?" if w.get("stale_reason") else ""
-        shown = f"[{name}: {_SHORT.get(state, state)}{stale}]"
+        # A pane whose host is not current shows why instead of a state that may be over.
+        why = _STALE_SHORT.get(str(w.get("stale_reason") or ""))
+        shown = f"[{name}: {why or _SHORT.get(state, state)}]"
         # '#' would start a tmux format in status-right; double it to print it literally.
         text = shown.replace("#", "##")
         items.append((f"#[{style[state]}]{text}#[default]" if state in style else text,
@@ -277,8 +281,9 @@ def _table_row(w: Mapping[str, Any], now: float, grace_s: float) -> list[str]:
         # Window names are set by programs (through escapes of their own): printable only.
         clean_text(str(w.get("name") or "")),
         clean_text(str(w.get("cli_type") or "-")),
-        # A state kept from before its host stopped answering may be over by now.
-        f"{state} (stale)" if w.get("stale_reason") else state,
+        # Its host is not current: the state seen last may be over by now.
+        f"{state} ({_STALE_SHORT.get(str(w['stale_reason']), 'stale')})"
+        if w.get("stale_reason") else state,
         str(w.get("cycle") or "-"),
         _clock(entered, now) if entered else "-",
         "-" if waited is None else duration(waited) + (" long" if long_wait else ""),

@@ -95,6 +95,7 @@ _HOSTS_EXAMPLE = """\
 # ssh_options = []         # extra ssh arguments, e.g. ["-F", "/path/to/ssh_config"]
 # socket = ""              # the remote tmux -L socket name; "" = its default server
 # enabled = true
+# max_panes = 500          # panes of this host watched at most (the first ones listed)
 """
 
 

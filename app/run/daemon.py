@@ -44,7 +44,8 @@ from app.observe.packs import Pack, load_packs
 from app.observe.pane import Tracked
 from app.run.hosts import HostWatches, WatcherFactory
 from app.run.imports import import_everything
-from app.run.watcher import Watcher, rest
+from app.run.runner import Runner
+from app.run.watcher import Watcher
 
 log = logging.getLogger(__name__)
 
@@ -212,8 +213,9 @@ def _start_cycle(daemon: Daemon, store: StoreWriter, packs: Mapping[str, Pack],
 
 def _host_watcher(daemon: Daemon, packs: Mapping[str, Pack], llm: AsyncLLM | None,
                   notifier: Notifier) -> WatcherFactory:
-    """How a host's thread builds its watcher: this machine's, with that host's tmux and its own
-    herding and cycle steps (they type and run checks there)."""
+    """How a host's thread builds its watcher: this machine's, with that host's tmux, the
+    daemon's store writer, and its own herding and cycle steps (they type and run checks
+    there)."""
     def build(tmux: Tmux, store: StoreWriter, control: ControlMode | None) -> Watcher:
         there = replace(daemon, tmux=tmux, hosts=())
         steps = (_start_herd(there, store, packs, llm, notifier),
@@ -240,7 +242,6 @@ class Daemon:
     def __post_init__(self) -> None:
         self._stop = threading.Event()
         self._wake = threading.Event()  # a stop, or control mode reporting output
-        self._server_running: bool | None = None
 
     def stop(self) -> None:
         self._stop.set()
@@ -291,12 +292,15 @@ class Daemon:
                      store.path, len(packs), ", ".join(sorted(packs)))
             for note in self.notes:
                 log.info("%s", note)
-            remote = HostWatches(self.hosts if not self.once else (), store,
-                                 self.settings, _host_watcher(self, packs, llm, notifier))
+            # One store writer for the process: each host's thread writes through this one.
+            remote = HostWatches(self.hosts, store, self.settings,
+                                 _host_watcher(self, packs, llm, notifier)) \
+                if not self.once else None
             try:
                 self._loop(watcher, store, notifier)
             finally:
-                remote.close()
+                if remote is not None:
+                    remote.close()
                 watcher.close()
                 if control is not None:
                     control.close()
@@ -323,56 +327,57 @@ class Daemon:
         return 0
 
     def _loop(self, watcher: Watcher, store: StoreWriter, notifier: Notifier) -> None:
-        next_full = 0.0  # monotonic
-        while not self._stop.is_set():
-            # Cleared before the tick takes what control mode reported: a report arriving
-            # during the tick wakes the next wait at once.
-            self._wake.clear()
-            started = time.monotonic()
-            full = started >= next_full
-            if self._cycle(watcher, store, notifier, full):
-                next_full = started + self.settings.interval_s
-            if self.once:
-                return
-            rest(next_full, watcher.next_due(), self._wake, self._stop, _GATHER_S)
+        # A failing tick is tried again at least once per interval, as the full poll would be.
+        Runner(_LocalPart(self, watcher, store, notifier), self.settings.interval_s,
+               stop=self._stop, wake=self._wake, gather_s=_GATHER_S,
+               retry_cap_s=self.settings.interval_s, fatal=(StoreLost,)).run(once=self.once)
 
-    def _cycle(self, watcher: Watcher, store: StoreWriter, notifier: Notifier,
-               full: bool = True) -> bool:
-        """One tick; True when it was a full poll."""
-        problem = store.verify()
+
+@dataclass
+class _LocalPart:
+    """This machine's tmux server, as the runner drives it."""
+
+    daemon: Daemon
+    watcher: Watcher
+    store: StoreWriter
+    notifier: Notifier
+    server_running: bool | None = None
+
+    def tick(self, now: float, full: bool) -> bool:
+        problem = self.store.verify()
         if problem is not None:
-            log.error("status store %s: %s", store.path, problem)
-            raise StoreLost(problem, store.journal())
-        try:
-            report = watcher.tick(time.time(), full=full)
-        except StoreError as exc:
-            log.error("cycle skipped: %s", exc)
-            return full
-        except Exception:
-            log.exception("cycle failed; continuing")
-            return full
+            log.error("status store %s: %s", self.store.path, problem)
+            raise StoreLost(problem, self.store.journal())
+        report = self.watcher.tick(now, full=full)
         if report.full and report.server_running:
             try:
-                write_beat(self.workers_dir, os.getpid(), time.time())
+                write_beat(self.daemon.workers_dir, os.getpid(), time.time())
             except OSError as exc:
                 log.warning("could not write the heartbeat file: %s", exc.strerror or exc)
         for worker_id in report.exited:
-            notifier.forget(worker_id)  # what it remembers follows the live panes
+            self.notifier.forget(worker_id)  # what it remembers follows the live panes
+        tmux = self.daemon.tmux
         if report.transitions or report.exited:
             try:
-                self.tmux.refresh_status()
+                tmux.refresh_status()
             except Exception as exc:  # a status line is never worth a cycle
                 log.warning("could not refresh the tmux status line: %s", exc)
-        if report.server_running != self._server_running:
+        if report.server_running != self.server_running:
             if not report.server_running:
-                log.warning("no tmux server on socket %s; waiting for one", self.tmux.label)
-            elif self._server_running is False:
-                log.info("tmux server on socket %s is back", self.tmux.label)
-            self._server_running = report.server_running
+                log.warning("no tmux server on socket %s; waiting for one", tmux.label)
+            elif self.server_running is False:
+                log.info("tmux server on socket %s is back", tmux.label)
+            self.server_running = report.server_running
             try:
-                with store.transaction() as conn:
-                    store.heartbeat(conn, last_cycle_ts=time.time(), problem=None
-                                    if report.server_running else "tmux server not running")
+                with self.store.transaction() as conn:
+                    self.store.heartbeat(conn, last_cycle_ts=time.time(), problem=None
+                                         if report.server_running else "tmux server not running")
             except StoreError as exc:
                 log.error("%s", exc)
         return report.full
+
+    def next_due(self) -> float | None:
+        return self.watcher.next_due()
+
+    def failed(self, exc: Exception, now: float) -> bool:
+        return False

@@ -15,15 +15,22 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from app.act.steps import Step
-from app.adapters.ssh import HostConfig
+from app.adapters.ssh import DEFAULT_MAX_PANES, HostConfig
 from app.adapters.status import find_worker
 from app.adapters.store import StoreReader, StoreWriter
-from app.adapters.tmux import LOCAL_HOST, ControlMode, Tmux, pane_id_checked, tmux_version
+from app.adapters.tmux import (
+    LOCAL_HOST,
+    ControlMode,
+    PaneListing,
+    Tmux,
+    pane_id_checked,
+    tmux_version,
+)
 from app.base.errors import (
     ConductorError,
     ConfigError,
@@ -37,13 +44,18 @@ from app.base.render import clean_text
 from app.base.settings import WatchSettings
 from app.observe.hookevents import parse_event
 from app.observe.one_pane import Target, resolve
-from app.run.watcher import rest
+from app.run.runner import QuietRepeats, Runner
 
 log = logging.getLogger(__name__)
 
 # A host's name shows in `status`, in HOST:NAME and in NAME@HOST: letters, digits, - _ .
-HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-_KEYS = {"ssh": str, "ssh_options": list, "socket": str, "enabled": bool}
+# fullmatch only: "$" would also match before a trailing newline.
+HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+# A tmux -L socket name: no folder, nothing a shell or a log line could misread.
+SOCKET_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+_KEYS = {"ssh": str, "ssh_options": list, "socket": str, "enabled": bool, "max_panes": int}
+MAX_PANES_LIMIT = 100_000
+PANE_ID = re.compile(r"%[0-9]{1,9}")
 
 
 def parse_hosts(table: Any, path: Path) -> tuple[HostConfig, ...]:
@@ -54,8 +66,10 @@ def parse_hosts(table: Any, path: Path) -> tuple[HostConfig, ...]:
     hosts = []
     for name, entry in table.items():
         where = f"{path}: hosts.{name}"
-        if not HOST_NAME.match(name) or name == LOCAL_HOST:
-            raise ConfigError(f"{where}: a host name is letters, digits, '-', '_' and '.' "
+        if not isinstance(name, str) or not HOST_NAME.fullmatch(name) or name == LOCAL_HOST:
+            # repr: the name may hold a newline or escapes, and the refusal is one line.
+            raise ConfigError(f"{path}: hosts.{name!r}: a host name is letters, digits, '-', "
+                              "'_' and '.' "
                               f"(and not {LOCAL_HOST!r}, which is this machine)")
         if not isinstance(entry, Mapping):
             raise ConfigError(f"{where} must be a table")
@@ -63,21 +77,28 @@ def parse_hosts(table: Any, path: Path) -> tuple[HostConfig, ...]:
             kind = _KEYS.get(key)
             if kind is None:
                 raise ConfigError(f"{where}: unknown key {key} (known: {', '.join(_KEYS)})")
-            if not isinstance(value, kind) or (isinstance(value, list) and
+            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)) or \
+                    (isinstance(value, list) and
                                                not all(isinstance(v, str) for v in value)):
                 raise ConfigError(f"{where}.{key} must be "
                                   f"{'a list of strings' if kind is list else kind.__name__}, "
                                   f"got {value!r}")
-        ssh = str(entry.get("ssh", "")).strip()
+        ssh = str(entry.get("ssh", ""))
         if not ssh or ssh.startswith("-") or any(c.isspace() or not c.isprintable() for c in ssh):
             raise ConfigError(f"{where}.ssh must be an ssh destination (user@host, an "
                               f"~/.ssh/config alias), got {ssh!r}")
         socket = str(entry.get("socket", ""))
-        if "/" in socket or any(not c.isprintable() for c in socket):
-            raise ConfigError(f"{where}.socket must be a tmux -L socket name, got {socket!r}")
+        if socket and not SOCKET_NAME.fullmatch(socket):
+            raise ConfigError(f"{where}.socket must be a tmux -L socket name (letters, digits, "
+                              f"'-', '_', '.'), got {socket!r}")
+        max_panes = entry.get("max_panes", DEFAULT_MAX_PANES)
+        if not 1 <= max_panes <= MAX_PANES_LIMIT:
+            raise ConfigError(f"{where}.max_panes must be 1 to {MAX_PANES_LIMIT}, "
+                              f"got {max_panes!r}")
         hosts.append(HostConfig(name=name, ssh=ssh,
                                 ssh_options=tuple(entry.get("ssh_options", ())),
-                                socket=socket, enabled=bool(entry.get("enabled", True))))
+                                socket=socket, enabled=bool(entry.get("enabled", True)),
+                                max_panes=max_panes))
     return tuple(hosts)
 
 
@@ -133,13 +154,15 @@ def find_host(hosts: tuple[HostConfig, ...], name: str) -> HostConfig:
 
 # --- watching ------------------------------------------------------------------------------------
 
-# Pauses between tries to reach a host that did not answer: doubled each time up to the last.
-BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+# The longest pause between tries to reach a host that did not answer (the pause doubles from
+# 1 s with each failure in a row): a host that comes back is seen within this.
+RETRY_CAP_S = 30.0
 # Control-mode clients per host: each is an ssh session, and sshd's MaxSessions (10 by default)
 # must leave room for the calls in flight; the sessions beyond are polled.
 CONTROL_CLIENTS = 8
 # A burst of output wakes the loop; it gathers this long before its tick (as the daemon does).
 _GATHER_S = 0.02
+NOT_REACHED_YET = "not reached yet since the watcher started"
 
 
 class Watching(Protocol):
@@ -156,33 +179,69 @@ class Watching(Protocol):
     def close(self) -> None: ...
 
 
-# (the host's Tmux, the thread's own store connection, control mode or None) -> its watcher
+# (the host's Tmux, the daemon's store writer, control mode or None) -> its watcher
 WatcherFactory = Callable[[Tmux, StoreWriter, "ControlMode | None"], Watching]
 
 
-class HostWatch:
-    """One configured host, watched by a thread of its own with its own watcher, store
-    connection, ssh connection and control-mode clients: a host that is slow or gone costs its
-    own thread time, never a tick of this machine's or another host's.
+class CappedTmux(Tmux):
+    """A host's tmux server with at most ``max_panes`` of its panes watched: a host is
+    untrusted input, and one reporting 20,000 panes must cost no more than its cap (rows,
+    captures, folders). The first panes listed are kept, so the same ones stay watched."""
 
-    A host that does not answer (ssh refused, auth failed, timed out, sessions refused) leaves
-    its panes' rows as they were, marked unreachable in the store's ``hosts`` table (so `status`
-    shows them stale with ``host_unreachable``, and nothing types into them); it is tried again
-    after 1, 2, 4 … 30 s. Its tmux server answering "no server" ends its panes as locally.
+    def __init__(self, host: HostConfig, quiet: QuietRepeats) -> None:
+        super().__init__(socket_name=host.socket or None, via=host.via())
+        self.max_panes = host.max_panes
+        self.quiet = quiet
+
+    def list_panes(self) -> PaneListing:
+        listing = super().list_panes()
+        if len(listing.panes) <= self.max_panes:
+            return listing
+        # Once per watcher, whatever the count: a host may vary it every tick.
+        self.quiet.log(logging.WARNING, f"host {self.host}: more than {self.max_panes} panes; "
+                       f"watching the first {self.max_panes} (max_panes in [hosts.{self.host}])",
+                       window_s=float("inf"))
+        return replace(listing, panes=listing.panes[:self.max_panes])
+
+
+class HostWatch:
+    """One configured host, watched by a thread of its own with its own watcher, ssh connection
+    and control-mode clients, driven by the runner every loop uses (app.run.runner): a host that
+    is slow or gone costs its own thread time, never a tick of this machine's or another host's.
+
+    Each full tick writes the host's heartbeat (``checked_ts`` in the store's ``hosts`` table),
+    so readers can tell its rows are current. A host that does not answer (ssh refused, auth
+    failed, timed out, sessions refused) leaves its panes' rows as they were, marked
+    unreachable (readers show them stale, and nothing types into them); everything we run there
+    is ended (control clients, the shared connection) and it is tried again after 1, 2, 4 … 30
+    s. Its tmux server answering "no server" ends its panes as locally; it is then polled at the
+    interval.
     """
 
     def __init__(self, host: HostConfig, store: StoreWriter, settings: WatchSettings,
-                 factory: WatcherFactory, stop: threading.Event) -> None:
+                 factory: WatcherFactory, stop: threading.Event, quiet: QuietRepeats) -> None:
         self.host = host
         self.store = store  # the watcher's one writer: see app/adapters/store.py, _OPENING
         self.settings = settings
         self.factory = factory
         self._stop = stop
         self._wake = threading.Event()
+        self.quiet = quiet
         self.reachable: bool | None = None
         self.problem = ""
-        self.ticks = 0
+        self.tmux = CappedTmux(host, quiet)
+        self.control = ControlMode(self.tmux, self._wake.set) if settings.events else None
+        if self.control is not None:
+            self.control.max_clients = CONTROL_CLIENTS
+        self.watcher: Watching | None = None
+        self.runner = Runner(self, settings.interval_s, stop=stop, wake=self._wake,
+                             gather_s=_GATHER_S, retry_cap_s=RETRY_CAP_S,
+                             label=f"host {host.name}: ", quiet=quiet)
         self._thread = threading.Thread(target=self._run, name=f"host-{host.name}", daemon=True)
+
+    @property
+    def ticks(self) -> int:
+        return self.runner.ticks
 
     def start(self) -> HostWatch:
         self._thread.start()
@@ -195,88 +254,95 @@ class HostWatch:
         self._wake.set()
         self._thread.join(timeout)
 
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
     def _run(self) -> None:
-        store = self.store
-        tmux = self.host.tmux()
-        control = ControlMode(tmux, self._wake.set) if self.settings.events else None
-        if control is not None:
-            control.max_clients = CONTROL_CLIENTS
-        watcher: Watching | None = None
         try:
-            watcher = self.factory(tmux, store, control)
-            self._loop(watcher, store, control, tmux.label)
+            self.watcher = self.factory(self.tmux, self.store, self.control)
+            self.runner.run()
         except Exception:
             log.exception("host %s: its watcher stopped", self.host.name)
         finally:
-            if watcher is not None:
-                watcher.close()
-                for step in watcher.steps:
+            if self.watcher is not None:
+                self.watcher.close()
+                for step in self.watcher.steps:
                     step.close()
-            if control is not None:
-                control.close()
+            self._hang_up()
+
+    def _hang_up(self) -> None:
+        """End everything of ours on the host: control clients (a client exits at the end of
+        its input, which ssh passes on) and the shared connection."""
+        if self.control is not None:
+            self.control.close()
+        try:
             self.host.via().close()
+        except Exception as exc:  # stopping goes on whatever ssh says
+            log.warning("host %s: closing its ssh connection: %s", self.host.name, exc)
 
-    def _loop(self, watcher: Watching, store: StoreWriter, control: ControlMode | None,
-              socket: str) -> None:
-        next_full = 0.0
-        failures = 0
-        while not self._stop.is_set():
-            self._wake.clear()
-            started = time.monotonic()
-            full = started >= next_full
-            try:
-                if control is not None:
-                    record_hooks(store, control.take_hooks(), socket)
-                watcher.tick(time.time(), full=full)
-            except HostUnreachable as exc:
-                failures += 1
-                self._record(store, False, str(exc))
-                self._stop.wait(BACKOFF_S[min(failures, len(BACKOFF_S)) - 1])
-                next_full = 0.0
-                continue
-            except StoreError as exc:
-                log.error("host %s: cycle skipped: %s", self.host.name, exc)
-            except Exception:
-                log.exception("host %s: cycle failed; continuing", self.host.name)
-            else:
-                self.ticks += 1
-                failures = 0
-                if self.reachable is not True:
-                    self._record(store, True, "")
-            if full:
-                next_full = started + self.settings.interval_s
-            rest(next_full, watcher.next_due(), self._wake, self._stop, _GATHER_S)
+    # --- the runner's part ------------------------------------------------------------------
 
-    def _record(self, store: StoreWriter, reachable: bool, problem: str) -> None:
+    def tick(self, now: float, full: bool) -> bool:
+        assert self.watcher is not None
+        if self.control is not None:
+            record_hooks(self.store, self.control.take_hooks(), self.tmux.label)
+        report = self.watcher.tick(now, full=full)
+        if report.full:
+            self._record(True, "" if report.server_running else "tmux server not running",
+                         now)
+        return bool(report.full)
+
+    def next_due(self) -> float | None:
+        return self.watcher.next_due() if self.watcher is not None else None
+
+    def failed(self, exc: Exception, now: float) -> bool:
+        if not isinstance(exc, HostUnreachable):
+            return False
+        # What ran over the lost connection may be half alive: end it, so a reconnect starts
+        # clean and nothing of ours piles up there.
+        self._hang_up()
+        try:
+            self._record(False, str(exc), now)
+        except StoreError as failed:  # the loop goes on: readers see the heartbeat age instead
+            self.quiet.log(logging.ERROR, f"host {self.host.name}: {failed}")
+        return True
+
+    def _record(self, reachable: bool, problem: str, now: float) -> None:
         if reachable != self.reachable:
             if reachable:
                 log.info("host %s: reached (%s)", self.host.name, self.host.ssh)
             else:
                 log.warning("host %s: unreachable, its panes are stale: %s", self.host.name,
                             problem)
+        if problem and problem != self.problem and reachable:
+            log.warning("host %s: %s", self.host.name, problem)
         self.reachable, self.problem = reachable, problem
-        now = time.time()
-        try:
-            with store.transaction() as conn:
-                store.set_host(conn, name=self.host.name, socket=self.host.tmux().label,
-                               reachable=int(reachable), problem=problem, checked_ts=now,
-                               **({"reached_ts": now} if reachable else {}))
-        except StoreError as exc:
-            log.error("host %s: %s", self.host.name, exc)
+        with self.store.transaction() as conn:
+            self.store.set_host(conn, name=self.host.name, socket=self.tmux.label,
+                                reachable=int(reachable), problem=problem, checked_ts=now,
+                                watched=1, removed_ts=None,
+                                **({"reached_ts": now} if reachable else {}))
+
+
+def _strict_int(text: str) -> int | None:
+    """A decimal number as tmux prints it; None for anything else (signs, spaces, ``²``)."""
+    return int(text) if text.isascii() and text.isdecimal() else None
 
 
 def record_hooks(store: StoreWriter, hooks: list[tuple[str, str, float]], socket: str) -> None:
     """The hook option values a host's panes took (``SERVER_PID CLI EVENT NONCE EPOCH``, set by the
     line of ``app.install.remote_hooks``) as the hook events ``conductor pty hook`` records
-    locally; the tick that follows reads them as it reads those."""
+    locally; the tick that follows reads them as it reads those. A value that is not our
+    line's (the host is untrusted input) is skipped."""
     rows = []
     for pane_id, value, seen in hooks:
         parts = value.split()
-        if len(parts) < 3 or not parts[0].isdigit():
+        server_pid = _strict_int(parts[0]) if parts else None
+        if len(parts) < 3 or server_pid is None or not PANE_ID.fullmatch(pane_id):
             continue  # unset, or not our line's value
         event = parse_event(parts[1], json.dumps({"hook_event_name": parts[2]}))
         rows.append({"ts": seen, "kind": "hook", "event": event.kind, "name": event.name,
-                     "cli": event.cli, "pane_id": pane_id, "server_pid": int(parts[0]),
+                     "cli": event.cli, "pane_id": pane_id, "server_pid": server_pid,
                      "socket": socket, "session_id": "", "detail": "via the pane option"})
     if rows:
         with store.transaction() as conn:
@@ -285,15 +351,38 @@ def record_hooks(store: StoreWriter, hooks: list[tuple[str, str, float]], socket
 
 
 class HostWatches:
-    """Every enabled host's HostWatch, started together and stopped together."""
+    """Every enabled host's HostWatch, started together and stopped together, all writing
+    through the daemon's one store writer.
+
+    At start the store's ``hosts`` table is told which hosts are watched: a disabled host and
+    one no longer in the config are marked so, and readers show their rows stale at once."""
 
     def __init__(self, hosts: tuple[HostConfig, ...], store: StoreWriter,
                  settings: WatchSettings, factory: WatcherFactory) -> None:
         self._stop = threading.Event()
-        self.watches = [HostWatch(h, store, settings, factory, self._stop).start()
+        self.quiet = QuietRepeats(log)
+        self._mark_watched(store, hosts)
+        self.watches = [HostWatch(h, store, settings, factory, self._stop, self.quiet).start()
                         for h in hosts if h.enabled]
         for watch in self.watches:
             log.info("watching host %s (%s) over ssh", watch.host.name, watch.host.ssh)
+
+    @staticmethod
+    def _mark_watched(store: StoreWriter, hosts: tuple[HostConfig, ...]) -> None:
+        now = time.time()
+        known = {h.name: h for h in hosts}
+        try:
+            with store.transaction() as conn:
+                for name, row in store.host_rows().items():
+                    if name not in known and not row.get("removed_ts"):
+                        store.set_host(conn, name=name, watched=0, removed_ts=now)
+                for host in hosts:
+                    store.set_host(conn, name=host.name, watched=int(host.enabled),
+                                   removed_ts=None, reachable=None, checked_ts=now,
+                                   problem=NOT_REACHED_YET if host.enabled
+                                   else "disabled in the config")
+        except StoreError as exc:
+            log.error("could not record which hosts are watched: %s", exc)
 
     def close(self, timeout: float = 10.0) -> None:
         self._stop.set()

@@ -14,7 +14,8 @@ EXPECTED = {
     "ptys": ["id", "name", "socket", "server_pid", "pane_id", "tmux_session", "tmux_window",
              "window_index", "pane_index", "cwd", "cli_type", "cli_forced", "command",
              "created_by", "first_seen_ts", "last_seen_ts", "worktree", "host"],
-    "hosts": ["name", "socket", "reachable", "problem", "checked_ts", "reached_ts"],
+    "hosts": ["name", "socket", "reachable", "problem", "checked_ts", "reached_ts", "watched",
+              "removed_ts"],
     "status": ["id", "state", "summary", "actions_needed", "confidence", "reasons", "rule_id",
                "classifier", "last_snapshot_hash", "state_entered_ts", "last_change_ts",
                "stable_count", "signals", "herd_eligible", "herd_reason", "cycle"],
@@ -46,7 +47,8 @@ def test_a_blank_store_migrates_to_exactly_the_schema_in_wal_mode(tmp_path: Path
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     applied = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations")]
     assert applied == ["m001_initial", "m002_events_and_signals", "m003_herding", "m004_jobs",
-                       "m005_declared_check", "m006_worktree", "m007_hosts"]
+                       "m005_declared_check", "m006_worktree", "m007_hosts",
+                       "m008_host_heartbeat"]
 
 
 def test_a_store_from_the_first_release_gains_events_and_keeps_its_rows(tmp_path: Path) -> None:

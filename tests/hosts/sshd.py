@@ -148,6 +148,53 @@ class SshHost:
     def kill_tmux(self) -> None:
         self.tmux("kill-server")
 
+    def our_processes(self) -> list[str]:
+        """Processes conductor runs on this host (its sessions under sshd, and anything that
+        outlived one: every login here has this host's TMUX_TMPDIR), as "PID CMDLINE"; the
+        host's tmux server and its panes are the person's, not ours."""
+        server = self.tmux("display-message", "-p", "#{pid}").stdout.strip()
+        theirs = {int(server), *descendants(int(server))} if server.isdecimal() else set()
+        marker = f"TMUX_TMPDIR={self.tmux_dir}".encode()
+        sessions = set(descendants(self.proc.pid)) if self.proc is not None else set()
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdecimal() or int(entry.name) in theirs:
+                continue
+            try:
+                environ = (entry / "environ").read_bytes().split(b"\0")
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").strip()
+                parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            except OSError:
+                continue
+            if (marker in environ or int(entry.name) in sessions) and cmdline:
+                found.append(f"{entry.name} (parent {parent}) "
+                             f"{cmdline.decode(errors='replace')}")
+        return sorted(found)
+
+    def kill_clients(self, sockets: str) -> int:
+        """Kill this machine's ssh processes to this host (the shared connection, whose
+        control socket is in the folder ``sockets``, and the sessions over it), as a dropped
+        network would end them; how many there were."""
+        config = str(self.client_config).encode()
+        pids = set()
+        check = subprocess.run(["ssh", *self.ssh_options, "-o", f"ControlPath={sockets}/%C",
+                                "-O", "check", self.name], capture_output=True, text=True,
+                               timeout=20, check=False)
+        master = check.stderr.partition("(pid=")[2].partition(")")[0]
+        if master.isdecimal():
+            pids.add(int(master))
+        for entry in Path("/proc").iterdir():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"ssh") and config in argv:
+                pids.add(int(entry.name))
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return len(pids)
+
 
 def short_folder(tmp_path: Path) -> str:
     """A 0700 folder for ssh's control sockets with a short path (a socket path must stay under

@@ -41,6 +41,14 @@ def test_hosts_tables_are_read(tmp_path: Path) -> None:
     ('[hosts.gpu]\nssh = "gpu"\nssh_options = "-v"\n', "list of strings"),
     ('[hosts.gpu]\nssh = "gpu"\nport = 22\n', "unknown key port"),
     ('[hosts.gpu]\nssh = "gpu"\nsocket = "a/b"\n', "socket"),
+    ('[hosts.gpu]\nssh = "gpu"\nsocket = "a#{pid}"\n', "socket"),
+    # A trailing newline: "$" in a pattern matches before it, fullmatch does not.
+    ('[hosts."gpu\\n"]\nssh = "gpu"\n', "host name"),
+    ('[hosts."gpu²"]\nssh = "gpu"\n', "host name"),
+    ('[hosts.gpu]\nssh = "gpu\\n"\n', "ssh destination"),
+    ('[hosts.gpu]\nssh = "gpu"\nmax_panes = 0\n', "max_panes"),
+    ('[hosts.gpu]\nssh = "gpu"\nmax_panes = true\n', "max_panes"),
+    ('[hosts.gpu]\nssh = "gpu"\nmax_panes = "5"\n', "max_panes"),
     ('hosts = 3\n', "table"),
 ])
 def test_bad_hosts_tables_are_one_line(tmp_path: Path, table: str, says: str) -> None:

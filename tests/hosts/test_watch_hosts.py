@@ -80,14 +80,18 @@ def test_rows_from_every_host_a_remote_question_and_a_host_lost_and_back(
     retry_until(lambda: rows(server)["beta:agent"].get("stale_reason") == "host_unreachable",
                 30, interval=0.3)
     now = rows(server)
-    assert now["beta:agent"]["state"] == "READY" and now["beta:agent"]["stale"]
+    # Never READY while its host does not answer: the state seen last is kept apart.
+    assert now["beta:agent"]["state"] == "UNKNOWN" and now["beta:agent"]["stale"]
+    assert now["beta:agent"]["last_state"] == "READY"
+    assert not now["beta:agent"]["eligible_for_herd"]
     assert not now["alpha:agent"]["stale"] and not now["local:agent"]["stale"]
     alpha.tmux("send-keys", "-t", "work:agent", "Escape")
     retry_until(lambda: rows(server)["alpha:agent"]["state"] != "NEEDS_CONFIRMATION", 30,
                 interval=0.2)
-    assert "READY (stale)" in conductor("-L", server.socket_name, "pty", "status").stdout
-    assert "[agent@beta: READY?]" in conductor("-L", server.socket_name, "pty", "status",
-                                               "--short").stdout
+    assert "UNKNOWN (host unreachable)" in conductor("-L", server.socket_name, "pty",
+                                                     "status").stdout
+    assert "[agent@beta: host unreachable]" in conductor("-L", server.socket_name, "pty",
+                                                         "status", "--short").stdout
     refused = conductor("-L", server.socket_name, "pty", "send", "beta:agent", "hello")
     assert refused.returncode == 1 and "unreachable" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
