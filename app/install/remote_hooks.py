@@ -51,7 +51,7 @@ def merged(cli: str, path: str, old_text: str | None) -> tuple[str | None, str]:
     events = events_for(cli)
     snippet = json.dumps({"hooks": {e: [_group(cli, e, hook_line(cli, e))] for e in events}},
                          indent=2)
-    settings = _parse_json(cli, path, old_text) if old_text is not None else {}  # type: ignore[arg-type]
+    settings = _parse_json(cli, path, old_text) if old_text is not None else {}
     changed = merge_events(cli, path, settings, {e: hook_line(cli, e) for e in events})
     if not changed:
         return None, snippet
