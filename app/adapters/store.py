@@ -195,6 +195,17 @@ def open_private(path: str, flags: int) -> int:
         raise
 
 
+def _create_private(path: str) -> None:
+    """Create the database file 0600 if it is not there; never open (and so close) one that
+    is: closing any descriptor of a file drops every POSIX lock this process holds on it,
+    SQLite's own included, and another thread's write transaction would then run beside
+    another process's (doubled job numbers, lost rows)."""
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600))
+    except FileExistsError:
+        _refuse_link(path)
+
+
 def _refuse_link(path: str) -> None:
     if os.path.islink(path):
         raise StoreError(f"status store {path} is a symbolic link; refusing to open it")
@@ -289,7 +300,7 @@ class StoreWriter:
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
             # Created here, 0600 and not through a link, before SQLite opens it: its -wal and
             # -shm files take the database file's permissions.
-            os.close(open_private(self.path, os.O_RDWR))
+            _create_private(self.path)
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
                                    isolation_level=None, check_same_thread=False)
             try:
