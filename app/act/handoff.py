@@ -13,6 +13,7 @@ looks at one pane are ``app.observe.one_pane``'s.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from app.act import gate
 from app.adapters.tmux import Tmux
-from app.base.errors import PaneDead, PaneNotFound
+from app.base.errors import ConductorError, PaneDead, PaneNotFound
 from app.base.inputs import Refused as Refused
 from app.base.inputs import check_text as check_text
 from app.base.model import State
@@ -63,6 +64,10 @@ class WaitResult:
     state_seen_s: float = 0.0
 
 
+class WaitStopped(ConductorError):
+    """The one waiting went away (an MCP call cancelled): the wait ends before its time."""
+
+
 def _exited(reasons: tuple[str, ...], summary: str, started: float,
             on_change: Callable[[Assessment], None] | None) -> WaitResult:
     now = time.time()
@@ -75,10 +80,12 @@ def _exited(reasons: tuple[str, ...], summary: str, started: float,
 
 def wait(watch: PaneWatch, until: Collection[State], timeout_s: float | None,
          poll_s: float = DEFAULT_WAIT_POLL_S,
-         on_change: Callable[[Assessment], None] | None = None) -> WaitResult:
+         on_change: Callable[[Assessment], None] | None = None,
+         stop: threading.Event | None = None) -> WaitResult:
     """Poll until the pane's reported state is one of ``until``, or the timeout passes. A pane
     that ends (gone, or dead and kept by remain-on-exit) ends the wait at once: reached when
-    ``until`` holds EXITED, else :class:`PaneNotFound` (:class:`PaneDead` with its status)."""
+    ``until`` holds EXITED, else :class:`PaneNotFound` (:class:`PaneDead` with its status).
+    ``stop`` set ends it between polls with :class:`WaitStopped`."""
     started = time.monotonic()
     last: State | None = None
     since = started
@@ -114,4 +121,7 @@ def wait(watch: PaneWatch, until: Collection[State], timeout_s: float | None,
         if timeout_s is not None and waited >= timeout_s:
             return WaitResult(False, assessment, waited, now - since)
         pause = poll_s if timeout_s is None else min(poll_s, max(0.0, timeout_s - waited))
-        time.sleep(pause)
+        if stop is None:
+            time.sleep(pause)
+        elif stop.wait(pause):
+            raise WaitStopped(f"the wait for {watch.target.label} was stopped")
