@@ -11,8 +11,9 @@ error with the same one line, never a crash of the server. Only stdout carries t
 nothing here prints. Needs the optional ``mcp`` extra.
 
 An agent's server is bounded, whatever the agent does: at most :data:`MAX_WAITS` ``wait``s at
-once (each polls tmux twice a second; an agent that gives up on a call cancels it, and its wait
-stops at the next poll instead of polling on to its own timeout), and reports at most
+once (each polls tmux twice a second, every :data:`QUIET_POLL_S` once the pane's screen stays
+the same; an agent that gives up on a call cancels it, and its wait stops at once instead of
+polling on to its own timeout), and reports at most
 :data:`REPORT_BURST` at a time, then one every :data:`REPORT_EVERY_S` seconds (each queues a
 cycle; a newer one supersedes the older, so the refused ones lose nothing the last did not say).
 """
@@ -46,6 +47,9 @@ are working towards."""
 MAX_WAIT_S = 3600.0
 # Waits running at once: one per pane an agent could sensibly watch; each polls tmux on its own.
 MAX_WAITS = 4
+# An agent's wait on a pane that shows the same screen (a question for the person, a long quiet
+# run) looks this often: a quarter of the polls, at most this much later.
+QUIET_POLL_S = 2.0
 REPORT_BURST = 3
 REPORT_EVERY_S = 10.0
 
@@ -193,7 +197,8 @@ class Tools:
             self._check_server(tmux, required=False)
             target = commands.resolve(tmux, self.workers_dir, pane)
             _, result = commands.wait(tmux, self.workers_dir, target, states, timeout,
-                                      load_config(upgrade=False, env=self.env), stop=stop)
+                                      load_config(upgrade=False, env=self.env), stop=stop,
+                                      quiet_poll_s=QUIET_POLL_S)
         finally:
             self._waits.release()
         a = result.assessment
