@@ -10,6 +10,7 @@ import json
 import os
 import re
 import sqlite3
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -583,3 +584,46 @@ def test_a_burst_of_reports_is_cut_to_a_few_and_leaves_one_open_cycle(
     assert len(cycles(isolated_env)) == 12
     [(seq, state)] = open_cycles(isolated_env)
     assert state == "queued" and seq == max(s for s, _ in cycles(isolated_env))
+
+
+def test_a_server_whose_agent_goes_away_mid_wait_exits(server: Any, session: Any,
+                                                       isolated_env: Path) -> None:
+    """The agent CLI closes the server's stdin (it exited) while a wait runs: the server ends
+    then, not when the wait's own timeout passes (its polling thread used to hold it). Raw
+    JSON-RPC: the official client kills its server on the way out, which would hide this."""
+    pane = session.active_window.active_pane
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "-L", server.socket_name, "--workers-dir",
+         str(isolated_env), "pty", "mcp"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
+        env={"TMUX_PANE": pane.pane_id, "TMUX": tmux_env(server), "PYTHONPATH": str(REPO),
+             "CONDUCTOR_CONFIG": str(isolated_env.parent / "config.toml"),
+             "PATH": os.environ.get("PATH", ""),
+             **{k: v for k, v in os.environ.items() if k == TMUX_TMPDIR}})
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(message: dict[str, Any]) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+        proc.stdin.flush()
+
+    try:
+        send({"id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}})
+        assert json.loads(proc.stdout.readline())["id"] == 0
+        send({"method": "notifications/initialized"})
+        send({"id": 1, "method": "tools/call", "params": {"name": "wait", "arguments": {
+            "pane": pane.pane_id, "until": "EXITED", "timeout": 600}}})
+        # Answered after the wait was taken up: the requests are read in order.
+        send({"id": 2, "method": "tools/call", "params": {"name": "set_goal",
+                                                          "arguments": {"goal": "g"}}})
+        assert json.loads(proc.stdout.readline())["id"] == 2
+        proc.stdin.close()
+        # A hang guard, not a speed claim: before, it ran on for the wait's 600 s.
+        assert proc.wait(timeout=60) == 0
+        assert b"Traceback" not in (proc.stderr.read() if proc.stderr else b"")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
