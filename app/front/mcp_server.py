@@ -251,7 +251,8 @@ def server(tools: Tools) -> MCPServer:
     def report(status_report: str, wait_cmd: str | None = None) -> str:
         """Tell conductor you think your task is done; returns at once. wait_cmd: a shell
         command that checks the work (e.g. the test suite); it runs only if the person declared
-        it for this pane or allowed it, and the answer says what runs instead."""
+        it for this pane or allowed it, and the answer says what runs instead. Report once
+        per task: a burst of reports is refused (the last one stands)."""
         return call(tools.report, status_report, wait_cmd)
 
     @app.tool()
@@ -267,7 +268,8 @@ def server(tools: Tools) -> MCPServer:
     @app.tool()
     async def wait(pane: str, until: str = "READY", timeout: float = 600.0) -> str:
         """Block until a pane (id, name or %N) of this tmux server is in a state (READY by
-        default), or timeout seconds (at most 3600) pass. Any pane: it only reads."""
+        default), or timeout seconds (at most 3600) pass. Any pane: it only reads. At most 4
+        waits run at once."""
         stop = threading.Event()
         try:
             # Not shielded from cancellation: a call the agent gave up on (or a server that

@@ -627,3 +627,18 @@ def test_a_server_whose_agent_goes_away_mid_wait_exits(server: Any, session: Any
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_the_report_bucket_gives_a_burst_then_one_per_period() -> None:
+    from app.front.mcp_server import Bucket
+
+    now = [100.0]
+    bucket = Bucket(3, 10.0, clock=lambda: now[0])
+    assert [bucket.take() for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert bucket.take() == 10.0
+    now[0] += 4.0
+    assert bucket.take() == pytest.approx(6.0)
+    bucket.give_back()  # a refused report (bad input) costs nothing
+    assert bucket.take() == 0.0
+    now[0] += 1000.0  # a long quiet spell refills to the burst, no more
+    assert [bucket.take() for _ in range(4)] == [0.0, 0.0, 0.0, pytest.approx(10.0)]
