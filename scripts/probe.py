@@ -535,8 +535,6 @@ def run(p: Probe, quick: bool) -> None:
     case_hooks_install_hostile_files(p)
     if quick:
         return
-    case_remote_hooks_install_hostile_files(p)
-    case_mcp_server_bounded(p)
     case_prose_into_shells(p)
     case_mcp(p)
     case_planted_output(p, agent)
@@ -544,6 +542,8 @@ def run(p: Probe, quick: bool) -> None:
     case_watcher_in_a_pane(p)
     case_checks(p, agent)
     case_sigterm(p, agent)
+    case_remote_hooks_install_hostile_files(p)
+    case_mcp_server_bounded(p)
 
 
 def table(rows: list[Row]) -> str:
