@@ -588,9 +588,6 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
 
 # --- issue 29: hooks install on hostile files, an agent's MCP server bounded ----------------------
 
@@ -770,3 +767,7 @@ def case_mcp_server_bounded(p: Probe) -> None:
     p.record("29 MCP: a burst of 20 reports", "3 taken, at most one open cycle",
              found["reports"] == 3 and opened[0][0] <= 1 and made[0][0] == 3,
              f"{found['reports']} taken; {made[0][0]} cycle jobs, {opened[0][0]} open")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
