@@ -693,6 +693,7 @@ def run(p: Probe, quick: bool) -> None:
     case_redaction(p)
     case_bad_input(p, agent)
     case_earlier_faults(p, shell)
+    case_hooks_install_hostile_files(p)
     if quick:
         return
     case_prose_into_shells(p)
@@ -706,6 +707,8 @@ def run(p: Probe, quick: bool) -> None:
     case_forged_rows(p, agent)
     case_not_utf8(p, shell)
     case_remote_window_name(p)
+    case_remote_hooks_install_hostile_files(p)
+    case_mcp_server_bounded(p)
 
 
 def table(rows: list[Row]) -> str:
@@ -748,6 +751,187 @@ def main(argv: list[str] | None = None) -> int:
     failed = sum(not r.ok for r in probe.rows)
     print(f"{len(probe.rows)} cases, {failed} failed, {time.monotonic() - started:.0f} s")
     return 1 if failed else 0
+
+
+
+# --- issue 29: hooks install on hostile files, an agent's MCP server bounded ----------------------
+
+def _hooks_install(p: Probe, path: Path, *extra: str, env: dict[str, str] | None = None
+                   ) -> subprocess.CompletedProcess[str]:
+    return p.pty("hooks", "install", "--cli", "claude", "--path", str(path), *extra, env=env,
+                 timeout=60)
+
+
+def _untouched(folder: Path, path: Path, before: bytes) -> bool:
+    """``path`` holds ``before`` and nothing was added beside it (no backup, no staged file)."""
+    return path.read_bytes() == before and [e.name for e in folder.iterdir()] == [path.name]
+
+
+HOSTILE_SETTINGS = {
+    "1e400": b'{"a": 1e400}',
+    "lone surrogate": b'{"a": "\\ud800"}',
+    "not UTF-8": b'{"a": "caf\xe9"}',
+    "5000 digits": b'{"a": 1' + b"0" * 5000 + b"}",
+}
+
+
+def case_hooks_install_hostile_files(p: Probe) -> None:
+    for name, data in HOSTILE_SETTINGS.items():
+        folder = p.work / f"hooks-{len(p.rows)}"
+        folder.mkdir()
+        path = folder / "settings.json"
+        path.write_bytes(data)
+        done = _hooks_install(p, path)
+        p.record(f"29 hooks install: {name}", "one line, exit 1, no backup",
+                 done.returncode == 1 and done.stderr.count("\n") == 1
+                 and "Traceback" not in done.stderr and _untouched(folder, path, data),
+                 one_line(done))
+    folder = p.work / "hooks-fifo"
+    folder.mkdir()
+    fifo = folder / "settings.json"
+    os.mkfifo(fifo)
+    try:
+        refused = _hooks_install(p, fifo)
+        ok, detail = refused.returncode == 1 and "not a regular file" in refused.stderr, \
+            one_line(refused)
+    except subprocess.TimeoutExpired:
+        ok, detail = False, "hung for 60 s"
+    p.record("29 hooks install: a FIFO", "refused at once, one line", ok, detail)
+    real = folder / "dotfiles.json"
+    real.write_text('{"theme": "dark"}')
+    link = folder / "link.json"
+    link.symlink_to(real)
+    done = _hooks_install(p, link)
+    p.record("29 hooks install: a symlink", "the target changes, the link stays",
+             done.returncode == 0 and link.is_symlink() and '"Stop"' in real.read_text(),
+             (done.stdout or done.stderr).strip()[:90])
+
+
+def case_remote_hooks_install_hostile_files(p: Probe) -> None:
+    sys.path.insert(0, str(REPO))
+    from tests.hosts.sshd import SshHost, SshUnavailable, keygen
+
+    root = Path(tempfile.mkdtemp(prefix="cph-"))  # short: ssh's control socket lives here
+    host: SshHost | None = None
+    try:
+        host = SshHost("remote", root / "host", root / "key", keygen(root / "key"), ()).start()
+    except (SshUnavailable, OSError, AssertionError) as error:
+        p.record("29 hooks install --host", "an sshd on loopback to try it on", False,
+                 str(error)[:90])
+        shutil.rmtree(root, ignore_errors=True)
+        return
+    config = root / "config.toml"
+    config.write_text(f'[hosts.remote]\nssh = "remote"\nssh_options = ["-F", '
+                      f'"{host.client_config}"]\n')
+    env = {"CONDUCTOR_CONFIG": str(config), "XDG_RUNTIME_DIR": str(root)}
+    try:
+        for name, data in (("not UTF-8", HOSTILE_SETTINGS["not UTF-8"]),
+                           ("1e400", HOSTILE_SETTINGS["1e400"])):
+            folder = root / f"r{len(p.rows)}"
+            folder.mkdir()
+            path = folder / "settings.json"
+            path.write_bytes(data)
+            done = _hooks_install(p, path, "--host", "remote", env=env)
+            p.record(f"29 hooks install --host: {name}", "one line, exit 1, bytes kept",
+                     done.returncode == 1 and done.stderr.count("\n") == 1
+                     and _untouched(folder, path, data), one_line(done))
+        folder = root / "linked"
+        folder.mkdir()
+        real, link = folder / "dotfiles.json", folder / "settings.json"
+        real.write_text('{"theme": "dark"}')
+        link.symlink_to(real)
+        victim = root / "victim"
+        victim.write_text("keep")
+        (folder / "settings.json.conductor-new").symlink_to(victim)  # the old fixed name
+        done = _hooks_install(p, link, "--host", "remote", env=env)
+        p.record("29 hooks install --host: a symlink", "link kept, staged under a new name",
+                 done.returncode == 0 and link.is_symlink() and '"Stop"' in real.read_text()
+                 and victim.read_text() == "keep", (done.stdout or done.stderr).strip()[:90])
+    finally:
+        host.stop()
+        host.kill_tmux()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _process_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _mcp_server_pid(p: Probe) -> int | None:
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if p.socket.encode() in argv and argv[-3:] == [b"pty", b"mcp", b""]:
+            return int(proc.name)
+    return None
+
+
+async def _mcp_bounds(p: Probe, pane: str) -> dict[str, Any]:
+    from app.act.handoff import QUIET_AFTER_S
+
+    socket_path, pid = p.tmux("display-message", "-p", "#{socket_path} #{pid}").split()
+    params = StdioServerParameters(
+        command=CLI[0], args=[*CLI[1:], "-L", p.socket, "--workers-dir", str(p.store), "pty",
+                              "mcp"],
+        env={"TMUX_PANE": pane, "TMUX": f"{socket_path},{pid},0",
+             "CONDUCTOR_CONFIG": str(p.config), "PATH": os.environ.get("PATH", "")},
+        cwd=str(REPO))
+    found: dict[str, Any] = {}
+    never = {"pane": pane, "until": "EXITED", "timeout": 600}
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        five = [asyncio.create_task(session.call_tool("wait", never)) for _ in range(5)]
+        done, held = await asyncio.wait(five, return_when=asyncio.FIRST_COMPLETED)
+        found["refused"] = [bool(t.result().is_error) for t in done]
+        found["held"] = len(held)
+        server = _mcp_server_pid(p)
+        if server is not None:
+            # Once the screen has stayed the same a while, as an agent's long wait does.
+            await asyncio.sleep(QUIET_AFTER_S + 1)
+            before, started = _process_cpu_s(server), time.monotonic()
+            await asyncio.sleep(6)
+            found["cpu"] = (_process_cpu_s(server) - before) / (time.monotonic() - started)
+        for task in held:
+            task.cancel()
+        await asyncio.gather(*held, return_exceptions=True)
+        deadline = time.monotonic() + 30
+        while True:
+            four = await asyncio.gather(*(session.call_tool(
+                "wait", {**never, "timeout": 0.5}) for _ in range(4)))
+            found["after_cancel"] = not any(r.is_error for r in four)
+            if found["after_cancel"] or time.monotonic() > deadline:
+                break
+        if server is not None:
+            before, started = _process_cpu_s(server), time.monotonic()
+            await asyncio.sleep(3)
+            found["cpu_after"] = (_process_cpu_s(server) - before) / (time.monotonic() - started)
+        reports = await asyncio.gather(*(session.call_tool(
+            "report", {"status_report": f"done {n}"}) for n in range(20)))
+        found["reports"] = sum(not r.is_error for r in reports)
+    return found
+
+
+def case_mcp_server_bounded(p: Probe) -> None:
+    pane = p.agent("bounded")
+    until(lambda: p.state("bounded") == "READY", 30)
+    [(worker,)] = p.query("SELECT id FROM ptys WHERE name = 'bounded'") or [("",)]
+    found = asyncio.run(_mcp_bounds(p, pane))
+    p.record("29 MCP: 5 waits at once", "4 run, the 5th is a tool error",
+             found["refused"] == [True] and found["held"] == 4, str(found["refused"]))
+    p.record("29 MCP: 4 idle waits", "under 5 % of a core (40 took 85 %)",
+             found.get("cpu", 1.0) < 0.05, f"{100 * found.get('cpu', float('nan')):.1f} %")
+    p.record("29 MCP: cancelled waits", "stop polling, give their places back",
+             found["after_cancel"] and found.get("cpu_after", 1.0) < 0.05,
+             f"{100 * found.get('cpu_after', float('nan')):.1f} % after the cancel")
+    opened = p.query("SELECT COUNT(*) FROM jobs WHERE kind = 'cycle' AND id = ? AND done_ts IS "
+                     "NULL", worker)
+    made = p.query("SELECT COUNT(*) FROM jobs WHERE kind = 'cycle' AND id = ?", worker)
+    p.record("29 MCP: a burst of 20 reports", "3 taken, at most one open cycle",
+             found["reports"] == 3 and opened[0][0] <= 1 and made[0][0] == 3,
+             f"{found['reports']} taken; {made[0][0]} cycle jobs, {opened[0][0]} open")
 
 
 if __name__ == "__main__":

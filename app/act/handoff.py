@@ -13,6 +13,7 @@ looks at one pane are ``app.observe.one_pane``'s.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from app.act import gate
 from app.adapters.tmux import Tmux
-from app.base.errors import PaneDead, PaneNotFound
+from app.base.errors import ConductorError, PaneDead, PaneNotFound
 from app.base.inputs import Refused as Refused
 from app.base.inputs import check_text as check_text
 from app.base.model import State
@@ -63,6 +64,15 @@ class WaitResult:
     state_seen_s: float = 0.0
 
 
+# A wait with ``quiet_poll_s`` polls that slowly once the pane has shown the same screen in the
+# same state this long: a turn's end (the screen stops changing) is still seen at ``poll_s``.
+QUIET_AFTER_S = 5.0
+
+
+class WaitStopped(ConductorError):
+    """The one waiting went away (an MCP call cancelled): the wait ends before its time."""
+
+
 def _exited(reasons: tuple[str, ...], summary: str, started: float,
             on_change: Callable[[Assessment], None] | None) -> WaitResult:
     now = time.time()
@@ -75,14 +85,21 @@ def _exited(reasons: tuple[str, ...], summary: str, started: float,
 
 def wait(watch: PaneWatch, until: Collection[State], timeout_s: float | None,
          poll_s: float = DEFAULT_WAIT_POLL_S,
-         on_change: Callable[[Assessment], None] | None = None) -> WaitResult:
+         on_change: Callable[[Assessment], None] | None = None,
+         stop: threading.Event | None = None,
+         quiet_poll_s: float | None = None) -> WaitResult:
     """Poll until the pane's reported state is one of ``until``, or the timeout passes. A pane
     that ends (gone, or dead and kept by remain-on-exit) ends the wait at once: reached when
-    ``until`` holds EXITED, else :class:`PaneNotFound` (:class:`PaneDead` with its status)."""
+    ``until`` holds EXITED, else :class:`PaneNotFound` (:class:`PaneDead` with its status).
+    ``stop`` set ends it between polls with :class:`WaitStopped`. ``quiet_poll_s``: the
+    pause between polls once nothing has changed for :data:`QUIET_AFTER_S` (each poll runs
+    tmux twice and classifies the screen: an idle wait costs a share of a core otherwise)."""
     started = time.monotonic()
     last: State | None = None
     since = started
     settling = False
+    seen: str | None = None
+    unchanged_since = started
     while True:
         try:
             assessment = watch.poll()
@@ -108,10 +125,18 @@ def wait(watch: PaneWatch, until: Collection[State], timeout_s: float | None,
         # UNKNOWN while first settling is no state of the pane's: the next one began before.
         settling = assessment.reasons[-1:] == ("settling",)
         now = time.monotonic()
+        shown = f"{assessment.state.value} {watch.tracked.stability_hash}"
+        if shown != seen:
+            seen, unchanged_since = shown, now
         waited = now - started
         if assessment.state in until:
             return WaitResult(True, assessment, waited, now - since)
         if timeout_s is not None and waited >= timeout_s:
             return WaitResult(False, assessment, waited, now - since)
-        pause = poll_s if timeout_s is None else min(poll_s, max(0.0, timeout_s - waited))
-        time.sleep(pause)
+        every = quiet_poll_s if quiet_poll_s is not None and \
+            now - unchanged_since >= QUIET_AFTER_S else poll_s
+        pause = every if timeout_s is None else min(every, max(0.0, timeout_s - waited))
+        if stop is None:
+            time.sleep(pause)
+        elif stop.wait(pause):
+            raise WaitStopped(f"the wait for {watch.target.label} was stopped")

@@ -22,6 +22,8 @@ from app.base.model import JobKind, JobState, State
 from app.observe.packs import load_packs
 
 if TYPE_CHECKING:
+    import threading
+
     from app.act.gate import Answered
     from app.adapters.tmux import Tmux
     from app.observe.assess import Assessment
@@ -74,13 +76,15 @@ def wait_states(until: str, what: str) -> frozenset[State]:
 
 def wait(tmux: Tmux, workers_dir: Path, target: Target, until: Collection[State],
          timeout_s: float | None, cfg: Config, *, poll_s: float | None = None,
-         on_change: Callable[[Assessment], None] | None = None
+         on_change: Callable[[Assessment], None] | None = None,
+         stop: threading.Event | None = None, quiet_poll_s: float | None = None
          ) -> tuple[handoff.PaneWatch, handoff.WaitResult]:
     """Block until the pane is in one of ``until`` or ``timeout_s`` passes (``handoff.wait``,
-    every ``poll_s``, by default the config's); the watch it looked through, and the result."""
+    every ``poll_s``, by default the config's, and every ``quiet_poll_s`` while nothing
+    changes; ``stop`` set ends it early); the watch it looked through, and the result."""
     watch = handoff.PaneWatch(tmux, target, load_packs(), cfg.watch, workers_dir)
     result = handoff.wait(watch, until, timeout_s, poll_s or cfg.wait_poll_s,
-                          on_change=on_change)
+                          on_change=on_change, stop=stop, quiet_poll_s=quiet_poll_s)
     return watch, result
 
 

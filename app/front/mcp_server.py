@@ -9,12 +9,21 @@ is on another tmux server than the one it serves. ``wait`` and ``status`` only r
 every pane of that server. Tools fail the way the CLI does: a refusal or a bad pane is a tool
 error with the same one line, never a crash of the server. Only stdout carries the protocol;
 nothing here prints. Needs the optional ``mcp`` extra.
+
+An agent's server is bounded, whatever the agent does: at most :data:`MAX_WAITS` ``wait``s at
+once (each polls tmux twice a second, every :data:`QUIET_POLL_S` once the pane's screen stays
+the same; an agent that gives up on a call cancels it, and its wait stops at once instead of
+polling on to its own timeout), and reports at most
+:data:`REPORT_BURST` at a time, then one every :data:`REPORT_EVERY_S` seconds (each queues a
+cycle; a newer one supersedes the older, so the refused ones lose nothing the last did not say).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +45,42 @@ are working towards."""
 
 # The longest a `wait` call may block (seconds): each call holds one of the server's threads.
 MAX_WAIT_S = 3600.0
+# Waits running at once: one per pane an agent could sensibly watch; each polls tmux on its own.
+MAX_WAITS = 4
+# An agent's wait on a pane that shows the same screen (a question for the person, a long quiet
+# run) looks this often: a quarter of the polls, at most this much later.
+QUIET_POLL_S = 2.0
+REPORT_BURST = 3
+REPORT_EVERY_S = 10.0
+
+
+class Bucket:
+    """``burst`` takes at once, then one more every ``every_s`` seconds (thread-safe: the SDK
+    runs each call in a thread of its own)."""
+
+    def __init__(self, burst: int, every_s: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.burst = burst
+        self.every_s = every_s
+        self.clock = clock
+        self._tokens = float(burst)
+        self._at = clock()
+        self._lock = threading.Lock()
+
+    def take(self) -> float:
+        """0 when taken; else the seconds until one can be."""
+        with self._lock:
+            now = self.clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._at) / self.every_s)
+            self._at = now
+            if self._tokens >= 1:
+                self._tokens -= 1
+                return 0.0
+            return (1 - self._tokens) * self.every_s
+
+    def give_back(self) -> None:
+        with self._lock:
+            self._tokens = min(self.burst, self._tokens + 1)
 
 
 class Tools:
@@ -46,6 +91,9 @@ class Tools:
         self.socket_name = socket_name
         self.workers_dir = workers_dir
         self.env = dict(os.environ) if env is None else env
+        # Held by the wait's thread until it really ends, not only until its call is answered.
+        self._waits = threading.BoundedSemaphore(MAX_WAITS)
+        self._reports = Bucket(REPORT_BURST, REPORT_EVERY_S)
 
     def _tmux(self) -> Tmux:
         from app.adapters.tmux import Tmux
@@ -90,8 +138,18 @@ class Tools:
         from app.run.configfile import load_config
 
         target = self._own_pane()
-        done = commands.report(self.workers_dir, target.worker_id, status_report, wait_cmd,
-                               load_config(upgrade=False), by_agent=True)
+        later = self._reports.take()
+        if later:
+            raise ConductorError(
+                f"refused: too many reports ({REPORT_BURST} at once, then one every "
+                f"{REPORT_EVERY_S:g} s); your last report stands and its cycle runs. Report "
+                f"again in {later:.0f} s if there is something new to say")
+        try:
+            done = commands.report(self.workers_dir, target.worker_id, status_report, wait_cmd,
+                                   load_config(upgrade=False), by_agent=True)
+        except ConductorError:
+            self._reports.give_back()  # nothing was recorded
+            raise
         if done.declined is not None:
             instead = f" It runs the person's check for this pane instead: {redact(done.check)}." \
                 if done.check else " No check runs; conductor waits a moment instead."
@@ -119,9 +177,11 @@ class Tools:
         workers = [{k: w.get(k) for k in fields} for w in snapshot(self.workers_dir).workers]
         return json.dumps(workers, ensure_ascii=False)
 
-    def wait(self, pane: str, until: str = "READY", timeout: float = 600.0) -> str:
+    def wait(self, pane: str, until: str = "READY", timeout: float = 600.0,
+             stop: threading.Event | None = None) -> str:
         """Any pane of this tmux server, not only the caller's: it only reads what ``status``
-        shows of every pane, and the caller's own pane is BUSY until this call returns."""
+        shows of every pane, and the caller's own pane is BUSY until this call returns.
+        ``stop`` set (the call was cancelled) ends it at the next poll."""
         from app.front import commands
         from app.run.configfile import load_config
 
@@ -129,11 +189,18 @@ class Tools:
         if not 0 <= timeout <= MAX_WAIT_S:  # also false for NaN
             raise ConductorError(f"timeout must be seconds from 0 to {MAX_WAIT_S:g}, "
                                  f"got {timeout!r}")
-        tmux = self._tmux()
-        self._check_server(tmux, required=False)
-        target = commands.resolve(tmux, self.workers_dir, pane)
-        _, result = commands.wait(tmux, self.workers_dir, target, states, timeout,
-                                  load_config(upgrade=False, env=self.env))
+        if not self._waits.acquire(blocking=False):
+            raise ConductorError(f"refused: {MAX_WAITS} waits of this MCP server are running "
+                                 "already; let one of them end before starting another")
+        try:
+            tmux = self._tmux()
+            self._check_server(tmux, required=False)
+            target = commands.resolve(tmux, self.workers_dir, pane)
+            _, result = commands.wait(tmux, self.workers_dir, target, states, timeout,
+                                      load_config(upgrade=False, env=self.env), stop=stop,
+                                      quiet_poll_s=QUIET_POLL_S)
+        finally:
+            self._waits.release()
         a = result.assessment
         verdict = "reached" if result.reached else "timed out"
         return (f"{verdict}: {target.label} is {a.state.value} after {result.waited_s:.1f}s"
@@ -184,7 +251,8 @@ def server(tools: Tools) -> MCPServer:
     def report(status_report: str, wait_cmd: str | None = None) -> str:
         """Tell conductor you think your task is done; returns at once. wait_cmd: a shell
         command that checks the work (e.g. the test suite); it runs only if the person declared
-        it for this pane or allowed it, and the answer says what runs instead."""
+        it for this pane or allowed it, and the answer says what runs instead. Report once
+        per task: a burst of reports is refused (the last one stands)."""
         return call(tools.report, status_report, wait_cmd)
 
     @app.tool()
@@ -200,8 +268,16 @@ def server(tools: Tools) -> MCPServer:
     @app.tool()
     async def wait(pane: str, until: str = "READY", timeout: float = 600.0) -> str:
         """Block until a pane (id, name or %N) of this tmux server is in a state (READY by
-        default), or timeout seconds (at most 3600) pass. Any pane: it only reads."""
-        return await anyio.to_thread.run_sync(call, tools.wait, pane, until, timeout)
+        default), or timeout seconds (at most 3600) pass. Any pane: it only reads. At most 4
+        waits run at once."""
+        stop = threading.Event()
+        try:
+            # Not shielded from cancellation: a call the agent gave up on (or a server that
+            # shuts down) answers at once, and ``stop`` ends the thread's polling.
+            return await anyio.to_thread.run_sync(call, tools.wait, pane, until, timeout, stop,
+                                                  abandon_on_cancel=True)
+        finally:
+            stop.set()
 
     @app.tool()
     def send(pane: str, text: str) -> str:

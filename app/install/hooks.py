@@ -3,14 +3,21 @@
 The user's file is theirs: every other key, hook and (for TOML) comment stays; a second install
 changes nothing; an existing file is copied to ``<file>.bak-YYYYmmdd-HHMMSS`` before it changes and
 is replaced in one rename. Formats and their sources: ``design/hooks.md``.
+
+The file may be hostile or just odd, and nothing that cannot be written back intact is taken:
+only a regular file is read (a FIFO would block the read for ever), a symlink is followed to the
+file it names (the link stays), and a number JSON readers cannot keep (``1e400`` becomes
+``Infinity``), a bare ``NaN``, a lone surrogate or bytes that are not UTF-8 are refused before
+any backup is made.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
-import shutil
+import stat
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +33,8 @@ CLIS = ("claude", "codex", "gemini")
 # a stuck hook freeze the agent for minutes.
 HOOK_TIMEOUT_S = 10
 HOOK_NAME = "conductor-pty"
+# Settings files are a few KB; anything this large is not one, and is not read into memory.
+MAX_SETTINGS_BYTES = 16 * 1024 * 1024
 
 # Claude Code waits for a hook before it goes on: a Stop hook run synchronously holds back the
 # idle prompt by the hook's whole run (0.26 s from the turn's end to READY against 0.09 s with
@@ -106,17 +115,16 @@ def install(
     merge cannot keep intact.
     """
     argv = hook_argv(cli, command)
-    target = path if path is not None else default_path(cli, env)
-    # A dotfiles symlink stays a symlink: the file it points to is what changes.
-    target = target.resolve() if target.is_symlink() else target
-    old_text = _read(target)
+    target = followed(path if path is not None else default_path(cli, env))
+    old = read_settings(target)
+    old_text = old.text if old is not None else None
     if cli == "codex":
         new_text, snippet, warnings = _merge_codex(target, old_text, argv, force)
     else:
         new_text, snippet, warnings = _merge_json(cli, target, old_text, shlex.join(argv))
     backup = None
     if new_text is not None and not dry_run:
-        backup = _write(target, new_text, old_text is not None)
+        backup = write_settings(target, new_text, old)
     return InstallResult(cli, target, backup, new_text is not None, snippet, warnings)
 
 
@@ -125,13 +133,75 @@ def _check_cli(cli: str) -> None:
         raise ConfigError(f"unknown CLI {cli!r}: expected one of {', '.join(CLIS)}")
 
 
-def _read(path: Path) -> str | None:
+def followed(path: Path) -> Path:
+    """A dotfiles symlink stays a symlink: the file it points to is what changes."""
     try:
-        return path.read_text(encoding="utf-8")
+        return path.resolve() if path.is_symlink() else path
+    except (OSError, RuntimeError) as error:  # a loop: RuntimeError before Python 3.13
+        raise ConfigError(f"{path}: a symlink that cannot be followed ({error}); nothing "
+                          "changed") from None
+
+
+@dataclass(frozen=True)
+class Existing:
+    """A settings file as read: its text, and its bytes and metadata for the backup."""
+
+    text: str
+    data: bytes
+    mode: int
+    times_ns: tuple[int, int]
+
+
+def read_settings(path: Path) -> Existing | None:
+    """The file at ``path``, None when there is none. Opened without blocking and looked at
+    before reading, so a FIFO, a device or a folder is refused, never read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{path}: cannot read: {error}") from None
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise ConfigError(f"{path}: not a regular file ({_file_kind(st.st_mode)}); "
+                          "nothing changed")
+    with os.fdopen(fd, "rb") as stream:
+        if st.st_size > MAX_SETTINGS_BYTES:
+            raise ConfigError(f"{path}: {st.st_size} bytes, too large for a settings file; "
+                              "nothing changed")
+        try:
+            data = stream.read(MAX_SETTINGS_BYTES + 1)
+        except OSError as error:
+            raise ConfigError(f"{path}: cannot read: {error.strerror}") from None
+    return Existing(decoded(path, data), data, stat.S_IMODE(st.st_mode),
+                    (st.st_atime_ns, st.st_mtime_ns))
+
+
+def decoded(path: Path | str, data: bytes) -> str:
+    """The file's text; bytes that are not UTF-8 are refused (a rewrite would turn them into
+    U+FFFD, or drop them)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: not UTF-8 (byte 0x{data[error.start]:02x} at offset "
+                          f"{error.start}); nothing changed") from None
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+    return next((name for test, name in kinds if test(mode)), "not a file")
+
+
+def encodable(path: Path | str, text: str) -> bytes:
+    """The new text as UTF-8, checked before anything is written: a lone surrogate read from a
+    JSON escape (``"\\ud800"``) cannot be written back."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ConfigError(f"{path}: holds a lone surrogate (U+{ord(text[error.start]):04X}) "
+                          "that cannot be written as UTF-8; nothing changed") from None
 
 
 # --- Claude Code and Gemini CLI: settings.json -------------------------------------------------
@@ -186,15 +256,37 @@ def merge_events(cli: str, path: Path | str, settings: dict[str, Any],
     return changed
 
 
-def _parse_json(cli: str, path: Path, text: str) -> dict[str, Any]:
+class _NotKept(ValueError):
+    """A number the merge could not write back as it was."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        shown = "Infinity" if value > 0 else "-Infinity"
+        raise _NotKept(f"the number {text[:40]} is too large to keep (it would be written back "
+                       f"as {shown})")
+    return value
+
+
+def _no_constant(name: str) -> float:
+    raise _NotKept(f"{name} is not a JSON value")
+
+
+def _parse_json(cli: str, path: Path | str, text: str) -> dict[str, Any]:
     if not text.strip():
         return {}
     try:
-        settings = json.loads(text)
+        settings = json.loads(text, parse_float=_finite, parse_constant=_no_constant)
     except json.JSONDecodeError as error:
         # Gemini reads settings.json with comments stripped; a rewrite would lose them.
         hint = "; comments cannot be kept, merge the snippet by hand" if cli == "gemini" else ""
         raise ConfigError(f"{path}:{error.lineno}: not valid JSON: {error.msg}{hint}") from None
+    except _NotKept as error:
+        raise ConfigError(f"{path}: {error}; nothing changed") from None
+    except ValueError as error:  # an integer of more digits than Python converts
+        raise ConfigError(f"{path}: cannot read as settings ({str(error)[:80]}); nothing "
+                          "changed") from None
     except RecursionError:
         raise ConfigError(f"{path}: nested too deeply to read as settings; nothing changed"
                           ) from None
@@ -302,16 +394,16 @@ def _same_program(found: object, ours: list[str]) -> bool:
     return found[1:] == ours[1:] and Path(found[0]).name == Path(ours[0]).name
 
 
-def _write(path: Path, text: str, exists: bool) -> Path | None:
-    """Back up the old file (if any), then replace it atomically; return the backup's path."""
+def write_settings(path: Path, text: str, old: Existing | None) -> Path | None:
+    """Back up the old file (if any), then replace it atomically; return the backup's path.
+
+    The backup holds the bytes that were read, so a file swapped meanwhile is neither copied
+    nor waited on."""
+    encodable(path, text)
     backup = None
-    if exists:
-        mode = path.stat().st_mode & 0o7777
-        backup = _backup_path(path)
-        try:
-            shutil.copy2(path, backup)
-        except OSError as error:
-            raise ConfigError(f"{path}: cannot write the backup {backup}: {error}") from None
+    if old is not None:
+        mode = old.mode
+        backup = _backup(path, old)
     else:
         # A config folder may hold API keys: private unless the user made it otherwise.
         mode = 0o600
@@ -326,15 +418,31 @@ def _write(path: Path, text: str, exists: bool) -> Path | None:
     return backup
 
 
-def _backup_path(path: Path) -> Path:
+def _backup(path: Path, old: Existing) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    candidate = path.with_name(f"{path.name}.bak-{stamp}")
-    number = 1
-    # Two installs within one second must not overwrite the first backup.
-    while candidate.exists():
-        candidate = path.with_name(f"{path.name}.bak-{stamp}-{number}")
-        number += 1
-    return candidate
+    for number in range(1000):
+        # Two installs within one second must not overwrite the first backup; nor may a name
+        # planted there (a symlink) be written through.
+        suffix = f"-{number}" if number else ""
+        candidate = path.with_name(f"{path.name}.bak-{stamp}{suffix}")
+        try:
+            fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                         old.mode)
+        except FileExistsError:
+            continue
+        except OSError as error:
+            raise ConfigError(f"{path}: cannot write the backup {candidate}: "
+                              f"{error.strerror}") from None
+        try:
+            with os.fdopen(fd, "wb") as stream:
+                stream.write(old.data)
+            os.utime(candidate, ns=old.times_ns)
+        except OSError as error:
+            candidate.unlink(missing_ok=True)
+            raise ConfigError(f"{path}: cannot write the backup {candidate}: "
+                              f"{error.strerror}") from None
+        return candidate
+    raise ConfigError(f"{path}: too many backups named {path.name}.bak-{stamp}-N")
 
 
 # --- uninstall -----------------------------------------------------------------------------------
@@ -350,9 +458,9 @@ def uninstall(cli: str, path: Path | None = None, *, env: Mapping[str, str] | No
     """Remove our hook from ``cli``'s config, keeping everything else (with a backup). Groups
     and events left empty by the removal go too; nothing else is touched."""
     _check_cli(cli)
-    target = path if path is not None else default_path(cli, env)
-    target = target.resolve() if target.is_symlink() else target
-    old_text = _read(target)
+    target = followed(path if path is not None else default_path(cli, env))
+    old = read_settings(target)
+    old_text = old.text if old is not None else None
     new_text: str | None = None
     if old_text is not None and cli == "codex":
         import tomlkit
@@ -369,7 +477,7 @@ def uninstall(cli: str, path: Path | None = None, *, env: Mapping[str, str] | No
         settings = _parse_json(cli, target, old_text)
         if _strip_json_hooks(settings, cli):
             new_text = json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
-    backup = _write(target, new_text, True) if new_text is not None else None
+    backup = write_settings(target, new_text, old) if new_text is not None else None
     return InstallResult(cli, target, backup, new_text is not None, "")
 
 

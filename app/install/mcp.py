@@ -23,8 +23,9 @@ from app.install.hooks import (
     _check_cli,
     _json_type,
     _parse_json,
-    _read,
-    _write,
+    followed,
+    read_settings,
+    write_settings,
 )
 from app.install.hooks import default_path as hooks_path
 
@@ -49,16 +50,16 @@ def install(cli: str, argv: list[str], path: Path | None = None, *, dry_run: boo
     _check_cli(cli)
     if not argv:
         raise ConfigError("the MCP server command is empty")
-    target = path if path is not None else default_path(cli, env)
-    target = target.resolve() if target.is_symlink() else target
-    old_text = _read(target)
+    target = followed(path if path is not None else default_path(cli, env))
+    old = read_settings(target)
+    old_text = old.text if old is not None else None
     if cli == "codex":
         new_text, snippet = _merge_codex(target, old_text, argv)
     else:
         new_text, snippet = _merge_json(cli, target, old_text, argv)
     backup = None
     if new_text is not None and not dry_run:
-        backup = _write(target, new_text, old_text is not None)
+        backup = write_settings(target, new_text, old)
     return InstallResult(cli, target, backup, new_text is not None, snippet)
 
 

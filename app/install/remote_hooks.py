@@ -14,18 +14,31 @@ conductor cannot read.
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import shlex
+import subprocess
 import time
 from dataclasses import dataclass
 
 from app.adapters.ssh import SshVia
 from app.adapters.tmux import HOOK_OPTION
-from app.base.errors import ConfigError
-from app.install.hooks import CLAUDE_EVENTS, GEMINI_EVENTS, _group, _parse_json, merge_events
+from app.base.errors import ConfigError, HostUnreachable
+from app.base.render import printable
+from app.install.hooks import (
+    CLAUDE_EVENTS,
+    GEMINI_EVENTS,
+    MAX_SETTINGS_BYTES,
+    _group,
+    _parse_json,
+    decoded,
+    encodable,
+    merge_events,
+)
 
 REMOTE_CLIS = ("claude", "gemini")
 _SETTINGS = {"claude": ".claude/settings.json", "gemini": ".gemini/settings.json"}
+SSH_TIMEOUT_S = 30.0  # each command; a file swapped for a FIFO after its look ends here
 
 
 def hook_line(cli: str, event: str) -> str:
@@ -51,7 +64,7 @@ def merged(cli: str, path: str, old_text: str | None) -> tuple[str | None, str]:
     events = events_for(cli)
     snippet = json.dumps({"hooks": {e: [_group(cli, e, hook_line(cli, e))] for e in events}},
                          indent=2)
-    settings = _parse_json(cli, path, old_text) if old_text is not None else {}  # type: ignore[arg-type]
+    settings = _parse_json(cli, path, old_text) if old_text is not None else {}
     changed = merge_events(cli, path, settings, {e: hook_line(cli, e) for e in events})
     if not changed:
         return None, snippet
@@ -70,36 +83,110 @@ class RemoteInstall:
 def install(via: SshVia, cli: str, path: str | None = None, *, dry_run: bool = False
             ) -> RemoteInstall:
     """Merge the hook lines into ``cli``'s settings on the host (``~/.claude/settings.json``,
-    ``~/.gemini/settings.json`` there unless ``path``): read with ``cat``, a backup with ``cp``,
-    the new text written next to it and moved over it. Every command is an argv of ours."""
+    ``~/.gemini/settings.json`` there unless ``path``), as the local install does: a symlink is
+    followed (the link stays), only a regular UTF-8 file is read, and a file that could not be
+    written back as it was is refused before the backup. The new text goes to a file of a
+    name of its own (``mktemp``) beside the old one, with the old one's mode, and is moved over
+    it. Every command is an argv of ours."""
     events_for(cli)
-    if path is None:
-        home = via.run(["printenv", "HOME"]).stdout.strip()
-        if not home.startswith("/"):
-            raise ConfigError(f"host {via.host}: cannot tell its home folder")
-        path = posixpath.join(home, _SETTINGS[cli])
-    exists = via.run(["test", "-f", path]).returncode == 0
-    old_text = None
-    if exists:
-        read = via.run(["cat", "--", path])
-        if read.returncode != 0:
-            raise ConfigError(f"host {via.host}: cannot read {path}: {read.stderr.strip()}")
-        old_text = read.stdout
-    new_text, snippet = merged(cli, f"{via.host}:{path}", old_text)
+    if path is None or not path.startswith("/"):
+        path = posixpath.join(_home(via), path or _SETTINGS[cli])
+    path = _followed(via, path)
+    where = f"{via.host}:{path}"
+    old = _read(via, path)
+    old_text = decoded(where, old) if old is not None else None
+    new_text, snippet = merged(cli, where, old_text)
     if new_text is None or dry_run:
         return RemoteInstall(via.host, path, None, new_text is not None, snippet)
+    data = encodable(where, new_text)
     backup = None
-    if exists:
-        backup = f"{path}.conductor-backup-{time.strftime('%Y%m%d-%H%M%S')}"
+    if old is not None:
+        backup = _mktemp(via, f"{path}.conductor-backup-{time.strftime('%Y%m%d-%H%M%S')}-")
         _must(via, ["cp", "-p", "--", path, backup], f"back up {path}")
-    _must(via, ["mkdir", "-p", "--", posixpath.dirname(path)], f"make {posixpath.dirname(path)}")
-    staged = f"{path}.conductor-new"
-    _must(via, ["tee", "--", staged], f"write {staged}", stdin=new_text)
-    _must(via, ["mv", "-f", "--", staged, path], f"replace {path}")
+    folder = posixpath.dirname(path)
+    _must(via, ["mkdir", "-p", "--", folder], f"make {folder}")
+    staged = _mktemp(via, f"{path}.conductor-new-")
+    try:
+        if old is not None:  # the mode of the file it replaces (mktemp's is 0600)
+            _must(via, ["cp", "-p", "--", path, staged], f"write {staged}")
+        _must(via, ["tee", "--", staged], f"write {staged}", stdin=data)
+        _must(via, ["mv", "-f", "--", staged, path], f"replace {path}")
+    except BaseException:
+        via.run(["rm", "-f", "--", staged])
+        raise
     return RemoteInstall(via.host, path, backup, True, snippet)
 
 
-def _must(via: SshVia, argv: list[str], what: str, stdin: str | None = None) -> None:
-    done = via.run(argv, stdin=stdin)
+def _home(via: SshVia) -> str:
+    home = os.fsdecode(_run(via, ["printenv", "HOME"]).stdout).strip()
+    if not home.startswith("/"):
+        raise ConfigError(f"host {via.host}: cannot tell its home folder")
+    return home
+
+
+def _followed(via: SshVia, path: str) -> str:
+    """A dotfiles symlink stays a symlink: the file it points to is what changes."""
+    if via.run(["test", "-L", path]).returncode != 0:
+        return path
+    done = _run(via, ["readlink", "-f", "--", path])
+    target = os.fsdecode(done.stdout.rstrip(b"\n"))
+    if done.returncode != 0 or not target.startswith("/"):
+        raise ConfigError(f"host {via.host}: {path} is a symlink that cannot be followed; "
+                          "nothing changed")
+    return target
+
+
+def _read(via: SshVia, path: str) -> bytes | None:
+    """The file's bytes, None when there is none; anything but a regular file is refused
+    (``cat`` of a FIFO would wait for a writer)."""
+    if via.run(["test", "-f", path]).returncode != 0:
+        if via.run(["test", "-e", path]).returncode == 0:
+            raise ConfigError(f"host {via.host}: {path} is not a regular file; nothing changed")
+        return None
+    read = _run(via, ["cat", "--", path])
+    if read.returncode != 0:
+        raise ConfigError(f"host {via.host}: cannot read {path}: {_said(read.stderr)}")
+    if len(read.stdout) > MAX_SETTINGS_BYTES:
+        raise ConfigError(f"host {via.host}: {path} is too large for a settings file; "
+                          "nothing changed")
+    return read.stdout
+
+
+def _mktemp(via: SshVia, prefix: str) -> str:
+    """A new empty file named ``prefix`` plus random letters, made by the host (exclusively:
+    nothing planted at a name we chose is written through)."""
+    template = f"{prefix}XXXXXXXXXX"
+    done = _run(via, ["mktemp", template])
+    name = os.fsdecode(done.stdout.rstrip(b"\n"))
+    if done.returncode != 0 or len(name) != len(template) or not name.startswith(prefix):
+        raise ConfigError(f"host {via.host}: cannot create {template}: {_said(done.stderr)}")
+    return name
+
+
+def _must(via: SshVia, argv: list[str], what: str, stdin: bytes | None = None) -> None:
+    done = _run(via, argv, stdin=stdin)
     if done.returncode != 0:
-        raise ConfigError(f"host {via.host}: cannot {what}: {' '.join(done.stderr.split())}")
+        raise ConfigError(f"host {via.host}: cannot {what}: {_said(done.stderr)}")
+
+
+def _run(via: SshVia, argv: list[str], stdin: bytes | None = None
+         ) -> subprocess.CompletedProcess[bytes]:
+    """``via.run`` in bytes: a settings file's bytes arrive and leave as they are, never
+    decoded with replacement characters nor encoded in the locale's charset."""
+    try:
+        done = subprocess.run(via.wrap(argv), capture_output=True, timeout=SSH_TIMEOUT_S,
+                              check=False, input=stdin,
+                              stdin=subprocess.DEVNULL if stdin is None else None)
+    except FileNotFoundError:
+        raise HostUnreachable("ssh is not installed (no 'ssh' on PATH)") from None
+    except subprocess.TimeoutExpired:
+        raise HostUnreachable(f"host {via.host} did not answer within {SSH_TIMEOUT_S:g} s"
+                              ) from None
+    failed = via.failure(done.returncode, done.stderr.decode(errors="replace"))
+    if failed is not None:
+        raise failed
+    return done
+
+
+def _said(stderr: bytes) -> str:
+    return printable(" ".join(stderr.decode(errors="replace").split()))[:300]

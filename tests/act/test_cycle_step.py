@@ -262,6 +262,33 @@ def test_transcript_is_bounded_and_a_new_report_supersedes_the_old_cycle(lab: La
     assert len(open_cycles) == 1 and lab.job(first)["state"] == "superseded"
 
 
+def test_a_report_that_lands_while_the_step_works_is_not_overwritten(lab: Lab) -> None:
+    step = lab.start()
+    tracked = lab.settle()
+    first = jobs.report(lab.store.workers_dir, tracked.worker_id, "report 1", "sleep 30", FAST)
+    later: list[int] = []
+    advance = step._advance
+
+    def report_meanwhile(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        # Another process (the agent's MCP server) reports after this turn read the jobs and
+        # before it writes what it did with them.
+        if not later:
+            later.append(jobs.report(lab.store.workers_dir, tracked.worker_id, "report 2",
+                                     None, FAST))
+        return advance(*args, **kwargs)
+
+    step._advance = report_meanwhile  # type: ignore[method-assign]
+
+    def reported() -> bool:
+        lab.tick()
+        return bool(later)
+
+    retry_until(reported, 10, interval=0.1)
+    step.close()
+    assert lab.job(first)["state"] == "superseded"
+    assert [j.seq for j in lab.store.open_jobs() if j.kind == "cycle"] == later
+
+
 # --- the LLM assessor ------------------------------------------------------------------------
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import sqlite3
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -290,3 +293,51 @@ def test_a_reader_that_comes_while_the_schema_is_being_migrated_waits_for_it(
         fcntl.flock(lock, fcntl.LOCK_UN)
     reader.join(30)
     assert got == [[]]
+
+
+def _add_jobs_in_threads(workers_dir: Path, threads: int, out: Any) -> None:
+    """One process's share of the race below: each thread opens a writer of its own (as each
+    MCP tool call and hook does) and adds a job in a transaction that reads first."""
+    from app.base.model import Job, JobKind, JobState
+
+    seqs: list[int] = []
+
+    def add() -> None:
+        writer = StoreWriter(workers_dir)
+        try:
+            with writer.transaction() as conn:
+                writer.open_jobs()
+                seqs.append(writer.add_job(conn, Job(
+                    seq=0, pane="abc", kind=JobKind.CYCLE, state=JobState.QUEUED, text="t",
+                    origin="report", created_ts=1.0, state_ts=1.0)))
+        finally:
+            writer.close()
+
+    running = [threading.Thread(target=add) for _ in range(threads)]
+    for thread in running:
+        thread.start()
+    for thread in running:
+        thread.join()
+    out.put(seqs)
+
+
+def test_writers_in_threads_of_several_processes_never_lose_or_share_a_row(
+        tmp_path: Path) -> None:
+    # Closing any descriptor of the database file drops the whole process's POSIX locks on
+    # it, SQLite's own: a writer opening in one thread once let another thread's transaction
+    # run beside another process's (the same job number twice, rows lost).
+    context = multiprocessing.get_context("spawn")
+    for round_number in range(6):
+        folder = tmp_path / str(round_number)
+        StoreWriter(folder).close()
+        out = context.Queue()
+        workers = [context.Process(target=_add_jobs_in_threads, args=(folder, 3, out))
+                   for _ in range(3)]
+        for worker in workers:
+            worker.start()
+        seqs = sorted(seq for _ in workers for seq in out.get(timeout=60))
+        for worker in workers:
+            worker.join(timeout=60)
+        with sqlite3.connect(folder / "status.db") as conn:
+            stored = sorted(row[0] for row in conn.execute("SELECT seq FROM jobs"))
+        assert seqs == stored == list(range(1, 10)), round_number

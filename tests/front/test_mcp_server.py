@@ -9,6 +9,8 @@ import contextlib
 import json
 import os
 import re
+import sqlite3
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -493,3 +495,150 @@ def test_codex_starts_our_server_knowing_its_pane_and_config(tmp_path: Path,
             assert env["CONDUCTOR_CONFIG"] == str(config)
     finally:
         lab.close()
+
+
+# --- an agent's server is bounded: waits at once, reports in a burst ------------------------------
+
+
+TOO_MANY = ("refused: 4 waits of this MCP server are running already; let one of them end "
+            "before starting another")
+
+
+def test_a_server_runs_four_waits_at_once_and_a_cancelled_wait_stops(
+        server: Any, session: Any, tmp_path: Path, isolated_env: Path) -> None:
+    alpha = shell_pane(session, tmp_path / "a", "alpha")
+
+    def wait(timeout: float) -> dict[str, Any]:
+        return {"pane": alpha.pane_id, "until": "EXITED", "timeout": timeout}
+
+    async def calls() -> None:
+        async with mcp_session(server, isolated_env, alpha.pane_id) as mcp:
+            five = [asyncio.create_task(mcp.call_tool("wait", wait(600))) for _ in range(5)]
+            done, held = await asyncio.wait(five, return_when=asyncio.FIRST_COMPLETED)
+            [refused] = done
+            assert refused.result().is_error and text_of(refused.result()) == TOO_MANY
+            assert len(held) == 4
+            another = await mcp.call_tool("wait", wait(0))
+            assert another.is_error and text_of(another) == TOO_MANY
+            # Other tools are not held up by the waits.
+            own = await mcp.call_tool("send", {"pane": alpha.pane_id,
+                                               **touch(tmp_path / "a1")})
+            assert not own.is_error, text_of(own)
+
+            # An agent that gives up on its calls cancels them: their threads stop polling and
+            # give their places back (a wait holds one until its thread has ended; else they
+            # would poll on for their 600 s).
+            for task in held:
+                task.cancel()
+            await asyncio.gather(*held, return_exceptions=True)
+            deadline = asyncio.get_running_loop().time() + 30
+            while True:
+                four = await asyncio.gather(*(mcp.call_tool("wait", wait(0.5))
+                                              for _ in range(4)))
+                if not any(r.is_error for r in four):
+                    break
+                assert asyncio.get_running_loop().time() < deadline, text_of(four[0])
+            assert all(text_of(r).startswith(f"timed out: alpha ({alpha.pane_id})")
+                       for r in four)
+
+    asyncio.run(calls())
+    retry_until((tmp_path / "a1").exists, 10)
+
+
+def open_cycles(workers_dir: Path) -> list[tuple[int, str]]:
+    with sqlite3.connect(f"file:{workers_dir / 'status.db'}?mode=ro", uri=True) as conn:
+        return conn.execute("SELECT seq, state FROM jobs WHERE kind = 'cycle' AND done_ts IS "
+                            "NULL").fetchall()
+
+
+def cycles(workers_dir: Path) -> list[tuple[int, str]]:
+    with sqlite3.connect(f"file:{workers_dir / 'status.db'}?mode=ro", uri=True) as conn:
+        return conn.execute("SELECT seq, state FROM jobs WHERE kind = 'cycle'").fetchall()
+
+
+def test_a_burst_of_reports_is_cut_to_a_few_and_leaves_one_open_cycle(
+        server: Any, session: Any, tmp_path: Path, isolated_env: Path) -> None:
+    alpha = shell_pane(session, tmp_path / "a", "alpha")
+
+    async def burst(count: int) -> list[Any]:
+        async with mcp_session(server, isolated_env, alpha.pane_id) as mcp:
+            return list(await asyncio.gather(*(
+                mcp.call_tool("report", {"status_report": f"done {n}"}) for n in range(count))))
+
+    async def servers() -> list[list[Any]]:
+        # Three servers for the same pane at once (an agent restarted, or several CLIs in one
+        # pane): each has its own limit, and the store still keeps one cycle open.
+        return list(await asyncio.gather(*(burst(20) for _ in range(3))))
+
+    first = asyncio.run(burst(20))
+    taken = [r for r in first if not r.is_error]
+    refused = [text_of(r) for r in first if r.is_error]
+    assert len(taken) == 3 and len(refused) == 17
+    assert all(t.startswith("refused: too many reports (3 at once, then one every 10 s); your "
+                            "last report stands and its cycle runs. Report again in ")
+               for t in refused)
+    assert len(cycles(isolated_env)) == 3 and len(open_cycles(isolated_env)) == 1
+
+    answers = [r for run in asyncio.run(servers()) for r in run]
+    assert sum(not r.is_error for r in answers) == 9
+    assert len(cycles(isolated_env)) == 12
+    [(seq, state)] = open_cycles(isolated_env)
+    assert state == "queued" and seq == max(s for s, _ in cycles(isolated_env))
+
+
+def test_a_server_whose_agent_goes_away_mid_wait_exits(server: Any, session: Any,
+                                                       isolated_env: Path) -> None:
+    """The agent CLI closes the server's stdin (it exited) while a wait runs: the server ends
+    then, not when the wait's own timeout passes (its polling thread used to hold it). Raw
+    JSON-RPC: the official client kills its server on the way out, which would hide this."""
+    pane = session.active_window.active_pane
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app", "-L", server.socket_name, "--workers-dir",
+         str(isolated_env), "pty", "mcp"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
+        env={"TMUX_PANE": pane.pane_id, "TMUX": tmux_env(server), "PYTHONPATH": str(REPO),
+             "CONDUCTOR_CONFIG": str(isolated_env.parent / "config.toml"),
+             "PATH": os.environ.get("PATH", ""),
+             **{k: v for k, v in os.environ.items() if k == TMUX_TMPDIR}})
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(message: dict[str, Any]) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+        proc.stdin.flush()
+
+    try:
+        send({"id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}})
+        assert json.loads(proc.stdout.readline())["id"] == 0
+        send({"method": "notifications/initialized"})
+        send({"id": 1, "method": "tools/call", "params": {"name": "wait", "arguments": {
+            "pane": pane.pane_id, "until": "EXITED", "timeout": 600}}})
+        # Answered after the wait was taken up: the requests are read in order.
+        send({"id": 2, "method": "tools/call", "params": {"name": "set_goal",
+                                                          "arguments": {"goal": "g"}}})
+        assert json.loads(proc.stdout.readline())["id"] == 2
+        proc.stdin.close()
+        # A hang guard, not a speed claim: before, it ran on for the wait's 600 s.
+        assert proc.wait(timeout=60) == 0
+        assert b"Traceback" not in (proc.stderr.read() if proc.stderr else b"")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_report_bucket_gives_a_burst_then_one_per_period() -> None:
+    from app.front.mcp_server import Bucket
+
+    now = [100.0]
+    bucket = Bucket(3, 10.0, clock=lambda: now[0])
+    assert [bucket.take() for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert bucket.take() == 10.0
+    now[0] += 4.0
+    assert bucket.take() == pytest.approx(6.0)
+    bucket.give_back()  # a refused report (bad input) costs nothing
+    assert bucket.take() == 0.0
+    now[0] += 1000.0  # a long quiet spell refills to the burst, no more
+    assert [bucket.take() for _ in range(4)] == [0.0, 0.0, 0.0, pytest.approx(10.0)]

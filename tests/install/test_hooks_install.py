@@ -4,8 +4,11 @@ backups hold the original bytes, and files we cannot merge safely are refused un
 from __future__ import annotations
 
 import json
+import os
+import re
 import shlex
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +24,10 @@ from app.install.hooks import (
     HOOK_TIMEOUT_S,
     default_path,
     install,
+    uninstall,
 )
+from app.install.mcp import install as mcp_install
+from tests.conftest import conductor
 
 COMMAND = ["/home/ana/.local/bin/conductor", "pty", "hook"]
 
@@ -232,6 +238,106 @@ def test_claude_refuses_what_it_cannot_merge(tmp_path: Path, text: str, message:
     assert str(path) in str(raised.value) and "\n" not in str(raised.value)
     assert path.read_text() == text
     assert backups(path) == [] and leftovers(tmp_path) == []
+
+
+# --- hostile and odd files: refused before any backup, nothing written ---------------------
+
+
+# A value in the user's settings (the "a" key) that a rewrite could not keep as it was.
+HOSTILE_JSON = {
+    "huge number": (b"1e400", "the number 1e400 is too large to keep (it would be written "
+                              "back as Infinity)"),
+    "huge negative": (b"[-1e999]", "written back as -Infinity"),
+    "NaN": (b"NaN", "NaN is not a JSON value"),
+    "Infinity": (b"Infinity", "Infinity is not a JSON value"),
+    "5000 digits": (b"1" + b"0" * 5000, "cannot read as settings"),
+    "lone surrogate": (b'"\\ud800 x"', "holds a lone surrogate (U+D800)"),
+    "surrogate key": (b'{"\\udfff": 1}', "holds a lone surrogate (U+DFFF)"),
+    "not UTF-8": (b'"caf\xe9"', "not UTF-8 (byte 0xe9 at offset 10)"),
+}
+
+
+@pytest.mark.parametrize("value, message", list(HOSTILE_JSON.values()), ids=list(HOSTILE_JSON))
+@pytest.mark.parametrize("command", ["hooks install", "hooks uninstall", "mcp install"])
+def test_what_cannot_be_written_back_is_refused_before_any_backup(
+        tmp_path: Path, command: str, value: bytes, message: str) -> None:
+    path = tmp_path / "settings.json"
+    # uninstall changes only a file that holds our hook.
+    hooked = json.dumps({"Stop": [{"hooks": [{"type": "command", "command": ours("claude")}]}]})
+    path.write_bytes(b'{"a": ' + value + b', "hooks": ' + hooked.encode() + b"}")
+    before = path.read_bytes()
+    with pytest.raises(ConfigError, match=re.escape(message)) as raised:
+        if command == "hooks install":
+            install("claude", ["/elsewhere/conductor", "pty", "hook"], path)
+        elif command == "mcp install":
+            mcp_install("claude", COMMAND, path)
+        else:
+            uninstall("claude", path)
+    assert str(raised.value).startswith(f"{path}: ") and "\n" not in str(raised.value)
+    assert path.read_bytes() == before
+    assert backups(path) == [] and leftovers(tmp_path) == []
+
+
+def test_a_fifo_a_folder_and_a_device_are_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "settings.json"
+    os.mkfifo(fifo)
+    # The real CLI, with a deadline: a read of the FIFO would block until it.
+    done = conductor("pty", "hooks", "install", "--cli", "claude", "--path", str(fifo))
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == f"Error: {fifo}: not a regular file (a FIFO); nothing changed\n"
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and [e.name for e in tmp_path.iterdir()] == [
+        "settings.json"]
+    for path, kind in ((Path("/dev/null"), "a character device"), (tmp_path, "a folder")):
+        with pytest.raises(ConfigError, match=re.escape(
+                f"not a regular file ({kind})")):
+            mcp_install("gemini", COMMAND, path)
+    link = tmp_path / "link.json"
+    link.symlink_to(fifo)
+    with pytest.raises(ConfigError, match=re.escape(
+            "settings.json: not a regular file (a FIFO)")):
+        install("gemini", COMMAND, link)
+    assert link.is_symlink()
+
+
+def test_a_symlink_loop_is_one_line(tmp_path: Path) -> None:
+    one, two = tmp_path / "one.json", tmp_path / "two.json"
+    one.symlink_to(two)
+    two.symlink_to(one)
+    with pytest.raises(ConfigError, match="a symlink that cannot be followed"):
+        install("claude", COMMAND, one)
+    assert one.is_symlink() and two.is_symlink()
+
+
+def test_a_symlinked_file_refused_stays_as_it_was_and_the_link_stays(tmp_path: Path) -> None:
+    real = tmp_path / "dotfiles" / "claude.json"
+    real.parent.mkdir()
+    real.write_bytes(b'{"a": 1e400}')
+    link = tmp_path / "settings.json"
+    link.symlink_to(real)
+    with pytest.raises(ConfigError, match="too large to keep"):
+        install("claude", COMMAND, link)
+    assert link.is_symlink() and real.read_bytes() == b'{"a": 1e400}'
+    assert backups(real) == [] and backups(link) == []
+
+
+def test_the_backup_holds_the_bytes_read_and_never_writes_through_a_planted_link(
+        tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    original = write_json(path, {"model": "opus", "note": "caf\u00e9 \u2603"}, mode=0o604)
+    os.utime(path, (1_000_000_000, 1_000_000_000))
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    # Backups are named by the second: plant links at the names of this one and the next few.
+    now = time.time()
+    for ahead in range(4):
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now + ahead))
+        path.with_name(f"{path.name}.bak-{stamp}").symlink_to(victim)
+    result = install("claude", COMMAND, path)
+    assert result.backup is not None and not result.backup.is_symlink()
+    assert result.backup.read_bytes() == original and victim.read_text() == "keep me"
+    assert stat.S_IMODE(result.backup.stat().st_mode) == 0o604
+    assert result.backup.stat().st_mtime == 1_000_000_000
+    assert stat.S_IMODE(path.stat().st_mode) == 0o604 and "Stop" in load(path)["hooks"]
 
 
 # --- Gemini CLI --------------------------------------------------------------------------------

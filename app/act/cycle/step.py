@@ -187,7 +187,14 @@ class CycleStep(ActingStep[CycleSettings]):
         if not (updates or transcript or prune):
             return
         with self.store.transaction() as conn:
+            # In the transaction: what is unfinished now, not when this turn read the jobs.
+            still_open = {job.seq for job in self.store.open_jobs()} if updates else set()
             for seq, fields in updates:
+                if seq not in still_open:
+                    # Read open, ended since by another process (a newer report superseded
+                    # it, a person dropped or paused it): theirs is the last word.
+                    log.info("cycle: job %s ended meanwhile; its step is not written", seq)
+                    continue
                 self.store.update_job(conn, seq, fields)
             for wid, state in shown.items():
                 self.store.set_cycle(conn, wid, state)
