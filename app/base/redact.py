@@ -280,7 +280,8 @@ _FRAME_CHARS = " \t│┃║╎╏┆┇┊┋"
 # A line that opens with a name and its ``:`` or ``=`` (``password: x``, ``Authorization:
 # Basic x``) starts something new, not the tail of a key cut at the line above: joined onto the
 # key it would lose its name, and the name is what tells its value is a secret. Base64 padding
-# (``abc==`` at the end) is no name.
+# (``abc==`` at the end) is no name. Nor is a line that opens with a program whose options
+# carry a password (``redis-cli -a x``): joined, its name would be lost the same way.
 _NAME_AHEAD_RE = re.compile(r"[A-Za-z_][\w.-]*[\"']?[ \t]*[:=](?![=\s]*$)")
 
 
@@ -339,7 +340,7 @@ def _wrapped_masks(text: str) -> list[tuple[int, int]]:
             for number in range(first + 1, last + 1):
                 line_start, line_end = lines[number]
                 piece = text[line_start:line_end]
-                if _NAME_AHEAD_RE.match(piece):
+                if _NAME_AHEAD_RE.match(piece) or _COMMAND_RE.match(piece):
                     break
                 found_run = _KEY_CHARS.match(piece)
                 run = found_run.end() if found_run else 0
