@@ -17,7 +17,11 @@ and both refuse, checked against the pane as it is under that lock:
 - without ``force``: a pane asking for confirmation, a shell whose prompt cannot be found, a
   prompt holding a person's unsent input;
 - with ``agent_only``: anything but an agent CLI at its own prompt (a shell prompt, a plain
-  program in the foreground).
+  program in the foreground);
+- for :func:`answer`: a dialog other than the one decided on (read again before every key: the
+  same options about the same subject), a program in front of a local pane that is not reading
+  its input (the keys would wait for whatever reads next), and a shell whose line editor has the
+  terminal (its prompt may end like a question; it asks nothing).
 
 A refusal is a :class:`~app.act.handoff.Refused` with one line naming the reason, and it is recorded
 in the store's events (kind ``refused``, name = the origin); the same refusal from the same origin
