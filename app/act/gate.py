@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.adapters import store, terminal
@@ -270,13 +270,19 @@ def _decide(look: _Look, choice: str, target: Target) -> Decision:
     if look.assessment.state is not State.NEEDS_CONFIRMATION:
         raise Refused(f"not answered: {target.label} is {look.assessment.state.value}, "
                       "not asking anything")
-    dialog = read_options(look.watch.text)
+    decision = decision_on(look.watch.text, choice, target.label)
+    return replace(decision, subject=_subject(look, decision.face, decision.dialog))
+
+
+def decision_on(text: str, choice: str, label: str = "the pane") -> Decision:
+    """What ``choice`` presses in the dialog of ``text`` (a normalised screen), as a
+    :class:`Decision` with no subject; refused when no options can be read or none fits."""
+    dialog = read_options(text)
     if dialog is None or not dialog.options:
-        raise Refused(f"not answered: cannot read the options of {target.label}'s dialog; "
+        raise Refused(f"not answered: cannot read the options of {label}'s dialog; "
                       "answer it in the pane")
-    label, keys = pick(dialog, choice, target.label)
-    face = tuple(_face(look.watch.text, dialog))
-    return Decision(dialog, face, _subject(look, face, dialog), label, keys)
+    option, keys = pick(dialog, choice, label)
+    return Decision(dialog, tuple(_face(text, dialog)), "", option, keys)
 
 
 def _subject(look: _Look, face: tuple[str, ...], dialog: Dialog) -> str:
@@ -299,19 +305,25 @@ def _press(tmux: Tmux, target: Target, decision: Decision, workers_dir: Path,
     dialog decided on; the keys pressed."""
     pane_id = target.pane.pane_id
     pressed: list[str] = []
+
+    def still_there() -> None:
+        screens = tmux.capture([pane_id])
+        if pane_id in screens and decision.same_dialog(normalise(screens[pane_id])):
+            return
+        if not pressed:
+            raise Refused(f"not answered: {target.label}: the dialog changed; nothing pressed")
+        raise NotAnswered(f"{target.label}: the dialog changed after {' '.join(pressed)}; "
+                          f"{' '.join(decision.keys[len(pressed):])} not pressed")
+
+    still_there()
+    # Recorded before the keys (a Stop hook landing as they go in must be older than this
+    # send), and looked at again after the store's write: the last look right before the key.
+    _record(tmux, target, workers_dir, "send", origin,
+            f"answer {decision.label!r}: {' '.join(decision.keys)}")
     for key in decision.keys:
         if pressed:
             time.sleep(KEY_GAP_S)
-        screens = tmux.capture([pane_id])
-        if pane_id not in screens or not decision.same_dialog(normalise(screens[pane_id])):
-            if not pressed:
-                raise Refused(f"not answered: {target.label}: the dialog changed; nothing "
-                              "pressed")
-            raise NotAnswered(f"{target.label}: the dialog changed after {' '.join(pressed)}; "
-                              f"{' '.join(decision.keys[len(pressed):])} not pressed")
-        if not pressed:
-            _record(tmux, target, workers_dir, "send", origin,
-                    f"answer {decision.label!r}: {' '.join(decision.keys)}")
+        still_there()
         tmux.send_keys(pane_id, (key,))
         pressed.append(key)
     return tuple(pressed)
@@ -418,7 +430,7 @@ _MARKER_RE = re.compile(r"^\s*[❯›>●▶►→➜]?\s*")
 _DIALOG_ROWS = 10
 # A dialog's top edge (a rule, a box's top border): what is above it (a spinner, a clock, the
 # conversation) is not the dialog.
-_TOP_EDGE_RE = re.compile(r"^\s*[╭┌┏╔]?[─━═╌▄▀-]{10,}")
+_TOP_EDGE_RE = re.compile(r"^\s*[╭┌┏╔]?[─━═▄▀-]{10,}")  # not ╌: a diff's edge inside it
 
 
 def _face(text: str, dialog: Dialog) -> list[str]:
