@@ -375,7 +375,7 @@ def pick(dialog: Dialog, choice: str, label: str = "the pane") -> tuple[str, tup
         if wanted == REFUSE and dialog.esc_refuses:
             return "Esc", ("Escape",)
         broad = [o.label for o in dialog.options if o.role == APPROVE]
-        if wanted == APPROVE and broad:
+        if wanted == APPROVE and option is None and broad:
             raise Refused(f"not answered: {label}'s dialog approves only with a grant beyond "
                           f"this request ({'; '.join(repr(b) for b in broad)}); name the "
                           "option to choose it")

@@ -156,6 +156,25 @@ def test_approve_refuses_a_dialog_whose_only_yes_is_a_broad_grant() -> None:
     with pytest.raises(Refused, match=r"grant beyond this request.*name the option"):
         gate.pick(dialog, "approve")
     assert gate.pick(dialog, "allow for this session") == ("Allow for this session", ("1",))
+    # Side by side, the narrow option is there but its key cannot be read: that is what it says.
+    buttons = read_options("  Permission required\n   Allow once   Allow always   Reject\n")
+    assert buttons is not None
+    with pytest.raises(Refused, match="no key that would approve"):
+        gate.pick(buttons, "approve")
+
+
+@pytest.mark.parametrize(("screen", "narrow"), [
+    ("claude-code/confirm-shell-command-2-200x50.txt", "Yes"),
+    ("claude-code/confirm-file-write-200x50.txt", "Yes"),
+    ("codex/confirm-shell-command-200x50.txt", "Yes, proceed"),
+    ("gemini-cli/confirm-shell-200x50.txt", "Allow once"),
+    ("gemini-cli/confirm-edit-newfile-200x50.txt", "Allow once"),
+])
+def test_approve_takes_the_narrowest_yes_of_each_real_dialog(screen: str, narrow: str) -> None:
+    from app.base.screen import normalise
+
+    text = normalise((CORPUS.parent / screen).read_text())
+    assert gate.decision_on(text, "approve").label == narrow
 
 
 @pytest.fixture
