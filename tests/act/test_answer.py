@@ -9,6 +9,7 @@ command that then sleeps (the keys would wait for bash), and a prompt that looks
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -214,3 +215,11 @@ def test_a_prompt_that_ends_like_a_question_is_not_answered(
 
     assert "shell's own prompt" in line, line
     assert screen(pane).rstrip().endswith("[y/N]")  # nothing typed at the prompt
+
+    # Back after a command, the shell pack itself knows the line for its prompt.
+    pane.send_keys("echo ran", enter=True)
+    retry_until(lambda: screen(pane).rstrip().endswith("ran\nDelete everything? [y/N]"), 10)
+    classified = conductor("pty", "classify", "--cli", "shell", "--json",
+                           input_text=screen(pane))
+    assert json.loads(classified.stdout)["state"] != "NEEDS_CONFIRMATION", classified.stdout
+    assert "not asking anything" in one_line(pty(server, "answer", pane.pane_id, "approve"))
