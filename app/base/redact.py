@@ -218,8 +218,19 @@ def _mask_value(found: re.Match[str]) -> str:
     return found.group(0)[: found.start("value") - found.start()] + masked
 
 
+# ``$DB_PASSWORD``, ``"${TOKEN}"``: a value that names a variable holds no secret (as
+# ``-p$MYSQL_PWD`` for mysql).
+_VARIABLE_VALUE = re.compile(r"([\"']?)\$(?:[A-Za-z_]\w*|\{[A-Za-z_]\w*\})\1")
+
+
 def _mask_assignment(found: re.Match[str]) -> str:
     if _TOKEN_COUNT_KEY.search(found.group("key")) and _COUNT.fullmatch(found.group("value")):
+        return found.group(0)
+    if _VARIABLE_VALUE.fullmatch(found.group("value")):
+        return found.group(0)
+    if found.string.endswith("${", 0, found.start()):
+        # ``${OPENROUTER_API_KEY:-none}``: the name of a variable in a shell expansion, and
+        # what follows its colon is a default or a test, not its value.
         return found.group(0)
     return _mask_value(found)
 

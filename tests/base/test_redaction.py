@@ -217,6 +217,9 @@ NEAR_MISSES = [
     "gsk_short and hvs.x are too short",
     "app/x.py:12:5: error: Bad; src/a.c:10:2: warning: x",
     "connect to the server/cluster first",
+    # A variable named, not its value.
+    'echo "key=${OPENROUTER_API_KEY:-none}" > seen',
+    "PGPASSWORD=$PW psql -c 1; export TOKEN=\"${GH_TOKEN}\"",
 ]
 
 
