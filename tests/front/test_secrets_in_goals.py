@@ -63,6 +63,12 @@ def test_a_goal_is_stored_and_printed_redacted_and_a_check_with_a_secret_is_refu
         assert "--check holds what looks like a secret" in line and SECRET not in line
     assert herd_row(isolated_env)[1] == "pytest -q"  # the refused checks changed nothing
 
+    # A check that names where its secret is holds none.
+    named = 'PGPASSWORD="$DB_PW" psql -c 1 && test "${API_TOKEN:-none}" != none'
+    done = pty(server, "goal", worker_id, "ship it", "--check", named)
+    assert done.returncode == 0, done.stderr
+    assert herd_row(isolated_env)[1] == named
+
 
 def test_queue_prints_queued_text_and_checks_masked(
         server: Any, session: Any, watcher: Watcher, isolated_env: Path) -> None:
