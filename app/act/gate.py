@@ -19,7 +19,7 @@ and both refuse, checked against the pane as it is under that lock:
 - with ``agent_only``: anything but an agent CLI at its own prompt (a shell prompt, a plain
   program in the foreground);
 - for :func:`answer`: a dialog other than the one decided on (read again before every key: the
-  same options about the same subject), a program in front of a local pane that is not reading
+  same options about the same subject), a program in front of the pane that is not reading
   its input (the keys would wait for whatever reads next), and a shell whose line editor has the
   terminal (its prompt may end like a question; it asks nothing).
 
@@ -334,23 +334,28 @@ def _check_reads_keys(tmux: Tmux, look: _Look, target: Target) -> None:
     whoever reads next (bash, once a `sleep` under a printed menu ends). And a shell whose line
     editor has the terminal is at its own prompt, whatever its prompt says (`PS1='… [y/N] '`)."""
     watch = look.watch
-    if tmux.via is not None or is_agent(watch.pack):
-        return  # another host's processes are not ours to read; an agent CLI draws its own menu
+    if is_agent(watch.pack):
+        return  # an agent CLI draws its own menu and reads it
     pane = watch.tracked.pane
-    seen = terminal.foreground(pane.pid)
-    if seen is None:
-        raise Refused(f"not answered: cannot tell what runs in the foreground of "
-                      f"{target.label}; answer it in the pane")
+    tty = pane.tty or tmux.pane_tty(pane.pane_id)
     # tmux names the pane after its foreground process: the shell pack with no program on top
     # means the shell itself has the terminal.
     shell = watch.pack is not None and watch.pack.detect.weak and not watch.tracked.program
-    if shell and terminal.line_editor_mode(pane.tty or tmux.pane_tty(pane.pane_id)):
+    if tmux.via is None:
+        seen = terminal.foreground(pane.pid)
+        reading = seen.reading if seen is not None else None
+        line_editor = terminal.line_editor_mode(tty) if shell else None
+    else:
+        remote = terminal.remote_look(tmux.via.wrap, pane.pid, tty)
+        reading = remote.reading if remote is not None else None
+        line_editor = remote.line_editor if remote is not None and shell else None
+    if line_editor:
         raise Refused(f"not answered: {target.label} shows its shell's own prompt (the line "
                       "editor has the terminal), which asks nothing")
-    if seen.reading is None:
+    if reading is None:
         raise Refused(f"not answered: cannot tell whether {target.label} reads its input; "
                       "answer it in the pane")
-    if not seen.reading:
+    if not reading:
         program = watch.tracked.program or pane.current_command or "its program"
         raise Refused(f"not answered: {target.label} runs {program!r}, which is not reading "
                       "its input: the keys would wait in the terminal for whatever reads next; "

@@ -8,15 +8,18 @@ previous command. The screen cannot tell that apart from a live menu; the kernel
 waiting for input sleeps in a read, select, poll or epoll wait, one that sleeps or waits for a
 child does not.
 
-Only for panes of this machine: another host's processes are not in our /proc.
+Another host's panes are looked at the same way over its ssh connection
+(:func:`remote_look`), once.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import subprocess
 import termios
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,3 +142,58 @@ def line_editor_mode(tty: str) -> bool | None:
     finally:
         os.close(fd)
     return not lflag & termios.ICANON and not lflag & termios.ECHO
+
+
+# The same two looks on another host, in one ssh round trip: the wchan of every task of the
+# terminal's foreground process group ("W name"), then the terminal's modes ("M" and `stty -a`).
+# The fields split after the command name's last ")" are numbers and a state letter.
+_REMOTE_LOOK = r"""p=$1 t=$2
+s=$(cat "/proc/$p/stat" 2>/dev/null) || exit 3
+set -- ${s##*) }
+g=$6
+for d in /proc/[0-9]*; do
+  s=$(cat "$d/stat" 2>/dev/null) || continue
+  set -- ${s##*) }
+  [ "$3" = "$g" ] || continue
+  for k in "$d"/task/*; do
+    w=$(cat "$k/wchan" 2>/dev/null)
+    printf 'W %s\n' "${w:-0}"
+  done
+done
+printf 'M %s\n' "$(stty -a < "$t" 2>/dev/null | tr '\n;' '  ')"
+"""
+
+
+@dataclass(frozen=True)
+class RemoteLook:
+    """What :data:`_REMOTE_LOOK` saw on another host."""
+
+    reading: bool | None
+    line_editor: bool | None
+
+
+def remote_look(wrap: Callable[[Sequence[str]], list[str]], pane_pid: int, tty: str,
+                timeout_s: float = 20.0) -> RemoteLook | None:
+    """Read a remote pane's foreground and terminal mode through ``wrap`` (a host's ssh command
+    line); None when the host did not answer. The host's answer is data: only lines of the
+    expected shape count, anything else is no answer."""
+    if not tty.startswith("/dev/"):
+        return None
+    try:
+        done = subprocess.run(wrap(["sh", "-c", _REMOTE_LOOK, "sh", str(pane_pid), tty]),
+                              capture_output=True, text=True, errors="replace",
+                              timeout=timeout_s, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    waits = [line[2:].strip() for line in done.stdout.splitlines()[:10000]
+             if line.startswith("W ")]
+    modes = [line[2:].split() for line in done.stdout.splitlines() if line.startswith("M ")]
+    known = [w for w in waits if w and w != "0"]
+    reading = (any(w in _INPUT_WAITS or w.startswith(_INPUT_WAIT_PREFIXES) for w in known)
+               if known else None)
+    words = set(modes[-1]) if modes else set()
+    editor = None if not {"icanon", "-icanon"} & words else (
+        "-icanon" in words and "-echo" in words)
+    return RemoteLook(reading, editor)
