@@ -235,14 +235,15 @@ class Decision:
 def answer(tmux: Tmux, target: Target, choice: str, packs: Mapping[str, Pack],
            settings: WatchSettings, workers_dir: Path, *, origin: str = ORIGIN_ANSWER,
            expect_screen: str | None = None, confirm_s: float = CONFIRM_S,
-           decided_on: Decision | None = None) -> Answered:
+           decided_on: Decision | None = None, about: str | None = None) -> Answered:
     """Answer the dialog on screen now with ``choice`` ("approve", "refuse", or one of its
     options by key or label) by pressing the dialog's own keys, then watch it leave the screen.
 
     Refused when the pane is not NEEDS_CONFIRMATION, its options cannot be read, no option
     fits ``choice``, the program on screen is not reading its input (keys would be typed ahead
     for whoever reads next), or the dialog is not the one decided on (``decided_on``, else the
-    one read at the start; it is read again before every key). :class:`NotAnswered` when the
+    one read at the start; it is read again before every key), or not about ``about`` (text
+    the caller saw in the dialog it meant: a command, a file). :class:`NotAnswered` when the
     dialog is still up ``confirm_s`` later.
     """
     with _refusals_recorded(tmux, target, workers_dir, origin), \
@@ -251,6 +252,10 @@ def answer(tmux: Tmux, target: Target, choice: str, packs: Mapping[str, Pack],
         decision = _decide(look, choice, target)
         if decided_on is not None and not decided_on.same_dialog(look.watch.text):
             raise Refused(f"not answered: {target.label}: the dialog changed; nothing pressed")
+        if about is not None and not any(about in row for row in decision.face):
+            raise Refused(f"not answered: {target.label}'s dialog is not about {about!r} "
+                          f"({decision.subject or 'its subject cannot be read'}); nothing "
+                          "pressed")
         _check_reads_keys(tmux, look, target)
         pressed = _press(tmux, target, decision, workers_dir, origin)
         _confirm_left(tmux, look.watch, decision.dialog, confirm_s,

@@ -54,12 +54,13 @@ def queue(tmux: Tmux, workers_dir: Path, target: Target, text: str, cfg: Config)
     return jobs.queue_message(workers_dir, target.worker_id, text, cfg.cycle.queue_ttl_s)
 
 
-def answer(tmux: Tmux, workers_dir: Path, target: Target, choice: str, cfg: Config
-           ) -> Answered:
-    """Press the keys of the dialog's option ``choice`` (approve, refuse, a key or a label)."""
+def answer(tmux: Tmux, workers_dir: Path, target: Target, choice: str, cfg: Config,
+           about: str | None = None) -> Answered:
+    """Press the keys of the dialog's option ``choice`` (approve, refuse, a key or a label),
+    only in a dialog about ``about`` when given."""
     from app.act import gate
 
-    return gate.answer(tmux, target, choice, load_packs(), cfg.watch, workers_dir)
+    return gate.answer(tmux, target, choice, load_packs(), cfg.watch, workers_dir, about=about)
 
 
 def wait_states(until: str, what: str) -> frozenset[State]:

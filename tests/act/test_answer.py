@@ -148,6 +148,26 @@ def test_the_same_dialog_is_told_by_its_own_rows_not_by_the_screen_around_it() -
     assert not decision.same_dialog(edit.replace("hello from the fake model", "rm -rf ~"))
 
 
+def test_answer_about_a_command_presses_nothing_into_a_dialog_about_another(
+        server: Any, session: Any, tmp_path: Path) -> None:
+    # The flip lands before `answer` even looks: only the person's own word on what they
+    # decided on can tell.
+    log = tmp_path / "keys.log"
+    pane, pid = flip_dialog(session, log)
+    os.kill(pid, signal.SIGUSR1)
+    retry_until(lambda: EVIL in screen(pane), 10)
+
+    line = one_line(pty(server, "answer", pane.pane_id, "approve", "--about", "ls -la"))
+
+    assert "is not about 'ls -la'" in line and "nothing pressed" in line, line
+    assert keys_read(log) == []
+    os.kill(pid, signal.SIGUSR2)
+    retry_until(lambda: EVIL not in screen(pane), 10)
+    done = pty(server, "answer", pane.pane_id, "approve", "--about", "ls -la")
+    assert done.returncode == 0, done.stderr
+    retry_until(lambda: "PICKED Yes FOR ls -la" in keys_read(log), 10)
+
+
 def test_approve_refuses_a_dialog_whose_only_yes_is_a_broad_grant() -> None:
     from app.observe.options import read_options
 
