@@ -43,8 +43,9 @@ def main() -> None:
     state = _State()
 
     def flip(signum: int, frame: object) -> None:
+        # Drawn at once: the screen is never behind what a key would answer.
         state.command = EVIL if signum == signal.SIGUSR1 else SAFE
-        state.dirty = True
+        draw()
 
     signal.signal(signal.SIGUSR1, flip)
     signal.signal(signal.SIGUSR2, flip)
