@@ -17,7 +17,11 @@ and both refuse, checked against the pane as it is under that lock:
 - without ``force``: a pane asking for confirmation, a shell whose prompt cannot be found, a
   prompt holding a person's unsent input;
 - with ``agent_only``: anything but an agent CLI at its own prompt (a shell prompt, a plain
-  program in the foreground).
+  program in the foreground);
+- for :func:`answer`: a dialog other than the one decided on (read again before every key: the
+  same options about the same subject), a program in front of the pane that is not reading
+  its input (the keys would wait for whatever reads next), and a shell whose line editor has the
+  terminal (its prompt may end like a question; it asks nothing).
 
 A refusal is a :class:`~app.act.handoff.Refused` with one line naming the reason, and it is recorded
 in the store's events (kind ``refused``, name = the origin); the same refusal from the same origin
@@ -35,10 +39,10 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from app.adapters import store
+from app.adapters import store, terminal
 from app.adapters.tmux import Tmux
 from app.base.errors import ConductorError, PaneDead
 from app.base.inputs import Refused, check_text
@@ -64,6 +68,7 @@ _CONFIRM_POLL_S = 0.1
 # The same refusal of the same pane from the same origin is recorded once per this many seconds.
 REPEAT_S = 300.0
 _MAX_DETAIL = 500
+_MAX_SUBJECT = 200
 
 ORIGIN_ANSWER = "answer"
 
@@ -76,6 +81,7 @@ class NotAnswered(ConductorError):
 class Answered:
     label: str  # the option chosen, as the dialog shows it ("Esc" for the Escape key)
     keys: tuple[str, ...]  # the tmux keys pressed
+    subject: str = ""  # what the dialog asked about, as the classifier said it
 
 
 @dataclass(frozen=True)
@@ -199,47 +205,190 @@ def _check_agent_prompt(look: _Look, target: Target) -> None:
 
 # --- answering a dialog ----------------------------------------------------------------------
 
+# An approving option that grants more than the request on screen: later requests too. Such a
+# grant is pressed only when the caller names it (its key or label), never for "approve".
+_BROAD_GRANT_RE = re.compile(
+    r"(?i)\b(?:always|don'?t ask|do not ask|never ask|(?:this|the|whole) session|"
+    r"all (?:commands|edits|tools|files)|for all\b|any command|from now on|auto[- ]?(?:mode|"
+    r"approve|accept)|remember)")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The dialog an answer was decided on and what the choice presses in it: the keys go only
+    into this dialog (the same options asking about the same subject), nowhere else."""
+
+    dialog: Dialog
+    face: tuple[str, ...]  # the dialog's rows without the highlight (:func:`_face`)
+    subject: str  # what it asks about, as the classifier said it ("… wants to run: ls -la")
+    label: str
+    keys: tuple[str, ...]
+
+    def same_dialog(self, text: str) -> bool:
+        """Whether ``text`` (a normalised screen) shows this dialog still, wherever its
+        highlight is now; a line ticking outside the dialog does not count."""
+        now = read_options(text)
+        return now is not None and _option_rows(now) == _option_rows(self.dialog) and \
+            tuple(_face(text, self.dialog)) == self.face
+
+
 def answer(tmux: Tmux, target: Target, choice: str, packs: Mapping[str, Pack],
            settings: WatchSettings, workers_dir: Path, *, origin: str = ORIGIN_ANSWER,
-           expect_screen: str | None = None, confirm_s: float = CONFIRM_S) -> Answered:
+           expect_screen: str | None = None, confirm_s: float = CONFIRM_S,
+           decided_on: Decision | None = None, about: str | None = None) -> Answered:
     """Answer the dialog on screen now with ``choice`` ("approve", "refuse", or one of its
     options by key or label) by pressing the dialog's own keys, then watch it leave the screen.
 
-    Refused when the pane is not NEEDS_CONFIRMATION, its options cannot be read, or no option
-    fits ``choice``; :class:`NotAnswered` when the dialog is still up ``confirm_s`` later.
+    Refused when the pane is not NEEDS_CONFIRMATION, its options cannot be read, no option
+    fits ``choice``, the program on screen is not reading its input (keys would be typed ahead
+    for whoever reads next), or the dialog is not the one decided on (``decided_on``, else the
+    one read at the start; it is read again before every key), or not about ``about`` (text
+    the caller saw in the dialog it meant: a command, a file). :class:`NotAnswered` when the
+    dialog is still up ``confirm_s`` later.
     """
     with _refusals_recorded(tmux, target, workers_dir, origin), \
             pane_lock(tmux, target, workers_dir, verb="not answered"):
         look = _look(tmux, target, packs, settings, workers_dir, expect_screen, "not answered")
-        if look.assessment.state is not State.NEEDS_CONFIRMATION:
-            raise Refused(f"not answered: {target.label} is {look.assessment.state.value}, "
-                          "not asking anything")
-        dialog = read_options(look.watch.text)
-        if dialog is None or not dialog.options:
-            raise Refused(f"not answered: cannot read the options of {target.label}'s dialog; "
-                          "answer it in the pane")
-        label, keys = pick(dialog, choice, target.label)
-        _record(tmux, target, workers_dir, "send", origin, f"answer {label!r}: {' '.join(keys)}")
-        tmux.send_keys(target.pane.pane_id, keys, gap_s=KEY_GAP_S)
-        _confirm_left(tmux, look.watch, dialog, confirm_s, f"{label!r} ({' '.join(keys)})")
-    return Answered(label, keys)
+        decision = _decide(look, choice, target)
+        if decided_on is not None and not decided_on.same_dialog(look.watch.text):
+            raise Refused(f"not answered: {target.label}: the dialog changed; nothing pressed")
+        if about is not None and not any(about in row for row in decision.face):
+            raise Refused(f"not answered: {target.label}'s dialog is not about {about!r} "
+                          f"({decision.subject or 'its subject cannot be read'}); nothing "
+                          "pressed")
+        _check_reads_keys(tmux, look, target)
+        pressed = _press(tmux, target, decision, workers_dir, origin)
+        _confirm_left(tmux, look.watch, decision.dialog, confirm_s,
+                      f"{decision.label!r} ({' '.join(pressed)})")
+    return Answered(decision.label, decision.keys, decision.subject)
+
+
+def decide(tmux: Tmux, target: Target, choice: str, packs: Mapping[str, Pack],
+           settings: WatchSettings, workers_dir: Path) -> Decision:
+    """What ``answer`` would press for ``choice`` in the dialog on screen now, pressing nothing:
+    hand it back as ``decided_on`` to answer that dialog or none."""
+    look = _look(tmux, target, packs, settings, workers_dir, None, "not answered")
+    return _decide(look, choice, target)
+
+
+def _decide(look: _Look, choice: str, target: Target) -> Decision:
+    if look.assessment.state is not State.NEEDS_CONFIRMATION:
+        raise Refused(f"not answered: {target.label} is {look.assessment.state.value}, "
+                      "not asking anything")
+    decision = decision_on(look.watch.text, choice, target.label)
+    return replace(decision, subject=_subject(look, decision.face, decision.dialog))
+
+
+def decision_on(text: str, choice: str, label: str = "the pane") -> Decision:
+    """What ``choice`` presses in the dialog of ``text`` (a normalised screen), as a
+    :class:`Decision` with no subject; refused when no options can be read or none fits."""
+    dialog = read_options(text)
+    if dialog is None or not dialog.options:
+        raise Refused(f"not answered: cannot read the options of {label}'s dialog; "
+                      "answer it in the pane")
+    option, keys = pick(dialog, choice, label)
+    return Decision(dialog, tuple(_face(text, dialog)), "", option, keys)
+
+
+def _subject(look: _Look, face: tuple[str, ...], dialog: Dialog) -> str:
+    """What the dialog asks about: an agent's or a shell's pack names it (the command, the
+    file); a program no pack knows gets the dialog's own rows above its options."""
+    watch = look.watch
+    known = is_agent(watch.pack) or (watch.pack is not None and watch.pack.detect.weak
+                                     and not watch.tracked.program)
+    if known and look.assessment.summary:
+        return look.assessment.summary
+    labels = [o.label for o in dialog.options]
+    rows = [row.strip() for row in face if not any(label in row for label in labels)]
+    text = " · ".join(row for row in rows if row)
+    return text if len(text) <= _MAX_SUBJECT else text[:_MAX_SUBJECT - 1] + "…"
+
+
+def _press(tmux: Tmux, target: Target, decision: Decision, workers_dir: Path,
+           origin: str) -> tuple[str, ...]:
+    """Press the decision's keys one by one, each right after a look that still shows the
+    dialog decided on; the keys pressed."""
+    pane_id = target.pane.pane_id
+    pressed: list[str] = []
+
+    def still_there() -> None:
+        screens = tmux.capture([pane_id])
+        if pane_id in screens and decision.same_dialog(normalise(screens[pane_id])):
+            return
+        if not pressed:
+            raise Refused(f"not answered: {target.label}: the dialog changed; nothing pressed")
+        raise NotAnswered(f"{target.label}: the dialog changed after {' '.join(pressed)}; "
+                          f"{' '.join(decision.keys[len(pressed):])} not pressed")
+
+    still_there()
+    # Recorded before the keys (a Stop hook landing as they go in must be older than this
+    # send), and looked at again after the store's write: the last look right before the key.
+    _record(tmux, target, workers_dir, "send", origin,
+            f"answer {decision.label!r}: {' '.join(decision.keys)}")
+    for key in decision.keys:
+        if pressed:
+            time.sleep(KEY_GAP_S)
+        still_there()
+        tmux.send_keys(pane_id, (key,))
+        pressed.append(key)
+    return tuple(pressed)
+
+
+def _check_reads_keys(tmux: Tmux, look: _Look, target: Target) -> None:
+    """Refuse keys a non-agent program would not read now: they would wait in the terminal for
+    whoever reads next (bash, once a `sleep` under a printed menu ends). And a shell whose line
+    editor has the terminal is at its own prompt, whatever its prompt says (`PS1='… [y/N] '`)."""
+    watch = look.watch
+    if is_agent(watch.pack):
+        return  # an agent CLI draws its own menu and reads it
+    pane = watch.tracked.pane
+    tty = pane.tty or tmux.pane_tty(pane.pane_id)
+    # tmux names the pane after its foreground process: the shell pack with no program on top
+    # means the shell itself has the terminal.
+    shell = watch.pack is not None and watch.pack.detect.weak and not watch.tracked.program
+    if tmux.via is None:
+        seen = terminal.foreground(pane.pid)
+        reading = seen.reading if seen is not None else None
+        line_editor = terminal.line_editor_mode(tty) if shell else None
+    else:
+        remote = terminal.remote_look(tmux.via.wrap, pane.pid, tty)
+        reading = remote.reading if remote is not None else None
+        line_editor = remote.line_editor if remote is not None and shell else None
+    if line_editor:
+        raise Refused(f"not answered: {target.label} shows its shell's own prompt (the line "
+                      "editor has the terminal), which asks nothing")
+    if reading is None:
+        raise Refused(f"not answered: cannot tell whether {target.label} reads its input; "
+                      "answer it in the pane")
+    if not reading:
+        program = watch.tracked.program or pane.current_command or "its program"
+        raise Refused(f"not answered: {target.label} runs {program!r}, which is not reading "
+                      "its input: the keys would wait in the terminal for whatever reads next; "
+                      "nothing pressed")
 
 
 def pick(dialog: Dialog, choice: str, label: str = "the pane") -> tuple[str, tuple[str, ...]]:
     """The option ``choice`` names and the keys that pick it from the dialog as it is.
 
-    "approve" and "refuse" take the first option with that role (refuse falls back to Esc where
-    the dialog says Esc refuses); anything else is an option's key (``2``, ``y``), its label, or
-    the unique start of its label, case aside.
+    "approve" takes the first approving option that grants this request only ("Yes", "Allow
+    once"), never one that says always, this session or don't ask again: those are pressed only
+    by their key or label. "refuse" takes the first refusing option (or Esc where the dialog
+    says Esc refuses). Anything else is an option's key (``2``, ``y``), its label, or the unique
+    start of its label, case aside.
     """
     wanted = " ".join(choice.split()).lower()
     if wanted in (APPROVE, REFUSE):
-        option = dialog.first(wanted)
+        option = _narrowest(dialog) if wanted == APPROVE else dialog.first(REFUSE)
         keys = _keys_of(option, dialog) if option is not None else ()
         if option is not None and keys:
             return option.label, keys
         if wanted == REFUSE and dialog.esc_refuses:
             return "Esc", ("Escape",)
+        broad = [o.label for o in dialog.options if o.role == APPROVE]
+        if wanted == APPROVE and option is None and broad:
+            raise Refused(f"not answered: {label}'s dialog approves only with a grant beyond "
+                          f"this request ({'; '.join(repr(b) for b in broad)}); name the "
+                          "option to choose it")
         raise Refused(f"not answered: no key that would {wanted} can be read from {label}'s "
                       f"dialog ({hint(dialog)}); answer it in the pane")
     found = _option_named(dialog, wanted)
@@ -253,6 +402,11 @@ def pick(dialog: Dialog, choice: str, label: str = "the pane") -> tuple[str, tup
         raise Refused(f"not answered: which key picks {found.label!r} cannot be read from "
                       f"{label}'s dialog; answer it in the pane")
     return found.label, keys
+
+
+def _narrowest(dialog: Dialog) -> Option | None:
+    return next((o for o in dialog.options
+                 if o.role == APPROVE and not _BROAD_GRANT_RE.search(o.label)), None)
 
 
 def _option_named(dialog: Dialog, wanted: str) -> Option | None:
@@ -284,18 +438,35 @@ def _keys_of(option: Option, dialog: Dialog) -> tuple[str, ...]:
 _MARKER_RE = re.compile(r"^\s*[❯›>●▶►→➜]?\s*")
 # The rows above a dialog's last option that count as the dialog (its question, its command).
 _DIALOG_ROWS = 10
+# A dialog's top edge (a rule, a box's top border): what is above it (a spinner, a clock, the
+# conversation) is not the dialog.
+_TOP_EDGE_RE = re.compile(r"^\s*[╭┌┏╔]?[─━═▄▀-]{10,}")  # not ╌: a diff's edge inside it
 
 
 def _face(text: str, dialog: Dialog) -> list[str]:
-    """The dialog's own rows without the highlight, down to its last option: the same dialog
-    with another option marked (a key that only moved the highlight) has the same face, and so
-    has one whose footer changed (an echoed key, a clock). The same options asking about another
-    command do not."""
+    """The dialog's own rows without the highlight, from its top edge (at most
+    :data:`_DIALOG_ROWS` above its last option) down to its last option: the same dialog with
+    another option marked (a key that only moved the highlight) has the same face, and so has
+    one whose footer or a line above it changed (an echoed key, a spinner). The same options
+    asking about another command do not."""
     rows = [_MARKER_RE.sub("", line) for line in normalise(text).split("\n") if line.strip()]
     rows = rows[-20:]
     label = dialog.options[-1].label
     last = max((i for i, row in enumerate(rows) if label in row), default=len(rows) - 1)
-    return rows[max(0, last - _DIALOG_ROWS):last + 1]
+    first = max(0, last - _DIALOG_ROWS)
+    edges = [i for i in range(first, last) if _TOP_EDGE_RE.match(rows[i])]
+    face = rows[edges[-1] + 1 if edges else first:last + 1]
+    if face and label in face[-1]:
+        # What follows the last option on its row is no option: the echo of a key typed into a
+        # `(y/N)` question, hints beside side-by-side buttons.
+        face[-1] = face[-1][:face[-1].rfind(label) + len(label)]
+    return face
+
+
+def _option_rows(dialog: Dialog) -> tuple[tuple[str, str], ...]:
+    """A dialog's options without their highlight (nor the arrow keys that reach each from
+    it)."""
+    return tuple((o.label, o.shortcut) for o in dialog.options)
 
 
 def _confirm_left(tmux: Tmux, watch: PaneWatch, dialog: Dialog, confirm_s: float,

@@ -58,7 +58,8 @@ _BEARER_RE = re.compile(r"(?i)(?P<head>\bbearer\s+)(?P<value>[A-Za-z0-9\-._~+/]{
 # must be followed directly by ``=`` or ``:`` so prose such as "1.2k tokens" survives.
 _ASSIGN_RE = re.compile(
     r"(?i)(?P<head>(?P<key>\b[\w.-]*(?:password|passwd|passphrase|secret|token|api[_-]?key"
-    r"|access[_-]?key|private[_-]?key|credentials?)[\w.-]*)[\"']?\s*[:=]\s*)"
+    r"|access[_-]?key|private[_-]?key|credentials?|account[_-]?key|shared[_-]?access[_-]?key)"
+    r"[\w.-]*)[\"']?\s*[:=]\s*)"
     r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;]+)"
 )
 # ``Tokens: 2.9k sent`` (aider), ``"max_tokens": 4096``: a count of tokens, not a token.
@@ -100,6 +101,11 @@ _TOKEN_FORMS = (
     ("whsec_", r"[A-Za-z0-9]{20,}"),
     ("hf_", r"[A-Za-z0-9]{30,}"),  # Hugging Face
     ("npm_", r"[A-Za-z0-9]{30,}"),  # npm
+    ("pypi-", r"[A-Za-z0-9_\-]{40,}"),  # PyPI upload tokens (pypi-AgEIcHlwaS5vcmc…)
+    ("gsk_", r"[A-Za-z0-9]{20,}"),  # Groq
+    (r"SG\.", r"[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"),  # SendGrid
+    ("AGE-SECRET-KEY-1", r"[0-9A-Z]{20,}"),  # age
+    (r"hv[sbr]\.", r"[A-Za-z0-9_\-]{20,}"),  # HashiCorp Vault service, batch, recovery tokens
     # JWT: three base64url parts, the first two starting with '{"' encoded.
     ("eyJ", r"[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),
 )
@@ -112,8 +118,13 @@ _TOKEN_RES = tuple(re.compile(_word(prefix) + rest) for prefix, rest in _TOKEN_F
 # folder flag to mkdir, and a password only to the programs named here.
 _MYSQL_LIKE = (r"mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlshow|mysqlpump"
                r"|mysqlslap|mariadb(?:-[a-z]+)?")
+_LDAP = r"ldap(?:search|modify|add|delete|whoami|passwd|compare|modrdn|exop)"
+_CONTAINERS = r"docker|podman|nerdctl|buildah|skopeo"
+# Oracle's tools take ``user/password@dsn`` (or ``user/password`` for a local database).
+_ORACLE = r"sqlplus|sqlldr|expdp|impdp|exp|imp|rman|dgmgrl|sql"
 _COMMAND_RE = re.compile(
-    r"(?<![\w.\-])(?P<program>" + _MYSQL_LIKE + r"|sshpass|curl)(?=[ \t])"
+    r"(?<![\w.\-])(?P<program>" + _MYSQL_LIKE + r"|sshpass|curl|redis-cli|openssl|" + _LDAP
+    + "|" + _CONTAINERS + "|" + _ORACLE + r")(?=[ \t])"
     r"(?P<args>(?:\"[^\"\n]*\"|'[^'\n]*'|[^|;&\n])*)"
 )
 # One argument: quoted (a quote left open runs to the end of the line) or a bare word.
@@ -138,6 +149,42 @@ _CURL_USER_RE = re.compile(
 _CURL_COOKIE_RE = re.compile(
     r"(?<=[ \t])(?:-b[ \t]*|--cookie(?:[ \t]+|=))(?P<value>" + _ARG_VALUE + r")"
 )
+
+
+# ``redis-cli -a PASSWORD`` and ``--pass PASSWORD``.
+_REDIS_PASSWORD_RE = re.compile(r"(?<=[ \t])(?:-a|--pass)[ \t]+(?P<value>(?!-)" + _ARG_VALUE
+                                + r")")
+# ``ldapsearch -w PASSWORD`` (``-W`` prompts).
+_LDAP_PASSWORD_RE = re.compile(r"(?<=[ \t])-w[ \t]*(?P<value>(?!-)" + _ARG_VALUE + r")")
+# ``docker login -p PASSWORD`` (elsewhere ``-p`` publishes a port).
+_LOGIN_RE = re.compile(r"(?<=[ \t])login(?=[ \t])")
+_LOGIN_PASSWORD_RE = re.compile(r"(?<=[ \t])-p[ \t]*(?P<value>(?![-$])" + _ARG_VALUE + r")")
+# ``openssl enc -k PASSWORD``; ``-pass pass:PASSWORD`` anywhere is _OPENSSL_PASS_RE's.
+_OPENSSL_K_RE = re.compile(r"(?<=[ \t])-k[ \t]+(?P<value>(?!-)" + _ARG_VALUE + r")")
+# ``sqlplus scott/tiger@orcl``, ``expdp system/pw``, ``sqlldr userid=scott/tiger``. The bare
+# form (no ``@dsn``) only for the tools that take nothing else with a slash first.
+_ORACLE_LOGIN_RE = re.compile(
+    r"(?<=[ \t])(?:userid=)?[\"']?[\w$#]+/(?P<value>[^\s/@\"']+)(?=(?P<dsn>@)|)")
+_ORACLE_BARE = frozenset({"sqlplus", "sqlldr", "expdp", "impdp", "rman", "dgmgrl"})
+# ``-pass pass:PASSWORD``, ``-passin pass:…``, ``-passout pass:…`` (openssl and its kin);
+# ``env:VAR`` and ``file:PATH`` name where the password is and are left alone.
+_OPENSSL_PASS_RE = re.compile(
+    r"(?<![\w-])(?P<head>-pass(?:in|out|word)?[ \t]+[\"']?pass:)(?P<value>[^\s\"']+)")
+# SQL*Plus's own ``CONNECT scott/tiger@orcl``.
+_ORACLE_CONNECT_RE = re.compile(
+    r"(?i)(?<![\w.-])(?P<head>conn(?:ect)?[ \t]+[\w$#]+/)(?P<value>[^\s/@\"']+)(?=@|\s|$)")
+# ``.netrc``: ``machine h login u password PW`` on one line, or ``password PW`` on a line of its
+# own (a prose line saying "password is wrong" has more after its second word).
+_NETRC_RE = re.compile(
+    r"(?m)(?P<head>(?:^[ \t]*|\b(?:machine|login|account)[ \t]+\S+[ \t]+)password[ \t]+)"
+    r"(?P<value>\S+)(?=[ \t]*$|[ \t]+(?:machine|login|account|macdef|default)\b)")
+# Signed URLs: an Azure SAS ``sig=``, S3's ``X-Amz-Signature=``, ``Signature=``.
+_URL_SIGNATURE_RE = re.compile(
+    r"(?i)(?<=[?&;])(?P<head>(?:sig|x-amz-signature|signature)=)(?P<value>[^&\s\"'#<>]+)")
+# A ``.pgpass`` line, ``host:port:database:user:password``, alone on its line.
+_PGPASS_RE = re.compile(
+    r"(?m)^(?P<head>[ \t]*[^\s:#][^\s:]*:(?:\d{1,5}|\*):[^\s:]+:[^\s:]+:)"
+    r"(?P<value>(?:\\.|[^\s:\\])+)(?=[ \t]*$)")
 
 
 def _mask_pem(found: re.Match[str]) -> str:
@@ -171,8 +218,19 @@ def _mask_value(found: re.Match[str]) -> str:
     return found.group(0)[: found.start("value") - found.start()] + masked
 
 
+# ``$DB_PASSWORD``, ``"${TOKEN}"``: a value that names a variable holds no secret (as
+# ``-p$MYSQL_PWD`` for mysql).
+_VARIABLE_VALUE = re.compile(r"([\"']?)\$(?:[A-Za-z_]\w*|\{[A-Za-z_]\w*\})\1")
+
+
 def _mask_assignment(found: re.Match[str]) -> str:
     if _TOKEN_COUNT_KEY.search(found.group("key")) and _COUNT.fullmatch(found.group("value")):
+        return found.group(0)
+    if _VARIABLE_VALUE.fullmatch(found.group("value")):
+        return found.group(0)
+    if found.string.endswith("${", 0, found.start()):
+        # ``${OPENROUTER_API_KEY:-none}``: the name of a variable in a shell expansion, and
+        # what follows its colon is a default or a test, not its value.
         return found.group(0)
     return _mask_value(found)
 
@@ -192,12 +250,28 @@ def _mask_cookie_value(found: re.Match[str]) -> str:
     return _mask_value(found) if "=" in found.group("value") else found.group(0)
 
 
+def _mask_oracle_login(found: re.Match[str], program: str) -> str:
+    if found.group("dsn") is None and program not in _ORACLE_BARE:
+        return found.group(0)
+    return _mask_value(found)
+
+
 def _mask_command(found: re.Match[str]) -> str:
     program, args = found.group("program"), found.group("args")
     subs: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]]
     if program == "curl":
         subs = [(_CURL_USER_RE, _mask_after_colon), (_CURL_COOKIE_RE, _mask_cookie_value)]
-    else:
+    elif program == "redis-cli":
+        subs = [(_REDIS_PASSWORD_RE, _mask_value)]
+    elif program == "openssl":
+        subs = [(_OPENSSL_K_RE, _mask_value)]
+    elif re.fullmatch(_LDAP, program):
+        subs = [(_LDAP_PASSWORD_RE, _mask_value)]
+    elif re.fullmatch(_CONTAINERS, program):
+        subs = [(_LOGIN_PASSWORD_RE, _mask_value)] if _LOGIN_RE.search(args) else []
+    elif re.fullmatch(_ORACLE, program):
+        subs = [(_ORACLE_LOGIN_RE, lambda m: _mask_oracle_login(m, program))]
+    else:  # sshpass and the mysql family
         subs = [(_SHORT_PASSWORD_RE, _mask_value)]
         if program in ("mysqladmin", "mariadb-admin"):
             subs.append((_MYSQLADMIN_PASSWORD_RE, _mask_value))
@@ -212,6 +286,14 @@ _KEY_CHARS = re.compile(r"[A-Za-z0-9_\-+/=.]*")
 # Vertical box borders TUIs draw around text (Claude Code, Gemini CLI, Codex): with the padding
 # next to them they frame a line's text, and a long key wraps inside them.
 _FRAME_CHARS = " \t│┃║╎╏┆┇┊┋"
+
+
+# A line that opens with a name and its ``:`` or ``=`` (``password: x``, ``Authorization:
+# Basic x``) starts something new, not the tail of a key cut at the line above: joined onto the
+# key it would lose its name, and the name is what tells its value is a secret. Base64 padding
+# (``abc==`` at the end) is no name. Nor is a line that opens with a program whose options
+# carry a password (``redis-cli -a x``): joined, its name would be lost the same way.
+_NAME_AHEAD_RE = re.compile(r"[A-Za-z_][\w.-]*[\"']?[ \t]*[:=](?![=\s]*$)")
 
 
 def _looks_like_key_tail(run: str) -> bool:
@@ -269,6 +351,8 @@ def _wrapped_masks(text: str) -> list[tuple[int, int]]:
             for number in range(first + 1, last + 1):
                 line_start, line_end = lines[number]
                 piece = text[line_start:line_end]
+                if _NAME_AHEAD_RE.match(piece) or _COMMAND_RE.match(piece):
+                    break
                 found_run = _KEY_CHARS.match(piece)
                 run = found_run.end() if found_run else 0
                 if run == 0 or (run < len(piece) and not _looks_like_key_tail(piece[:run])):
@@ -315,6 +399,9 @@ def redact(text: str) -> str:
     text = _URL_CRED_RE.sub(_mask_value, text)
     text = _SLACK_HOOK_RE.sub(_mask_value, text)
     text = _FLAG_RE.sub(_mask_value, text)
+    for pattern in (_OPENSSL_PASS_RE, _ORACLE_CONNECT_RE, _NETRC_RE, _URL_SIGNATURE_RE,
+                    _PGPASS_RE):
+        text = pattern.sub(_mask_value, text)
     for pattern in _TOKEN_RES:
         text = pattern.sub(MASK, text)
     return text

@@ -19,6 +19,7 @@ from app.act import handoff
 from app.act.cycle import jobs
 from app.base.errors import ConductorError
 from app.base.model import JobKind, JobState, State
+from app.base.redact import redact
 from app.observe.packs import load_packs
 
 if TYPE_CHECKING:
@@ -55,12 +56,13 @@ def queue(tmux: Tmux, workers_dir: Path, target: Target, text: str, cfg: Config)
     return jobs.queue_message(workers_dir, target.worker_id, text, cfg.cycle.queue_ttl_s)
 
 
-def answer(tmux: Tmux, workers_dir: Path, target: Target, choice: str, cfg: Config
-           ) -> Answered:
-    """Press the keys of the dialog's option ``choice`` (approve, refuse, a key or a label)."""
+def answer(tmux: Tmux, workers_dir: Path, target: Target, choice: str, cfg: Config,
+           about: str | None = None) -> Answered:
+    """Press the keys of the dialog's option ``choice`` (approve, refuse, a key or a label),
+    only in a dialog about ``about`` when given."""
     from app.act import gate
 
-    return gate.answer(tmux, target, choice, load_packs(), cfg.watch, workers_dir)
+    return gate.answer(tmux, target, choice, load_packs(), cfg.watch, workers_dir, about=about)
 
 
 def wait_states(until: str, what: str) -> frozenset[State]:
@@ -90,18 +92,33 @@ def wait(tmux: Tmux, workers_dir: Path, target: Target, until: Collection[State]
 
 def report(workers_dir: Path, worker_id: str, text: str, wait_cmd: str | None, cfg: Config, *,
            by_agent: bool) -> jobs.Reported:
-    """Record a report and queue its cycle. A person's ``wait_cmd`` runs as given; an agent's
-    only when the person declared or allowed it (``jobs.agent_report``)."""
+    """Record a report (redacted: it is shown, and quoted to the LLM) and queue its cycle. A
+    person's ``wait_cmd`` runs as given (once: what prints it masks it); an agent's only when
+    the person declared or allowed it (``jobs.agent_report``)."""
     if by_agent:
-        return jobs.agent_report(workers_dir, worker_id, text, wait_cmd, cfg.cycle, origin="mcp")
-    return jobs.person_report(workers_dir, worker_id, text, wait_cmd, cfg.cycle)
+        return jobs.agent_report(workers_dir, worker_id, redact(text), wait_cmd, cfg.cycle,
+                                 origin="mcp")
+    return jobs.person_report(workers_dir, worker_id, redact(text), wait_cmd, cfg.cycle)
 
 
 def goal(workers_dir: Path, worker_id: str, text: str, check: str | None = None
          ) -> dict[str, str | None]:
     """Set what a pane works towards and, the person only, its declared check; both as they
-    are now."""
-    return jobs.set_goal(workers_dir, worker_id, text, check)
+    are now. The goal is stored redacted: it is printed, logged and put in the LLM's prompts.
+    A check holding a secret is refused (:func:`refuse_secret_in_check`)."""
+    refuse_secret_in_check(check, "--check")
+    return jobs.set_goal(workers_dir, worker_id, redact(text), check)
+
+
+def refuse_secret_in_check(command: str | None, what: str) -> None:
+    """A declared check is kept for every later report and shown by ``goal``, ``explain`` and
+    ``status``: stored as given it would keep the secret, stored masked it would no longer run.
+    Refused, saying where the secret can live instead."""
+    if command and redact(command) != command:
+        raise ConductorError(f"{what} holds what looks like a secret (a password, a key or a "
+                             "token), and a check is stored and shown as it is: read it from "
+                             "the environment or a file instead (e.g. "
+                             "PGPASSFILE, MYSQL_PWD, a .netrc)")
 
 
 def paused(workers_dir: Path, worker_id: str) -> bool:

@@ -233,10 +233,10 @@ def test_answer_refuses_a_pane_that_asks_nothing(
 
 def test_answer_says_so_when_the_dialog_stays_up(
         server: Any, session: Any, isolated_env: Path) -> None:
-    # A dialog drawn by a program that reads no keys: the keys change nothing.
+    # A dialog drawn by a program that reads its input and ignores it: the keys change nothing.
     dialog = (" Do you want to proceed?\\n ❯ 1. Yes\\n   2. No\\n\\n Esc to cancel\\n")
     pane = session.new_window(window_name="stuck", attach=False,
-                              window_shell=f"sh -c 'printf \"{dialog}\"; exec sleep 600'"
+                              window_shell=f"sh -c 'printf \"{dialog}\"; exec cat >/dev/null'"
                               ).active_pane
     retry_until(lambda: "2. No" in screen(pane), 10)
     tmux, target = in_process(server, isolated_env, pane)

@@ -141,6 +141,46 @@ CASES = [
          "Set-Cookie:"),
     Case("curl cookie option", "curl -b 'sid=31d4d96e407aad42' https://x", "31d4d96e407aad42",
          "https://x"),
+    # Issue 29: forms that reached a real LLM request.
+    Case("netrc one line", "machine api.example.com login alice password Netrc5ecret",
+         "Netrc5ecret", "login alice password "),
+    Case("netrc own line", "machine api.example.com\n  login alice\n  password Netrc5ecret\n",
+         "Netrc5ecret", "  password "),
+    Case("azure account key",
+         "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=AzUr3KeyAbc123+/==;"
+         "EndpointSuffix=core.windows.net", "AzUr3KeyAbc123", "EndpointSuffix=core.windows.net"),
+    Case("azure service bus key", "Endpoint=sb://ns/;SharedAccessKeyName=root;"
+         "SharedAccessKey=SbK3yAbc123def456=", "SbK3yAbc123def456", "Endpoint=sb://ns/;"),
+    Case("azure sas signature",
+         "https://acct.blob.core.windows.net/c/b?sv=2022-11-02&ss=b&sig=SaSs1gNatur3%2B%3D&se=2030",
+         "SaSs1gNatur3", "&se=2030"),
+    Case("pypi token", "password = pypi-AgEIcHlwaS5vcmcCJGExYjJjM2Q0LWU1ZjYtNzg5MC1hYmNkLWVm",
+         "pypi-AgEIcHlwaS5vcmc", ""),
+    Case("pypi token bare", "twine upload -u __token__ "
+         "pypi-AgEIcHlwaS5vcmcCJGExYjJjM2Q0LWU1ZjYtNzg5MC1hYmNk dist/*",
+         "AgEIcHlwaS5vcmc", "dist/*"),
+    Case("groq", "GROQ gsk_abcdefghijklmnopqrstuvwxyz012345 ok", "gsk_abcdefghij", "ok"),
+    Case("sendgrid", "key SG.abcdefghijklmnopqrstuv.abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG",
+         "SG.abcdefghij", "key "),
+    Case("age", "AGE-SECRET-KEY-1QQPQZXHR0L7LQ2XJ4D8Y4K6QF3Z0L0CZ4NQ7D5E8J9K2M3P4R5S6T7",
+         "QQPQZXHR0L7LQ2XJ4D8", ""),
+    Case("vault", "VAULT_TOKEN hvs.CAESIJlkQ3p0aGVyZWFsdG9rZW5oZXJl here", "CAESIJlkQ3p0",
+         "here"),
+    Case("redis-cli -a", "redis-cli -h db -a R3disPass ping", "R3disPass", "ping"),
+    Case("docker login -p", "docker login -u bob -p D0ckerPass registry.example.com",
+         "D0ckerPass", "registry.example.com"),
+    Case("openssl -pass pass:", "openssl enc -aes-256-cbc -pass pass:0pensslPass -in a -out b",
+         "0pensslPass", "-in a -out b"),
+    Case("openssl -passin pass:", "openssl pkcs12 -in k.p12 -passin 'pass:0pensslPass'",
+         "0pensslPass", "-in k.p12"),
+    Case("ldapsearch -w", "ldapsearch -x -D cn=admin -w Ld4pPass -b dc=x", "Ld4pPass", "-b dc=x"),
+    Case("pgpass line", "db.example.com:5432:shop:alice:Pgp4ssW0rd", "Pgp4ssW0rd",
+         "db.example.com:5432:shop:alice:"),
+    Case("pgpass wildcard port", "*:*:*:postgres:Pgp4ssW0rd\n", "Pgp4ssW0rd", "postgres"),
+    Case("oracle user/pw@dsn", "sqlplus -s scott/T1gerPass@//db:1521/xe @run.sql",
+         "T1gerPass", "@//db:1521/xe @run.sql"),
+    Case("oracle local", "expdp system/T1gerPass directory=d", "T1gerPass", "directory=d"),
+    Case("oracle connect", "SQL> connect scott/T1gerPass@orcl", "T1gerPass", "@orcl"),
 ]
 
 # One near miss per new pattern: looks like it, holds no secret, must come out unchanged.
@@ -162,6 +202,24 @@ NEAR_MISSES = [
     "the cookies were stale, so clear the cookie jar",
     "Tokens: 2.9k sent, 32 received. Cost: $0.01 message, $0.02 session.",
     '{"max_tokens": 4096, "tokens": 70}',
+    # Lookalikes of issue 29's forms.
+    "the password is wrong, try again",
+    "Password:",
+    "docker run -p 8080:80 img && docker push -q img",
+    "redis-cli -h db ping && ls -a",
+    "openssl enc -pass env:PW -in a && openssl rsa -passin file:pw.txt",
+    "ldapsearch -W -x -b dc=x && ls -w 80",
+    "12:30:45 done; at 10:20:30:40 x",
+    "node_modules/lodash@4.17.21 and git@github.com:org/repo.git",
+    "sqlplus / as sysdba; sqlplus /nolog; exp a/b",
+    "see https://example.com/search?q=sig&page=2",
+    "SG.com is a site; pypi-server and pypi-simple are packages",
+    "gsk_short and hvs.x are too short",
+    "app/x.py:12:5: error: Bad; src/a.c:10:2: warning: x",
+    "connect to the server/cluster first",
+    # A variable named, not its value.
+    'echo "key=${OPENROUTER_API_KEY:-none}" > seen',
+    "PGPASSWORD=$PW psql -c 1; export TOKEN=\"${GH_TOKEN}\"",
 ]
 
 
@@ -314,3 +372,24 @@ def test_no_line_of_an_ordinary_screen_changes() -> None:
             changed |= {before for before, after in zip(text.split("\n"), out.split("\n"),
                                                         strict=True) if before != after}
     assert changed == EXPECTED_SECRET_LINES
+
+
+@pytest.mark.parametrize("line", [
+    "password: hunter2secret",
+    "password=hunter2secret",
+    "Authorization: Basic dXNlcjpodW50ZXIyc2VjcmV0",
+    "Authorization: Bearer hunter2secret0123",
+    'DB_PASSWORD="hunter2secret"',
+    "redis-cli -h db -a hunter2secret ping",
+    "mysql -u root -phunter2secret shop",
+])
+def test_the_line_under_a_wrapped_key_keeps_its_name_and_loses_its_value(line: str) -> None:
+    # The key fills its line to the edge, so the joiner reads on into the next line: its name
+    # must stop it there, or the name goes with the key and the value after it is let through.
+    screen = f"export ANTHROPIC_API_KEY={KEY}\n{line}\nlab$ "
+    out = redact(screen)
+    assert "hunter2secret" not in out and "dXNlcjpodW50ZXIy" not in out, out
+    name = line.split(":")[0].split("=")[0].split()[0]
+    assert out.split("\n")[1].startswith(name), out
+    assert out.split("\n")[2] == "lab$ "
+    assert_gone(KEY, out)

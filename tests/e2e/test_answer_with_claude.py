@@ -48,7 +48,8 @@ def test_answer_refuse_does_not_run_the_command_and_approve_runs_it(
 
         refused = pty(claude, "answer", claude.pane_id, "refuse")
         assert refused.returncode == 0, refused.stderr + claude.capture()
-        assert "answered 'No' (3)" in refused.stdout, refused.stdout
+        assert "answered 'No' (3) to: " in refused.stdout, refused.stdout
+        assert "rm -rf build" in refused.stdout, refused.stdout  # what was refused, not only "No"
         assert "Do you want to proceed?" not in claude.capture()
         ready = pty(claude, "wait", claude.pane_id, "--timeout", "60", timeout=80)
         assert ready.returncode == 0, ready.stderr + claude.capture()

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from app.base import render
 from app.base.errors import ConductorError
+from app.base.redact import redact
 from app.front.cli.context import Context, echo_clean, friendly_errors, read_config
 
 if TYPE_CHECKING:
@@ -61,6 +62,12 @@ def report(obj: Context, args: tuple[str, ...], wait_cmd: str | None) -> None:
     click.echo(f"report recorded for {label}; cycle job {done.seq} queued{check}")
 
 
+def redacted(row: dict[str, Any]) -> dict[str, Any]:
+    """A job's columns as printed: its texts masked (:func:`app.base.redact.redact`)."""
+    return {key: redact(value) if key in ("text", "wait_cmd", "detail") and
+            isinstance(value, str) else value for key, value in row.items()}
+
+
 @click.command()
 @click.argument("args", nargs=-1, metavar="[ID|NAME] | drop JOB")
 @click.option("--all", "show_all", is_flag=True, help="Finished jobs too (the newest 50).")
@@ -95,7 +102,7 @@ def queue(obj: Context, args: tuple[str, ...], show_all: bool, as_json: bool) ->
     if show_all:
         rows = rows[-50:]
     if as_json:
-        click.echo(json.dumps([{**r.row(), "name": names.get(r.pane, ""),
+        click.echo(json.dumps([{**redacted(r.row()), "name": names.get(r.pane, ""),
                                 "timeline": r.steps()} for r in rows],
                               indent=2, ensure_ascii=False))
         return
@@ -110,6 +117,7 @@ def queue(obj: Context, args: tuple[str, ...], show_all: bool, as_json: bool) ->
             text += f"  [check: {r.wait_cmd}]"
         if r.detail:
             text += f"  ({r.detail})"
+        text = redact(text)  # a queued message is typed as written, and shown masked
         # An agent wrote the text and the check: cleaned before it is cut, so the cut counts
         # what the terminal shows.
         table.append((str(r.seq), names.get(r.pane, r.pane), str(r.kind), str(r.state) or "-",

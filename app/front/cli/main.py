@@ -371,22 +371,30 @@ def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force
 @pty.command()
 @click.argument("ident", metavar="ID|NAME|%PANE", shell_complete=complete_panes)
 @click.argument("choice", metavar="approve|refuse|OPTION")
+@click.option("--about", metavar="TEXT", default=None,
+              help="Press only if the dialog shows TEXT (the command or file you decided on).")
 @click.pass_obj
 @friendly_errors
-def answer(obj: Context, ident: str, choice: str) -> None:
+def answer(obj: Context, ident: str, choice: str, about: str | None) -> None:
     """Answer the dialog a pane shows by pressing its own keys (never typed text).
 
-    The options are read from the screen now (`classify --json` shows them): approve or refuse
-    takes the first option that does so (refuse falls back to Esc where the dialog says Esc
-    cancels); OPTION is an option's key (2, y) or label. Exits 1 when the pane asks nothing,
-    its options cannot be read, or the dialog is still up after the keys.
+    The options are read from the screen now (`classify --json` shows them): approve takes
+    the first option that approves this request only ("Yes", "Allow once"; a grant for always,
+    this session or don't ask again only by its key or label), refuse the first that refuses
+    (or Esc where the dialog says Esc cancels); OPTION is an option's key (2, y) or label. The
+    dialog is read again before each key. Exits 1 with nothing pressed when the pane asks
+    nothing, its options cannot be read, the dialog changed, or the program on screen is not
+    reading its input, or it is not --about TEXT; exits 1 too when the dialog is still up after
+    the keys. Says what the dialog asked about.
     """
+    from app.base.redact import redact
     from app.front import commands
 
     tmux, target = obj.resolve(ident)
-    done = commands.answer(tmux, obj.workers_dir, target, choice, read_config())
+    done = commands.answer(tmux, obj.workers_dir, target, choice, read_config(), about=about)
+    subject = f" to: {render.clean_text(redact(done.subject))}" if done.subject else ""
     click.echo(f"{target.label}: answered {render.clean_text(done.label)!r} "
-               f"({' '.join(done.keys)})")
+               f"({' '.join(done.keys)}){subject}")
 
 
 @pty.command()
