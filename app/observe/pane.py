@@ -52,8 +52,44 @@ def worker_id(socket_label: str, server_pid: int, pane_id: str) -> str:
 
 
 @dataclass
+class Looks:
+    """When the pane was captured and is looked at again: written by the capture clock only
+    (app.run.clock)."""
+
+    hint: tuple[Any, ...] | None = None  # the listing's change hint at the last capture
+    captured_at: float = 0.0
+    recheck_at: float = 0.0  # when a light tick should look at the quiet pane again; 0: never
+
+
+@dataclass
+class Stored:
+    """What the store holds of the pane, as the watcher last wrote it: a row is written again
+    only when it differs. Written by the watcher only; a step returns the columns it moved."""
+
+    status_row: dict[str, Any] | None = None
+    pty_row: dict[str, Any] | None = None
+    status_json: str | None = None  # the status.json text last written
+
+
+@dataclass
+class News:
+    """What the person was told of the pane: written by the watcher's notifier only."""
+
+    # A pane's first seconds: its transitions are held back until one state has held (see the
+    # watcher's _settle), so a program starting up does not notify every state it passes.
+    settled: bool = False
+    held_back: Transition | None = None
+    # The last known (not UNKNOWN) state handed to the notifier: UNKNOWN between two equal
+    # states is not a change worth telling.
+    told: State | None = None
+
+
+@dataclass
 class Tracked:
-    """What the watcher remembers about one pane between cycles."""
+    """What the watcher remembers about one pane between cycles. Its own fields are what was
+    seen of the pane (the listing, the observer's judgement, the hooks' and terminal's
+    signals); ``looks``, ``stored`` and ``news`` are each written by one owner only
+    (tests/test_layers.py checks it), and read here through the properties below."""
 
     worker_id: str
     pane: Pane
@@ -67,8 +103,6 @@ class Tracked:
     # A plain program in the foreground (``less``, ``sleep``; "" for none): its screen is judged
     # by the generic pack while the pane keeps its shell pack.
     program: str = ""
-    hint: tuple[Any, ...] | None = None
-    captured_at: float = 0.0
     text: str = ""
     text_hash: str | None = None
     # What stability is judged on: the screen with the pack's volatile parts (fading hints,
@@ -80,22 +114,29 @@ class Tracked:
     # The terminal's own signals (titles, progress) as they moved the turn; folded into
     # ``signals`` like hooks (app.observe.signals).
     terminal: TerminalWatch = field(default_factory=TerminalWatch)
-    status_json: str | None = None
-    # The rows last written to the store; a row is written again only when it differs.
-    status_row: dict[str, Any] | None = None
-    pty_row: dict[str, Any] | None = None
     mode: str = POLL
-    recheck_at: float = 0.0  # when a light tick should look at the quiet pane again; 0: never
     # What conductor view the pane shows ("status --watch", "this watcher's log"), else "": such
     # a pane is never captured, classified, notified, herded or typed into (app.observe.views).
     view: str = ""
-    # A pane's first seconds: its transitions are held back until one state has held (see the
-    # watcher's _settle), so a program starting up does not notify every state it passes.
-    settled: bool = False
-    held_back: Transition | None = None
-    # The last known (not UNKNOWN) state handed to the notifier: UNKNOWN between two equal
-    # states is not a change worth telling.
-    told: State | None = None
+    looks: Looks = field(default_factory=Looks)
+    stored: Stored = field(default_factory=Stored)
+    news: News = field(default_factory=News)
+
+    @property
+    def captured_at(self) -> float:
+        return self.looks.captured_at
+
+    @property
+    def status_row(self) -> dict[str, Any] | None:
+        return self.stored.status_row
+
+    @property
+    def pty_row(self) -> dict[str, Any] | None:
+        return self.stored.pty_row
+
+    @property
+    def settled(self) -> bool:
+        return self.news.settled
 
     def take_title(self, title: str, ts: float) -> None:
         """Fold in the pane's title as tmux holds it at ``ts`` (a listing's, a capture's)."""
@@ -113,9 +154,9 @@ class Tracked:
 
     def forget_screen(self) -> None:
         """Drop what was read from the screen, so the next capture is judged from scratch."""
-        self.pack, self.pack_command, self.program, self.hint = None, "", "", None
+        self.pack, self.pack_command, self.program = None, "", ""
         self.text, self.text_hash, self.stability_hash, self.verdict = "", None, None, None
-        self.captured_at, self.recheck_at = 0.0, 0.0
+        self.looks = Looks()
 
 
 class PaneObserver:

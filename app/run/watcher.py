@@ -29,22 +29,18 @@ from app.act.steps import Step
 from app.adapters import statusfile
 from app.adapters.status import pid_alive
 from app.adapters.store import StoreWriter, public_row
-from app.adapters.tmux import QUIET_S, ControlMode, Tmux
+from app.adapters.tmux import ControlMode, Tmux
 from app.base.errors import ConductorError, TmuxServerNotRunning
 from app.base.model import Pane, State, Transition, Verdict
 from app.base.render import SERVER_ENDED, clean_text
 from app.base.settings import WatchSettings
 from app.base.termsignals import TermSignal
 from app.observe import views
-from app.observe.assess import (
-    TURN_END_ARM_S,
-    Assessment,
-    absorb,
-    awaits_end_mark_settling,
-)
+from app.observe.assess import Assessment, absorb
 from app.observe.llm import AsyncLLM
 from app.observe.packs import GENERIC_PACK, Pack, plain_program
 from app.observe.pane import EVENTS, POLL, PaneObserver, Tracked, worker_id
+from app.run.clock import CaptureClock
 
 log = logging.getLogger(__name__)
 
@@ -59,20 +55,6 @@ FIRST_HOLD_INTERVALS = 2.0
 # Status columns that move with every capture of a moving screen; a light tick writes a row whose
 # other columns did not change only at the next full poll.
 _VOLATILE = ("last_snapshot_hash", "last_change_ts", "stable_count")
-# A pane that went quiet is looked at again this often (seconds) until nothing can change any
-# more without new output.
-_RECHECK_S = 0.5
-# A pane printing nonstop is captured once a second at first, then less often the longer it
-# streams (half the stream's age, at most STREAM_CAPTURE_MAX_S): it reads BUSY all along,
-# and what ends that is its output stopping, which is seen at once whatever the interval: a pane
-# is captured as soon as it is quiet (app.adapters.tmux.QUIET_S), so a dialog or an idle prompt
-# drawn at the end of a stream waits for nothing.
-STREAM_CAPTURE_S = 1.0
-STREAM_CAPTURE_MAX_S = 5.0
-# A streaming pane due within this long (seconds) rides along with a capture made now.
-STREAM_RIDE_S = 1.0
-# A pane whose turn ended (or that asks) since its last capture is captured again this soon.
-URGENT_S = 0.05
 
 
 @dataclass
@@ -136,12 +118,7 @@ class Watcher:
         self.control = control
         self._server_pid = 0
         self._watched: set[str] = set()  # session ids whose output control mode reports
-        self._pending: dict[str, float] = {}  # pane id -> when it printed, not yet captured
-        # Pane id -> (when it began printing nonstop, when it was last seen still printing).
-        self._streaming: dict[str, tuple[float, float]] = {}
-        # Pane id -> when its next capture is due, for panes captured while streaming: control
-        # mode does not wake us for the stream going on (ControlMode.resume), so we come back.
-        self._stream_due: dict[str, float] = {}
+        self.clock = CaptureClock(self.settings, control)
         # The terminal's signals control mode read since the last tick, and the titles the
         # last capture read (pane id -> ...): evidence folded in before judging.
         self._heard: dict[str, list[tuple[float, TermSignal]]] = {}
@@ -226,14 +203,12 @@ class Watcher:
         self._heard = self.control.take_signals()
         self._marks = self.control.take_hook_marks()
         reported_at = time.monotonic()
-        for pane_id, first in dirty.items():
-            # When it printed, not when we heard: a stream that went on reports without a wake.
-            self._pending.setdefault(pane_id, now - max(0.0, reported_at - first))
-        self._stream_due = {p: due for p, due in self._stream_due.items()
-                            if due > now and p not in self._pending}
+        # When it printed, not when we heard: a stream that went on reports without a wake.
+        self.clock.heard({pane_id: now - max(0.0, reported_at - first)
+                          for pane_id, first in dirty.items()}, now)
         known = {t.pane.pane_id for t in self.tracked.values()}
         return (full or changed or not self.tracked or not self._cleaned_at_start
-                or not self._pending.keys() <= known)
+                or not self.clock.printing() <= known)
 
     def _list_panes(self, report: CycleReport) -> dict[str, Pane] | None:
         """Every pane of the server by worker id (None: the server is not running)."""
@@ -250,10 +225,7 @@ class Watcher:
                                  if p.session_id and not p.destroy_unattached})
             self._watched = self.control.watching()
         socket = self.tmux.label
-        listed = {p.pane_id for p in listing.panes}
-        self._pending = {p: t for p, t in self._pending.items() if p in listed}
-        self._streaming = {p: t for p, t in self._streaming.items() if p in listed}
-        self._stream_due = {p: t for p, t in self._stream_due.items() if p in listed}
+        self.clock.listed({p.pane_id for p in listing.panes})
         current = {worker_id(socket, listing.server_pid, p.pane_id): p for p in listing.panes}
         self._views = self._conductor_views(current)
         return current
@@ -299,57 +271,37 @@ class Watcher:
             if full:
                 tracked.mode = EVENTS if pane.session_id in self._watched else POLL
             if self._leave_alone(tracked):
-                # It is not taken from _pending, so its output only moves control mode's clock
-                # until it is an ordinary pane again.
+                # It is not taken from the clock's printed panes, so its output only moves
+                # control mode's clock until it is an ordinary pane again.
                 if full:
                     look.add(wid)
                 continue
-            if self._needs_capture(tracked, pane, now, full):
+            if self.clock.needs_capture(tracked, pane, now, full):
                 to_capture.append(wid)
-            elif tracked.recheck_at and tracked.recheck_at <= now:
+            elif tracked.looks.recheck_at and tracked.looks.recheck_at <= now:
                 look.add(wid)
             elif wid in self._evented and tracked.captured_at:
                 look.add(wid)  # a hook just spoke: its word counts now, not at the next look
-            if pane.pane_id in self._pending:
+            if self.clock.printed(pane.pane_id):
                 look.discard(wid)  # it printed since its last capture: not quiet, not judged yet
         if to_capture:
-            to_capture += self._riders(current, to_capture, now)
+            # Streaming panes due soon ride along: one tmux call for them all.
+            to_capture += self.clock.riders(
+                (self.tracked[wid] for wid in current if wid not in to_capture), now)
         look.update(to_capture)
         return to_capture, look
-
-    def _riders(self, current: Mapping[str, Pane], chosen: list[str], now: float) -> list[str]:
-        """Streaming panes due a capture soon, taken along with this one: one tmux call for
-        them all instead of one each a moment apart."""
-        riders = []
-        for wid, pane in current.items():
-            tracked = self.tracked[wid]
-            if pane.pane_id in self._pending and wid not in chosen \
-                    and not tracked.view and pane.pane_id in self._streaming \
-                    and self._capture_due(tracked, now) <= now + STREAM_RIDE_S:
-                riders.append(wid)
-        return riders
 
     def _capture(self, current: Mapping[str, Pane], to_capture: list[str],
                  report: CycleReport, now: float) -> dict[str, str] | None:
         """One batched capture (None: the server went away)."""
         if not to_capture:
             return {}
-        for wid in to_capture:
-            self._stream_due.pop(current[wid].pane_id, None)
-        resumed = [current[w].pane_id for w in to_capture
-                   if self._pending.pop(current[w].pane_id, None) is not None]
-        if resumed and self.control is not None:
+        resumed = self.clock.capturing([self.tracked[w] for w in to_capture], now)
+        if resumed.panes and self.control is not None:
             # Before the capture: output from now on is reported again, so nothing printed
             # after the capture goes unnoticed. A stream going on is no news: its next
             # capture is due at the streaming pace.
-            # A pane whose turn end was heard is drawing its idle screen: its next frame
-            # wakes us, whatever it streamed before (_awaits_idle_screen).
-            drawing = {current[w].pane_id for w in to_capture
-                       if self._awaits_idle_screen(self.tracked[w], now)}
-            streams = {p: now + _stream_pace(self._streaming[p][0], now)
-                       for p in resumed if p in self._streaming and p not in drawing}
-            self._stream_due.update(streams)
-            self.control.resume(resumed, streams.keys())
+            self.control.resume(resumed.panes, resumed.streams)
         self._titles = {}
         try:
             by_pane = self.tmux.capture([current[w].pane_id for w in to_capture],
@@ -391,15 +343,14 @@ class Watcher:
                 if tracked.view:
                     transition = _as_view(tracked, now)
                 elif wid in screens:
-                    tracked.captured_at, tracked.hint = now, pane.change_hint
+                    self.clock.captured(tracked, now)
                     self.observer.classify(tracked, screens[wid])
                     transition = self.observer.assess(tracked, now)
                 elif wid in to_capture:
                     continue  # vanished mid-capture: it will be gone from the next listing
                 else:
                     transition = self.observer.assess(tracked, now)
-                tracked.recheck_at = self._recheck_at(tracked, now) \
-                    if tracked.mode == EVENTS and not tracked.view else 0.0
+                self.clock.looked(tracked, now)
             except Exception:  # one bad pane must never stop the others
                 log.exception("pane %s (%s): skipped this cycle", pane.pane_id, tracked.name)
                 continue
@@ -468,9 +419,9 @@ class Watcher:
         self._cleaned_at_start = True
         for row in written.status_rows:
             if row["id"] in current:
-                self.tracked[row["id"]].status_row = row
+                self.tracked[row["id"]].stored.status_row = row
         for pty in judged.pty_rows:
-            self.tracked[pty["id"]].pty_row = pty
+            self.tracked[pty["id"]].stored.pty_row = pty
         for wid in gone:
             self.tracked.pop(wid, None)
             if self.llm is not None:
@@ -517,7 +468,7 @@ class Watcher:
                 confidence=restored.get("confidence") or 0,
             )
             # Known before this watcher started: its first seconds are long past.
-            tracked.settled, tracked.told = True, tracked.assessment.state
+            tracked.news.settled, tracked.news.told = True, tracked.assessment.state
         return tracked
 
     def _conductor_views(self, current: Mapping[str, Pane]) -> dict[str, str]:
@@ -609,99 +560,11 @@ class Watcher:
         """When (epoch seconds) a light tick has something to do: a pane that printed may be
         captured again, a quiet pane is due a second look, or a step asked for a turn. None:
         nothing until new output."""
-        # A pane that printed is not looked at again before its next capture.
-        times = [t.recheck_at for t in self.tracked.values()
-                 if t.recheck_at and t.pane.pane_id not in self._pending]
         now = time.time()
-        if self._pending:
-            # A conductor view that printed waits for no capture: it is never captured.
-            # Control mode wakes us when a pane goes quiet.
-            times += [self._capture_due(t, now) for t in self.tracked.values()
-                      if not t.view and t.pane.pane_id in self._pending]
-        times += self._stream_due.values()
-        for step in self.steps:
-            due = step.next_due(now)
-            if due is not None:
-                times.append(due)
+        times = [when for when in (self.clock.next_due(self.tracked.values(), now),
+                                   *(step.next_due(now) for step in self.steps))
+                 if when is not None]
         return min(times) if times else None
-
-    def _capture_due(self, tracked: Tracked, now: float) -> float:
-        """When a pane that printed since its last capture is due one: at once after a still
-        spell, or when a turn end or a question (a hook, the terminal's signal) came since the
-        last (URGENT_S after it at the soonest: the screen may follow a moment later, and the
-        quiet capture after it then finds it); min_capture_s after the last once it is quiet or
-        when a stream began since; else at the streaming pace."""
-        pane_id, captured_at = tracked.pane.pane_id, tracked.captured_at
-        if max(tracked.signals.turn_end, tracked.signals.permission) > captured_at \
-                or self._awaits_idle_screen(tracked, now):
-            return captured_at + URGENT_S
-        still = self._pending.get(pane_id, now) - captured_at >= QUIET_S
-        if still or self.control is None or self.control.quiet(pane_id, now):
-            self._streaming.pop(pane_id, None)
-            return captured_at + self.settings.min_capture_s
-        began, seen = self._streaming.get(pane_id, (now, now))
-        if now - seen > STREAM_CAPTURE_MAX_S + 1.0:
-            began = now  # it stopped in between: a new stream
-        self._streaming[pane_id] = (began, now)
-        if captured_at < began:
-            # A stream that began since the last look (a prompt just submitted, the agent's
-            # spinner drawn) is news: one look min_capture_s after the last, not a second later
-            # with the idle screen's READY standing all along; the stream's pace from then on.
-            return captured_at + self.settings.min_capture_s
-        return captured_at + _stream_pace(began, captured_at)
-
-    @staticmethod
-    def _awaits_idle_screen(tracked: Tracked, now: float) -> bool:
-        """A turn end was heard (a hook, the terminal's signal) and the pane has not read READY
-        since: the idle screen it vouches for is being drawn now (Claude Code redraws only after
-        its Stop hooks return), so each frame is worth a look without waiting for QUIET_S."""
-        turn_end, a = tracked.signals.turn_end, tracked.assessment
-        return (0 < now - turn_end < TURN_END_ARM_S and a is not None
-                and a.state is not State.READY and turn_end >= tracked.signals.turn_start)
-
-    def _recheck_at(self, tracked: Tracked, now: float) -> float:
-        """When to look again at a pane without new output, for the assessment rules that move
-        with time alone (the READY window, the send grace, a turn end's arming, anti-flap
-        holds); 0 once none of them can change anything."""
-        a = tracked.assessment
-        if a is None or tracked.pane.dead:
-            return 0.0
-        settles = awaits_end_mark_settling(a, tracked.signals)
-        if settles > now - _RECHECK_S:
-            # A turn end on a screen with no end mark: READY once that screen has settled (if
-            # that moment passed without it, the ordinary pace below).
-            return max(settles + 0.01, now + 0.02)
-        quiet = now - a.stable_since
-        settings = self.settings
-        horizon = max(settings.ready_min_s, settings.send_grace_s, TURN_END_ARM_S) + _RECHECK_S
-        if quiet >= horizon and a.candidate is a.state and a.stable_count >= 2:
-            return 0.0
-        step = _RECHECK_S
-        if quiet < settings.ready_min_s:
-            step = min(step, settings.ready_min_s - quiet + 0.01)
-        return now + max(step, 0.02)
-
-    def _needs_capture(self, tracked: Tracked, pane: Pane, now: float, full: bool = True
-                       ) -> bool:
-        if pane.pane_id in self._pending:
-            # Control mode said it printed: capture it at once after a still spell, else once
-            # its output went quiet (the frame is drawn in full), never more often than
-            # min_capture_s; while it streams nonstop, at the streaming pace (_capture_due).
-            return now >= self._capture_due(tracked, now)
-        if not full:
-            return False
-        if pane.pane_id in self._stream_due and tracked.mode == EVENTS \
-                and now - tracked.captured_at < self.settings.force_capture_s:
-            # A stream control mode follows, its next capture set: the listing's hint moved
-            # with the output of the last moments, already told or about to be.
-            return False
-        if tracked.hint != pane.change_hint:
-            return True
-        if now - tracked.captured_at >= self.settings.force_capture_s:
-            return True
-        # window_activity has one-second resolution: output later in the same second as the last
-        # capture would not move it.
-        return pane.activity >= int(tracked.captured_at) - 1
 
     # --- output --------------------------------------------------------------------------------
 
@@ -746,14 +609,14 @@ class Watcher:
         """End a pane's first seconds once one state held FIRST_HOLD_LOOKS looks and
         FIRST_HOLD_INTERVALS intervals; what was held back is news only if it ends elsewhere
         than where it began."""
-        a = tracked.assessment
-        if tracked.settled or a is None or a.candidate is not a.state \
+        a, news = tracked.assessment, tracked.news
+        if news.settled or a is None or a.candidate is not a.state \
                 or a.candidate_count < FIRST_HOLD_LOOKS \
                 or a.seconds_in_state(now) < FIRST_HOLD_INTERVALS * self.settings.interval_s:
             return
-        tracked.settled = True
-        tracked.told = a.state if a.state is not State.UNKNOWN else None
-        held, tracked.held_back = tracked.held_back, None
+        news.settled = True
+        news.told = a.state if a.state is not State.UNKNOWN else None
+        held, news.held_back = news.held_back, None
         if held is not None and held.state is a.state and held.previous is not a.state:
             self._released.append(held)
 
@@ -762,19 +625,20 @@ class Watcher:
         seconds (held back, see _settle), not a return from UNKNOWN to the state it left."""
         if transition.state is State.EXITED:
             return True
-        if not tracked.settled and transition.state is State.NEEDS_CONFIRMATION:
+        news = tracked.news
+        if not news.settled and transition.state is State.NEEDS_CONFIRMATION:
             # A question is told at once, first seconds or not: a missed one costs more than
             # a flap, and questions do not flicker the way a fresh agent's READY does.
-            tracked.settled, tracked.held_back = True, None
-        if not tracked.settled:
-            first = tracked.held_back.previous if tracked.held_back else transition.previous
-            tracked.held_back = replace(transition, previous=first)
+            news.settled, news.held_back = True, None
+        if not news.settled:
+            first = news.held_back.previous if news.held_back else transition.previous
+            news.held_back = replace(transition, previous=first)
             return False
         if transition.state is State.UNKNOWN:
             return True
-        if transition.previous is State.UNKNOWN and transition.state is tracked.told:
+        if transition.previous is State.UNKNOWN and transition.state is news.told:
             return False
-        tracked.told = transition.state
+        news.told = transition.state
         return True
 
     def _write_status_file(self, tracked: Tracked) -> None:
@@ -783,7 +647,8 @@ class Watcher:
         folder = self.workers_dir / tracked.worker_id
         data = public_row({**tracked.pty_row, **tracked.status_row})
         try:
-            tracked.status_json = statusfile.write_status(folder, data, tracked.status_json)
+            tracked.stored.status_json = statusfile.write_status(folder, data,
+                                                                 tracked.stored.status_json)
         except OSError as exc:
             log.error("cannot write %s: %s", folder / statusfile.STATUS_FILE, exc)
 
@@ -857,15 +722,6 @@ def _as_view(tracked: Tracked, now: float) -> Transition | None:
         return None
     return Transition(tracked.worker_id, now, before, State.UNKNOWN, verdict,
                       previous.seconds_in_state(now) if previous is not None else 0.0)
-
-
-def _stream_pace(began: float, captured_at: float) -> float:
-    """How long after its last capture a pane printing nonstop since ``began`` is captured
-    again: half the stream's age at that capture, within STREAM_CAPTURE_S and
-    STREAM_CAPTURE_MAX_S. Read off the capture, not the clock: a due time that moved on with
-    the clock would recede each time it is reached, and the watcher would wake again and again
-    for one capture."""
-    return min(STREAM_CAPTURE_MAX_S, max(STREAM_CAPTURE_S, (captured_at - began) / 2))
 
 
 def _history_row(transition: Transition) -> dict[str, Any]:
