@@ -31,30 +31,26 @@ from app.adapters.status import pid_alive
 from app.adapters.store import StoreWriter, public_row
 from app.adapters.tmux import ControlMode, Tmux
 from app.base.errors import ConductorError, TmuxServerNotRunning
-from app.base.model import Pane, State, Transition, Verdict
-from app.base.render import SERVER_ENDED, clean_text
+from app.base.model import Pane, State, Transition
 from app.base.settings import WatchSettings
 from app.base.termsignals import TermSignal
 from app.observe import views
 from app.observe.assess import Assessment, absorb
 from app.observe.llm import AsyncLLM
-from app.observe.packs import GENERIC_PACK, Pack, plain_program
+from app.observe.packs import Pack
 from app.observe.pane import EVENTS, POLL, PaneObserver, Tracked, worker_id
 from app.run.clock import CaptureClock
+from app.run.rows import FinalRow, _history_row, _material, _pty_row, _status_row, exit_row
 
 log = logging.getLogger(__name__)
 
 WORKER_ID_RE = re.compile(r"^[0-9a-f]{10}$")
 _PRUNE_EVERY = 200  # cycles
-_STABLE_COUNT_CAP = 10
 # A pane's first state must hold this many looks, and FIRST_HOLD_INTERVALS poll intervals, before
 # anything about the pane is notified: a program starting up (Claude Code draws its box, a hint,
 # its prompt) passes through states that are not news.
 FIRST_HOLD_LOOKS = 2
 FIRST_HOLD_INTERVALS = 2.0
-# Status columns that move with every capture of a moving screen; a light tick writes a row whose
-# other columns did not change only at the next full poll.
-_VOLATILE = ("last_snapshot_hash", "last_change_ts", "stable_count")
 
 
 @dataclass
@@ -129,7 +125,7 @@ class Watcher:
         self._evented: set[str] = set()
         self._started = time.time()
         self._views: dict[str, str] = {}  # worker id -> the conductor view it shows
-        self._own_marker: tuple[str, str] | None = None  # (pane id, marker) of our own pane
+        self.own_views = views.WatcherViews(tmux)
 
     @property
     def workers_dir(self) -> Path:
@@ -227,7 +223,7 @@ class Watcher:
         socket = self.tmux.label
         self.clock.listed({p.pane_id for p in listing.panes})
         current = {worker_id(socket, listing.server_pid, p.pane_id): p for p in listing.panes}
-        self._views = self._conductor_views(current)
+        self._views = self.own_views.conductor_views(current)
         return current
 
     def _server_ended(self) -> bool:
@@ -341,7 +337,7 @@ class Watcher:
             tracked = self.tracked[wid]
             try:
                 if tracked.view:
-                    transition = _as_view(tracked, now)
+                    transition = views.as_view(tracked, now)
                 elif wid in screens:
                     self.clock.captured(tracked, now)
                     self.observer.classify(tracked, screens[wid])
@@ -366,7 +362,7 @@ class Watcher:
                     full or transition is not None
                     or _material(row) != _material(tracked.status_row)):
                 judged.status_rows.append(row)
-            pty = self._pty_row(tracked, self._server_pid)
+            pty = _pty_row(tracked, self._server_pid, self.tmux, self.packs)
             if pty != tracked.pty_row:
                 judged.pty_rows.append(pty)
         return judged
@@ -471,39 +467,9 @@ class Watcher:
             tracked.news.settled, tracked.news.told = True, tracked.assessment.state
         return tracked
 
-    def _conductor_views(self, current: Mapping[str, Pane]) -> dict[str, str]:
-        """The panes showing conductor's own views: this watcher's own (its log's terminal), which
-        it marks for other conductor processes, and every pane a live view marked."""
-        found: dict[str, str] = {}
-        if self.tmux.via is not None:
-            return found  # another host's ttys and pids are not ours to compare with
-        mine = views.own_terminals()
-        for wid, pane in current.items():
-            if pane.tty and pane.tty in mine:
-                found[wid] = "this watcher's log"
-                self._mark_own(pane)
-            elif pane.view:
-                what = views.live_view(pane.view)
-                if what:
-                    found[wid] = what
-        return found
-
-    def _mark_own(self, pane: Pane) -> None:
-        value = views.marker(views.WATCHER)
-        if pane.view == value:
-            return
-        try:
-            self.tmux.set_pane_option(pane.pane_id, views.VIEW_OPTION, value)
-        except ConductorError as exc:
-            log.debug("cannot mark our own pane %s: %s", pane.pane_id, exc)
-            return
-        self._own_marker = (pane.pane_id, value)
-
     def close(self) -> None:
         """Unmark our own pane, so it is an ordinary pane again once we are gone."""
-        if self._own_marker is not None:
-            views.unmark(self.tmux, *self._own_marker)
-            self._own_marker = None
+        self.own_views.close()
 
     def _leave_alone(self, tracked: Tracked) -> bool:
         """Whether the pane shows a conductor view now; a pane that just stopped showing one is
@@ -567,43 +533,6 @@ class Watcher:
         return min(times) if times else None
 
     # --- output --------------------------------------------------------------------------------
-
-    def _pty_row(self, tracked: Tracked, server_pid: int) -> dict[str, Any]:
-        pane = tracked.pane
-        return {
-            "id": tracked.worker_id,
-            "name": tracked.name,
-            "socket": self.tmux.label,
-            "host": self.tmux.host,
-            "server_pid": server_pid,
-            "pane_id": pane.pane_id,
-            "tmux_session": pane.session_name,
-            "tmux_window": pane.window_name,
-            "window_index": pane.window_index,
-            "pane_index": pane.pane_index,
-            "cwd": pane.cwd,
-            "cli_type": self._cli_label(tracked),
-            "command": pane.current_command,
-        }
-
-    def _cli_label(self, tracked: Tracked) -> str:
-        """What the CLI column calls the pane, one word that does not change while the program
-        stays: ``shell`` for a shell (also while a program it started runs), the agent's pack
-        name, the program's own name for a plain program; never None or ``generic``. A pane whose
-        screen was just forgotten keeps the word it had."""
-        if tracked.view:
-            return views.VIEW_CLI
-        if tracked.pack is not None and tracked.pack.name != GENERIC_PACK:
-            return tracked.pack.name
-        command = tracked.pane.current_command
-        claimed = next((p.name for p in self.packs.values()
-                        if p.name != GENERIC_PACK and p.detect.matches_command(command)), "")
-        if tracked.pack is None:
-            earlier = (tracked.pty_row or {}).get("cli_type")
-            if claimed or earlier:
-                return str(claimed or earlier)
-        return tracked.program or plain_program(self.packs, command) or claimed \
-            or tracked.cli_forced or Path(command).name or "unknown"
 
     def _settle(self, tracked: Tracked, now: float) -> None:
         """End a pane's first seconds once one state held FIRST_HOLD_LOOKS looks and
@@ -699,130 +628,6 @@ class Watcher:
                 log.error("transition handler failed: %s", exc)
             except Exception:
                 log.exception("transition handler failed")
-
-
-def _as_view(tracked: Tracked, now: float) -> Transition | None:
-    """The assessment of a pane showing a conductor view, made without looking at its screen:
-    UNKNOWN, so nothing treats it as READY or asking; the transition when it just became one."""
-    summary = f"conductor's own view: {tracked.view}"
-    previous = tracked.assessment
-    if previous is not None and previous.summary == summary and \
-            previous.reasons == (views.VIEW_REASON,):
-        return None
-    verdict = Verdict(state=State.UNKNOWN, confidence=100, reasons=(views.VIEW_REASON,),
-                      rule_id="conductor-view", summary=summary, classifier=views.VIEW_CLI)
-    # A view restored after a restart keeps its time.
-    entered = previous.state_entered if previous is not None and \
-        previous.state is State.UNKNOWN and previous.summary == summary else now
-    tracked.assessment = Assessment(
-        state=State.UNKNOWN, state_entered=entered, last_change=entered, verdict=verdict,
-        reasons=verdict.reasons, summary=summary, confidence=100, signals=("view=conductor",))
-    before = previous.state if previous is not None else None
-    if before is None or before is State.UNKNOWN:
-        return None
-    return Transition(tracked.worker_id, now, before, State.UNKNOWN, verdict,
-                      previous.seconds_in_state(now) if previous is not None else 0.0)
-
-
-def _history_row(transition: Transition) -> dict[str, Any]:
-    verdict = transition.verdict
-    return {
-        "id": transition.pane_key,
-        "ts": transition.ts,
-        "state": transition.state.value,
-        "previous_state": transition.previous.value if transition.previous else None,
-        "summary": clean_text(verdict.summary),
-        "actions_needed": clean_text(verdict.actions_needed),
-        "reasons": list(verdict.reasons),
-        "rule_id": verdict.rule_id,
-        "classifier": verdict.classifier,
-        "confidence": verdict.confidence,
-    }
-
-
-def _material(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    return None if row is None else {k: v for k, v in row.items() if k not in _VOLATILE}
-
-
-def _status_row(worker: str, a: Assessment, mode: str = POLL) -> dict[str, Any]:
-    verdict = a.verdict
-    return {
-        "id": worker,
-        "state": a.state.value,
-        "summary": clean_text(a.summary),
-        "actions_needed": clean_text(a.actions_needed),
-        "confidence": a.confidence,
-        "reasons": list(a.reasons),
-        "rule_id": verdict.rule_id if verdict else None,
-        "classifier": verdict.classifier if verdict else None,
-        "last_snapshot_hash": a.screen_hash,
-        "state_entered_ts": a.state_entered,
-        "last_change_ts": a.last_change,
-        # Capped so a long-stable pane stops rewriting its row every poll.
-        "stable_count": min(a.stable_count, _STABLE_COUNT_CAP),
-        "signals": [*a.signals, f"watch={mode}"],
-    }
-
-
-# What a notification calls the program that ended: "api: Claude Code exited".
-_CLI_LABELS = {"claude": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI",
-               "aider": "aider", "opencode": "opencode", "shell": "the shell"}
-
-
-def program_label(cli: str | None) -> str:
-    return _CLI_LABELS.get(cli or "", "the program")
-
-
-@dataclass
-class FinalRow:
-    """A pane that is gone, as it is kept: its last status row (EXITED) and the transition."""
-
-    worker_id: str
-    name: str
-    transition: Transition
-    status_row: dict[str, Any]
-    public: dict[str, Any]  # status.json: the pty row as last seen plus the final status
-    tracked: Tracked | None
-    server_ended: bool = False  # the pane went with its tmux server
-
-
-def exit_row(wid: str, tracked: Tracked | None, store: StoreWriter, now: float,
-             server_pid: int | None = None) -> FinalRow:
-    """The final row of a pane that left the server. ``tracked`` is None for a pane that vanished
-    while no watcher ran: what it was is then read back from the store. ``server_pid`` is the
-    server's now, None when none answers: a pane of another (earlier) server went with it."""
-    if tracked is not None:
-        a = tracked.assessment
-        previous, entered = (a.state, a.state_entered) if a is not None else (None, now)
-        cli = tracked.pack.name if tracked.pack else None
-        name = tracked.name
-        pty = tracked.pty_row or {}
-        last_hash = a.screen_hash if a is not None else None
-    else:
-        pty = store.pty(wid) or {}
-        row = store.statuses().get(wid) or {}
-        previous = State(row["state"]) if row.get("state") in State.__members__ else None
-        entered = row.get("state_entered_ts") or now
-        cli, name = pty.get("cli_type"), pty.get("name") or wid
-        last_hash = row.get("last_snapshot_hash")
-    was_on = int(pty.get("server_pid") or 0)
-    server_ended = server_pid is None or bool(was_on and was_on != server_pid)
-    verdict = Verdict(state=State.EXITED, confidence=100, reasons=("pane_gone",),
-                      rule_id="pane-gone", summary=f"{program_label(cli)} exited",
-                      classifier="tmux")
-    if server_ended:
-        verdict = replace(verdict, reasons=(SERVER_ENDED,), rule_id="server-ended",
-                          summary="tmux server ended")
-    transition = Transition(wid, now, previous, State.EXITED, verdict,
-                            max(0.0, now - entered) if previous is not None else 0.0)
-    status_row = {
-        "id": wid, "state": State.EXITED.value, "summary": verdict.summary, "actions_needed": "",
-        "confidence": 100, "reasons": list(verdict.reasons), "rule_id": verdict.rule_id,
-        "classifier": verdict.classifier, "last_snapshot_hash": last_hash,
-        "state_entered_ts": now, "last_change_ts": now, "stable_count": 0, "signals": [],
-    }
-    return FinalRow(wid, name, transition, status_row, {**pty, **status_row}, tracked,
-                    server_ended)
 
 
 def rest(next_full: float, due: float | None, wake: threading.Event, stop: threading.Event,
