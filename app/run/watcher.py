@@ -180,13 +180,19 @@ class Watcher:
             self._act_steps(due, [], now)
 
     def _act_steps(self, steps: Sequence[Step], gone: list[str], now: float) -> None:
-        """Let ``steps`` act; a status column a step moved (the cycle's state) reaches
-        status.json too, as the store already holds it."""
-        before = {wid: dict(t.status_row or {}) for wid, t in self.tracked.items()}
+        """Let ``steps`` act; a status column a step moved (the cycle's state) is remembered
+        and reaches status.json too, as the store already holds it."""
+        moved: dict[str, dict[str, Any]] = {}
         for step in steps:
-            step.act(self.tracked, gone, now)
-        for wid, tracked in self.tracked.items():
-            if wid not in gone and (tracked.status_row or {}) != before.get(wid, {}):
+            for wid, columns in step.act(self.tracked, gone, now).items():
+                moved.setdefault(wid, {}).update(columns)
+        for wid, columns in moved.items():
+            tracked = self.tracked.get(wid)
+            if tracked is None or wid in gone or tracked.stored.status_row is None:
+                continue
+            row = {**tracked.stored.status_row, **columns}
+            if row != tracked.stored.status_row:
+                tracked.stored.status_row = row
                 self._write_status_file(tracked)
 
     # --- the phases of a tick ------------------------------------------------------------------
