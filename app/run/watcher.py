@@ -21,7 +21,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from app.adapters import statusfile
 from app.adapters.status import pid_alive
 from app.adapters.store import StoreWriter, public_row
 from app.adapters.tmux import ControlMode, Tmux
-from app.base.errors import ConductorError, TmuxServerNotRunning
+from app.base.errors import TmuxServerNotRunning
 from app.base.model import Pane, State, Transition
 from app.base.settings import WatchSettings
 from app.base.termsignals import TermSignal
@@ -41,16 +41,12 @@ from app.observe.packs import Pack
 from app.observe.pane import EVENTS, POLL, PaneObserver, Tracked, worker_id
 from app.run.clock import CaptureClock
 from app.run.rows import FinalRow, _history_row, _material, _pty_row, _status_row, exit_row
+from app.run.telling import Teller
 
 log = logging.getLogger(__name__)
 
 WORKER_ID_RE = re.compile(r"^[0-9a-f]{10}$")
 _PRUNE_EVERY = 200  # cycles
-# A pane's first state must hold this many looks, and FIRST_HOLD_INTERVALS poll intervals, before
-# anything about the pane is notified: a program starting up (Claude Code draws its box, a hint,
-# its prompt) passes through states that are not news.
-FIRST_HOLD_LOOKS = 2
-FIRST_HOLD_INTERVALS = 2.0
 
 
 @dataclass
@@ -110,7 +106,7 @@ class Watcher:
         self._cycles = 0
         self._cleaned_at_start = False
         self._unwritten: list[Transition] = []  # transitions whose cycle failed to commit
-        self._released: list[Transition] = []  # held back in a pane's first seconds, now news
+        self.teller = Teller(self.settings)
         self.control = control
         self._server_pid = 0
         self._watched: set[str] = set()  # session ids whose output control mode reports
@@ -167,8 +163,7 @@ class Watcher:
             self._run_due_steps(now)
         else:
             self._after_write(judged, written, current, gone, report, now)
-        released, self._released = self._released, []
-        for transition in released:
+        for transition in self.teller.take_released():
             if transition.pane_key in self.tracked:
                 self._notify(transition, held=True)
         return report
@@ -358,7 +353,7 @@ class Watcher:
                 continue
             if transition is not None:
                 report.transitions.append(transition)
-            self._settle(tracked, now)
+            self.teller.settle(tracked, now)
             a = tracked.assessment
             row = _status_row(wid, a, tracked.mode) if a is not None else None
             if row is not None:
@@ -469,8 +464,7 @@ class Watcher:
                 actions_needed=restored.get("actions_needed") or "",
                 confidence=restored.get("confidence") or 0,
             )
-            # Known before this watcher started: its first seconds are long past.
-            tracked.news.settled, tracked.news.told = True, tracked.assessment.state
+            self.teller.known_before(tracked, tracked.assessment.state)
         return tracked
 
     def close(self) -> None:
@@ -540,42 +534,6 @@ class Watcher:
 
     # --- output --------------------------------------------------------------------------------
 
-    def _settle(self, tracked: Tracked, now: float) -> None:
-        """End a pane's first seconds once one state held FIRST_HOLD_LOOKS looks and
-        FIRST_HOLD_INTERVALS intervals; what was held back is news only if it ends elsewhere
-        than where it began."""
-        a, news = tracked.assessment, tracked.news
-        if news.settled or a is None or a.candidate is not a.state \
-                or a.candidate_count < FIRST_HOLD_LOOKS \
-                or a.seconds_in_state(now) < FIRST_HOLD_INTERVALS * self.settings.interval_s:
-            return
-        news.settled = True
-        news.told = a.state if a.state is not State.UNKNOWN else None
-        held, news.held_back = news.held_back, None
-        if held is not None and held.state is a.state and held.previous is not a.state:
-            self._released.append(held)
-
-    def _news(self, transition: Transition, tracked: Tracked) -> bool:
-        """Whether a transition of a live pane is handed to the notifier: not in the pane's first
-        seconds (held back, see _settle), not a return from UNKNOWN to the state it left."""
-        if transition.state is State.EXITED:
-            return True
-        news = tracked.news
-        if not news.settled and transition.state is State.NEEDS_CONFIRMATION:
-            # A question is told at once, first seconds or not: a missed one costs more than
-            # a flap, and questions do not flicker the way a fresh agent's READY does.
-            news.settled, news.held_back = True, None
-        if not news.settled:
-            first = news.held_back.previous if news.held_back else transition.previous
-            news.held_back = replace(transition, previous=first)
-            return False
-        if transition.state is State.UNKNOWN:
-            return True
-        if transition.previous is State.UNKNOWN and transition.state is news.told:
-            return False
-        news.told = transition.state
-        return True
-
     def _write_status_file(self, tracked: Tracked) -> None:
         if tracked.assessment is None or tracked.status_row is None or tracked.pty_row is None:
             return
@@ -611,29 +569,8 @@ class Watcher:
 
     def _notify(self, transition: Transition, tracked: Tracked | None = None,
                 name: str = "", *, held: bool = False) -> None:
-        # A pane that exited while no watcher ran has no Tracked: logged, never notified (a
-        # restarted tmux server would otherwise ping once per pane it had).
-        tracked = tracked or self.tracked.get(transition.pane_key)
-        # A transition held back in the pane's first seconds was logged when it happened.
-        log.log(
-            logging.DEBUG if held else logging.INFO,
-            "%s%s (%s): %s -> %s after %.1f s [%s] %s", "told after holding: " if held else "",
-            tracked.name if tracked else name or transition.pane_key, transition.pane_key,
-            transition.previous.value if transition.previous else "-", transition.state.value,
-            transition.previous_lasted_s, ", ".join(transition.verdict.reasons),
-            transition.verdict.summary,
-        )
-        if tracked is not None and tracked.view:
-            return  # conductor's own view: nobody is told about it
-        if tracked is not None and not held and not self._news(transition, tracked):
-            return
-        if self.on_transition is not None and tracked is not None:
-            try:
-                self.on_transition(transition, tracked)
-            except ConductorError as exc:
-                log.error("transition handler failed: %s", exc)
-            except Exception:
-                log.exception("transition handler failed")
+        self.teller.notify(transition, tracked or self.tracked.get(transition.pane_key),
+                           self.on_transition, name, held=held)
 
 
 def rest(next_full: float, due: float | None, wake: threading.Event, stop: threading.Event,
