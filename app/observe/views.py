@@ -191,3 +191,20 @@ def as_view(tracked: Tracked, now: float) -> Transition | None:
         return None
     return Transition(tracked.worker_id, now, before, State.UNKNOWN, verdict,
                       previous.seconds_in_state(now) if previous is not None else 0.0)
+
+
+def leave_alone(tracked: Tracked, view: str) -> bool:
+    """Take what view the pane shows now (``view``, "" for none); whether that changed. A pane
+    that just began or stopped showing one is judged from scratch, as if first seen."""
+    if view == tracked.view:
+        return False
+    if not tracked.view:
+        log.info("%s (%s): conductor's own view (%s); left alone", tracked.name,
+                 tracked.worker_id, view)
+    elif not view:
+        log.info("%s (%s): no longer conductor's view; watched again", tracked.name,
+                 tracked.worker_id)
+        tracked.assessment = None  # first sight again: its first state is no news
+    tracked.forget_screen()
+    tracked.view = view
+    return True

@@ -163,3 +163,17 @@ def _cli_label(tracked: Tracked, packs: Mapping[str, Pack]) -> str:
             return str(claimed or earlier)
     return tracked.program or plain_program(packs, command) or claimed \
         or tracked.cli_forced or Path(command).name or "unknown"
+
+
+def restored_assessment(row: Mapping[str, Any]) -> Assessment:
+    """What a status row written before this watcher started says of its pane."""
+    return Assessment(
+        state=State(row["state"]),
+        state_entered=row.get("state_entered_ts") or 0.0,
+        last_change=row.get("last_change_ts") or 0.0,
+        screen_hash=row.get("last_snapshot_hash"),
+        stable_count=row.get("stable_count") or 0,
+        summary=row.get("summary") or "",
+        actions_needed=row.get("actions_needed") or "",
+        confidence=row.get("confidence") or 0,
+    )

@@ -16,8 +16,6 @@ there; the full poll stays as the safety net.
 from __future__ import annotations
 
 import logging
-import re
-import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,21 +29,29 @@ from app.adapters.status import pid_alive
 from app.adapters.store import StoreWriter, public_row
 from app.adapters.tmux import ControlMode, Tmux
 from app.base.errors import TmuxServerNotRunning
-from app.base.model import Pane, State, Transition
+from app.base.model import Pane, Transition
 from app.base.settings import WatchSettings
 from app.base.termsignals import TermSignal
 from app.observe import views
-from app.observe.assess import Assessment, absorb
 from app.observe.llm import AsyncLLM
 from app.observe.packs import Pack
 from app.observe.pane import EVENTS, POLL, PaneObserver, Tracked, worker_id
 from app.run.clock import CaptureClock
-from app.run.rows import FinalRow, _history_row, _material, _pty_row, _status_row, exit_row
+from app.run.events import EventReader
+from app.run.folders import folders, remove_folder, write_final_file
+from app.run.rows import (
+    FinalRow,
+    _history_row,
+    _material,
+    _pty_row,
+    _status_row,
+    exit_row,
+    restored_assessment,
+)
 from app.run.telling import Teller
 
 log = logging.getLogger(__name__)
 
-WORKER_ID_RE = re.compile(r"^[0-9a-f]{10}$")
 _PRUNE_EVERY = 200  # cycles
 
 
@@ -99,8 +105,6 @@ class Watcher:
         # Herding, the report cycle: each adds its columns to the status rows, then acts.
         self.steps = tuple(steps)
         self.observer = PaneObserver(packs, self.settings, llm)
-        self._event_seq = 0
-        self._events_read = False
         self.tracked: dict[str, Tracked] = {}
         self._restored = store.statuses()
         self._cycles = 0
@@ -119,7 +123,7 @@ class Watcher:
         # this tick: looked at in a light tick too, so a turn end counts at once.
         self._marks: dict[str, tuple[float, str]] = {}
         self._evented: set[str] = set()
-        self._started = time.time()
+        self.events = EventReader(store, time.time())
         self._views: dict[str, str] = {}  # worker id -> the conductor view it shows
         self.own_views = views.WatcherViews(tmux)
 
@@ -147,7 +151,8 @@ class Watcher:
             current = {}  # every pane of the server that ended gets its final row
         report.panes = len(current)
         gone, orphans = self._arrivals_and_departures(current)
-        self._read_events(current, self._server_pid)
+        marks, self._marks = self._marks, {}
+        self._evented = self.events.read_events(current, self.tracked, self._server_pid, marks)
         self._fold_heard(current)
         to_capture, look = self._choose_looks(current, now, full)
         screens = self._capture(current, to_capture, report, now)
@@ -250,7 +255,7 @@ class Watcher:
             # row owns are a killed daemon's leftovers.
             # Only this server's: another socket's panes are for a watcher of that socket.
             gone = sorted(set(gone) | (self.store.live_ids(self.tmux.label) - set(current)))
-            orphans = sorted(self._folders() - self.store.known_ids() - set(current))
+            orphans = sorted(folders(self.workers_dir) - self.store.known_ids() - set(current))
         for wid in current.keys() - self.tracked.keys():
             self.tracked[wid] = self._track(wid, current[wid])
         return gone, orphans
@@ -426,13 +431,13 @@ class Watcher:
         report.exited = [final.worker_id for final in written.exits]
         report.removed = written.removed
         for wid in report.removed:
-            self._remove_folder(wid)
+            remove_folder(self.workers_dir, wid)
         # status.json holds a subset of the two rows: only a changed row can change it.
         changed = {r["id"] for r in written.status_rows} | {r["id"] for r in judged.pty_rows}
         for wid in changed - set(gone):
             self._write_status_file(self.tracked[wid])
         for final in written.exits:
-            self._write_final_file(final)
+            write_final_file(self.workers_dir, final)
             # A server that ended took every pane with it, most often on purpose: logged, and
             # one line per server in `status`, never a notification per pane.
             self._notify(final.transition, None if final.server_ended else final.tracked,
@@ -454,16 +459,7 @@ class Watcher:
         )
         restored = self._restored.get(wid)
         if restored and restored.get("state"):
-            tracked.assessment = Assessment(
-                state=State(restored["state"]),
-                state_entered=restored.get("state_entered_ts") or 0.0,
-                last_change=restored.get("last_change_ts") or 0.0,
-                screen_hash=restored.get("last_snapshot_hash"),
-                stable_count=restored.get("stable_count") or 0,
-                summary=restored.get("summary") or "",
-                actions_needed=restored.get("actions_needed") or "",
-                confidence=restored.get("confidence") or 0,
-            )
+            tracked.assessment = restored_assessment(restored)
             self.teller.known_before(tracked, tracked.assessment.state)
         return tracked
 
@@ -472,55 +468,11 @@ class Watcher:
         self.own_views.close()
 
     def _leave_alone(self, tracked: Tracked) -> bool:
-        """Whether the pane shows a conductor view now; a pane that just stopped showing one is
-        judged from scratch, as if first seen."""
-        view = self._views.get(tracked.worker_id, "")
-        if view == tracked.view:
-            return bool(view)
-        if not tracked.view:
-            log.info("%s (%s): conductor's own view (%s); left alone", tracked.name,
-                     tracked.worker_id, view)
-        elif not view:
-            log.info("%s (%s): no longer conductor's view; watched again", tracked.name,
-                     tracked.worker_id)
-            tracked.assessment = None  # first sight again: its first state is no news
-        tracked.forget_screen()
-        tracked.view = view
-        if self.llm is not None:
+        """Whether the pane shows a conductor view now (app.observe.views.leave_alone)."""
+        if views.leave_alone(tracked, self._views.get(tracked.worker_id, "")) \
+                and self.llm is not None:
             self.llm.forget(tracked.worker_id)
-        return bool(view)
-
-    def _read_events(self, current: Mapping[str, Pane], server_pid: int) -> None:
-        """Fold new hook and send events into the signals of the panes they name."""
-        first_read, self._events_read = not self._events_read, True
-        rows = self.store.events_after(self._event_seq)
-        if rows:
-            self._event_seq = rows[-1]["seq"]
-        by_pane = {pane.pane_id: wid for wid, pane in current.items()}
-        self._evented = set()
-        for row in rows:
-            wid = by_pane.get(row["pane_id"] or "")
-            if wid is None or row["server_pid"] not in (server_pid, None, 0):
-                continue  # another server's pane, or one gone since
-            tracked = self.tracked[wid]
-            tracked.signals = tracked.signals.with_event(
-                row["kind"], row["event"] or "", row["name"] or "", row["ts"] or 0.0)
-            self._evented.add(wid)
-        marks, self._marks = self._marks, {}
-        for pane_id, (ts, event) in marks.items():
-            wid = by_pane.get(pane_id)
-            # A mark from before we started is history the store told us (or nobody needs).
-            # A mark no newer than the pane's last hook row is that row (a local hook).
-            if wid is not None and ts >= self._started \
-                    and ts > self.tracked[wid].signals.last_hook_ts + 0.001:
-                tracked = self.tracked[wid]
-                tracked.signals = tracked.signals.with_event("hook", event, event, ts)
-                self._evented.add(wid)
-        if first_read:
-            # The states restored from the store were judged with these events already.
-            for tracked in self.tracked.values():
-                if tracked.assessment is not None:
-                    tracked.assessment = absorb(tracked.assessment, tracked.signals)
+        return bool(tracked.view)
 
     def next_due(self) -> float | None:
         """When (epoch seconds) a light tick has something to do: a pane that printed may be
@@ -542,28 +494,6 @@ class Watcher:
         try:
             tracked.stored.status_json = statusfile.write_status(folder, data,
                                                                  tracked.stored.status_json)
-        except OSError as exc:
-            log.error("cannot write %s: %s", folder / statusfile.STATUS_FILE, exc)
-
-    def _folders(self) -> set[str]:
-        try:
-            return {p.name for p in self.workers_dir.iterdir()
-                    if p.is_dir() and WORKER_ID_RE.match(p.name)}
-        except OSError:
-            return set()
-
-    def _remove_folder(self, wid: str) -> None:
-        if WORKER_ID_RE.match(wid):
-            folder = self.workers_dir / wid
-            if folder.is_symlink():
-                folder.unlink(missing_ok=True)  # the link itself, never what it points at
-            else:
-                shutil.rmtree(folder, ignore_errors=True)
-
-    def _write_final_file(self, final: FinalRow) -> None:
-        folder = self.workers_dir / final.worker_id
-        try:
-            statusfile.write_status(folder, public_row(final.public), None)
         except OSError as exc:
             log.error("cannot write %s: %s", folder / statusfile.STATUS_FILE, exc)
 
