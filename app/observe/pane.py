@@ -73,10 +73,10 @@ class Stored:
 
 @dataclass
 class News:
-    """What the person was told of the pane: written by the watcher's notifier only."""
+    """What the person was told of the pane: written by app.run.telling only."""
 
-    # A pane's first seconds: its transitions are held back until one state has held (see the
-    # watcher's _settle), so a program starting up does not notify every state it passes.
+    # A pane's first seconds: its transitions are held back until one state has held (see
+    # Teller.settle), so a program starting up does not notify every state it passes.
     settled: bool = False
     held_back: Transition | None = None
     # The last known (not UNKNOWN) state handed to the notifier: UNKNOWN between two equal
