@@ -135,10 +135,13 @@ class WatcherViews:
     def __init__(self, tmux: Tmux) -> None:
         self.tmux = tmux
         self._own_marker: tuple[str, str] | None = None  # (pane id, marker) of our own pane
+        self.found: dict[str, str] = {}  # worker id -> the view it shows, at the last listing
 
     def conductor_views(self, current: Mapping[str, Pane]) -> dict[str, str]:
-        """Worker id -> the view it shows, of the panes in ``current`` (worker id -> pane)."""
+        """Worker id -> the view it shows, of the panes in ``current`` (worker id -> pane); kept
+        as ``found``."""
         found: dict[str, str] = {}
+        self.found = found
         if self.tmux.via is not None:
             return found  # another host's ttys and pids are not ours to compare with
         mine = own_terminals()

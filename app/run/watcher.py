@@ -124,7 +124,6 @@ class Watcher:
         self._marks: dict[str, tuple[float, str]] = {}
         self._evented: set[str] = set()
         self.events = EventReader(store, time.time())
-        self._views: dict[str, str] = {}  # worker id -> the conductor view it shows
         self.own_views = views.WatcherViews(tmux)
 
     @property
@@ -229,7 +228,7 @@ class Watcher:
         socket = self.tmux.label
         self.clock.listed({p.pane_id for p in listing.panes})
         current = {worker_id(socket, listing.server_pid, p.pane_id): p for p in listing.panes}
-        self._views = self.own_views.conductor_views(current)
+        self.own_views.conductor_views(current)
         return current
 
     def _server_ended(self) -> bool:
@@ -469,7 +468,7 @@ class Watcher:
 
     def _leave_alone(self, tracked: Tracked) -> bool:
         """Whether the pane shows a conductor view now (app.observe.views.leave_alone)."""
-        if views.leave_alone(tracked, self._views.get(tracked.worker_id, "")) \
+        if views.leave_alone(tracked, self.own_views.found.get(tracked.worker_id, "")) \
                 and self.llm is not None:
             self.llm.forget(tracked.worker_id)
         return bool(tracked.view)
