@@ -99,7 +99,10 @@ class Watcher:
         self.tmux = tmux
         self.store = store
         self.packs = packs
-        self.settings = settings or WatchSettings()
+        settings = settings or WatchSettings()
+        self.clock = CaptureClock(settings, control)
+        self.teller = Teller(settings)
+        self.settings = settings
         self.on_transition = on_transition
         self.llm = llm
         # Herding, the report cycle: each adds its columns to the status rows, then acts.
@@ -110,11 +113,9 @@ class Watcher:
         self._cycles = 0
         self._cleaned_at_start = False
         self._unwritten: list[Transition] = []  # transitions whose cycle failed to commit
-        self.teller = Teller(self.settings)
         self.control = control
         self._server_pid = 0
         self._watched: set[str] = set()  # session ids whose output control mode reports
-        self.clock = CaptureClock(self.settings, control)
         # The terminal's signals control mode read since the last tick, and the titles the
         # last capture read (pane id -> ...): evidence folded in before judging.
         self._heard: dict[str, list[tuple[float, TermSignal]]] = {}
@@ -125,6 +126,16 @@ class Watcher:
         self._evented: set[str] = set()
         self.events = EventReader(store, time.time())
         self.own_views = views.WatcherViews(tmux)
+
+    @property
+    def settings(self) -> WatchSettings:
+        return self._settings
+
+    @settings.setter
+    def settings(self, settings: WatchSettings) -> None:
+        # Settings given to a running watcher (a bench, a test) pace it from its next tick, as
+        # they did when the watcher read its own for every decision.
+        self._settings = self.clock.settings = self.teller.settings = settings
 
     @property
     def workers_dir(self) -> Path:

@@ -5,10 +5,12 @@ test_hook_wake.py."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from app.adapters.tmux import QUIET_S
+from app.adapters.store import StoreWriter
+from app.adapters.tmux import QUIET_S, Tmux
 from app.base.model import Pane, State
 from app.base.settings import WatchSettings
 from app.observe.assess import Assessment
@@ -20,6 +22,7 @@ from app.run.clock import (
     URGENT_S,
     CaptureClock,
 )
+from app.run.watcher import Watcher
 
 T0 = 1_000_000.0
 SETTINGS = WatchSettings(min_capture_s=0.25, force_capture_s=30.0, ready_min_s=1.5,
@@ -284,3 +287,19 @@ def test_without_control_mode_nothing_prints_and_quiet_is_assumed() -> None:
     assert clock.next_due([t], T0) is None
     clock.heard({"%1": T0 + 0.01}, T0 + 0.01)
     assert clock.capture_due(t, T0 + 0.02) == T0 + MIN and not clock.streams("%1")
+
+
+def test_settings_given_to_a_running_watcher_pace_its_clock_and_its_first_seconds(
+        tmp_path: Path) -> None:
+    """A bench (force_capture_s) or a test (interval_s) sets a watcher's settings after it
+    started: the clock and the teller take them as the watcher does."""
+    store = StoreWriter(tmp_path)
+    try:
+        watcher = Watcher(Tmux(socket_name="conductor-never-started"), store, {}, SETTINGS)
+        forced = replace(SETTINGS, force_capture_s=1e-6, interval_s=7.0)
+        watcher.settings = forced
+        assert watcher.clock.settings is forced and watcher.teller.settings is forced
+        t = tracked(captured_at=T0, mode=POLL)
+        assert watcher.clock.needs_capture(t, t.pane, T0 + 0.001, full=True)
+    finally:
+        store.close()
