@@ -42,6 +42,7 @@ BIG_CLASSES = {
 # Each part of a pane's memory (app.observe.pane.Tracked) has one writer: the modules that may
 # assign its fields or change its rows in place. Tracked itself may only start a part afresh.
 PART_WRITERS = {
+    "Screen": ("app.observe.pane",),  # PaneObserver.classify
     "Looks": ("app.run.clock",),
     "Stored": ("app.run.watcher",),
     "News": ("app.run.telling",),
@@ -223,7 +224,10 @@ def _writes(tree: ast.AST) -> Iterator[tuple[str, int]]:
             target = targets.pop()
             if isinstance(target, (ast.Tuple, ast.List)):
                 targets.extend(target.elts)
-            elif isinstance(target, ast.Attribute):
+            elif isinstance(target, ast.Attribute) and not (
+                    isinstance(target.value, ast.Name) and target.value.id == "self"):
+                # An object's own attributes (``self.text``) are not a pane's: a part is
+                # reached through the pane (``tracked.screen.text``) or a name for it.
                 yield target.attr, line
             elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Attribute):
                 yield target.value.attr, line
