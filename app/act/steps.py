@@ -28,14 +28,19 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SettingsT = TypeVar("SettingsT")
+# Worker id -> the status-row columns a step's act moved (already written to the store).
+Moved = Mapping[str, Mapping[str, Any]]
 
 
 class Step(Protocol):
     def observe(self, tracked: Tracked, now: float) -> dict[str, Any]:
         """A pane just assessed by this tick; the status-row columns this step owns."""
 
-    def act(self, panes: Mapping[str, Tracked], gone: Collection[str], now: float) -> None:
-        """After the tick's rows are written: act on the panes (``gone``: ids that ended)."""
+    def act(self, panes: Mapping[str, Tracked], gone: Collection[str], now: float) -> Moved:
+        """After the tick's rows are written: act on the panes (``gone``: ids that ended). The
+        status-row columns the step moved in the store meanwhile, by worker id: the watcher
+        keeps its memory of the rows (and status.json) true with them. A step never edits a
+        ``Tracked``'s rows itself."""
 
     def next_due(self, now: float) -> float | None:
         """When (epoch seconds) this step needs a turn although no pane changed (a check it

@@ -52,14 +52,9 @@ def worker_id(socket_label: str, server_pid: int, pane_id: str) -> str:
 
 
 @dataclass
-class Tracked:
-    """What the watcher remembers about one pane between cycles."""
+class Screen:
+    """What the observer read on the pane's screen: written by PaneObserver.classify only."""
 
-    worker_id: str
-    pane: Pane
-    name: str
-    named_by_user: bool
-    cli_forced: str | None
     pack: Pack | None = None
     pack_command: str = ""
     detected_at: float = 0.0  # time.monotonic() of the last choice of pack
@@ -67,35 +62,112 @@ class Tracked:
     # A plain program in the foreground (``less``, ``sleep``; "" for none): its screen is judged
     # by the generic pack while the pane keeps its shell pack.
     program: str = ""
-    hint: tuple[Any, ...] | None = None
-    captured_at: float = 0.0
     text: str = ""
     text_hash: str | None = None
     # What stability is judged on: the screen with the pack's volatile parts (fading hints,
     # clocks) blanked, so they do not hold READY back.
     stability_hash: str | None = None
     verdict: Verdict | None = None
-    assessment: Assessment | None = None
-    signals: Signals = NO_SIGNALS  # hooks and sends, folded from the events table
-    # The terminal's own signals (titles, progress) as they moved the turn; folded into
-    # ``signals`` like hooks (app.observe.signals).
-    terminal: TerminalWatch = field(default_factory=TerminalWatch)
-    status_json: str | None = None
-    # The rows last written to the store; a row is written again only when it differs.
+
+
+@dataclass
+class Looks:
+    """When the pane was captured and is looked at again: written by the capture clock only
+    (app.run.clock)."""
+
+    hint: tuple[Any, ...] | None = None  # the listing's change hint at the last capture
+    captured_at: float = 0.0
+    recheck_at: float = 0.0  # when a light tick should look at the quiet pane again; 0: never
+
+
+@dataclass
+class Stored:
+    """What the store holds of the pane, as the watcher last wrote it: a row is written again
+    only when it differs. Written by the watcher only; a step returns the columns it moved."""
+
     status_row: dict[str, Any] | None = None
     pty_row: dict[str, Any] | None = None
-    mode: str = POLL
-    recheck_at: float = 0.0  # when a light tick should look at the quiet pane again; 0: never
-    # What conductor view the pane shows ("status --watch", "this watcher's log"), else "": such
-    # a pane is never captured, classified, notified, herded or typed into (app.observe.views).
-    view: str = ""
-    # A pane's first seconds: its transitions are held back until one state has held (see the
-    # watcher's _settle), so a program starting up does not notify every state it passes.
+    status_json: str | None = None  # the status.json text last written
+
+
+@dataclass
+class News:
+    """What the person was told of the pane: written by app.run.telling only."""
+
+    # A pane's first seconds: its transitions are held back until one state has held (see
+    # Teller.settle), so a program starting up does not notify every state it passes.
     settled: bool = False
     held_back: Transition | None = None
     # The last known (not UNKNOWN) state handed to the notifier: UNKNOWN between two equal
     # states is not a change worth telling.
     told: State | None = None
+
+
+@dataclass
+class Tracked:
+    """What the watcher remembers about one pane between cycles. Its own fields are the pane as
+    listed, the assessment and the evidence besides the screen (hooks, sends, the terminal's
+    signals); ``screen``, ``looks``, ``stored`` and ``news`` are each written by one owner only
+    (tests/test_layers.py checks it), and read through the properties below."""
+
+    worker_id: str
+    pane: Pane
+    name: str
+    named_by_user: bool
+    cli_forced: str | None
+    assessment: Assessment | None = None
+    signals: Signals = NO_SIGNALS  # hooks and sends, folded from the events table
+    # The terminal's own signals (titles, progress) as they moved the turn; folded into
+    # ``signals`` like hooks (app.observe.signals).
+    terminal: TerminalWatch = field(default_factory=TerminalWatch)
+    mode: str = POLL
+    # What conductor view the pane shows ("status --watch", "this watcher's log"), else "": such
+    # a pane is never captured, classified, notified, herded or typed into (app.observe.views).
+    view: str = ""
+    screen: Screen = field(default_factory=Screen)
+    looks: Looks = field(default_factory=Looks)
+    stored: Stored = field(default_factory=Stored)
+    news: News = field(default_factory=News)
+
+    @property
+    def pack(self) -> Pack | None:
+        return self.screen.pack
+
+    @property
+    def program(self) -> str:
+        return self.screen.program
+
+    @property
+    def text(self) -> str:
+        return self.screen.text
+
+    @property
+    def text_hash(self) -> str | None:
+        return self.screen.text_hash
+
+    @property
+    def stability_hash(self) -> str | None:
+        return self.screen.stability_hash
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return self.screen.verdict
+
+    @property
+    def captured_at(self) -> float:
+        return self.looks.captured_at
+
+    @property
+    def status_row(self) -> dict[str, Any] | None:
+        return self.stored.status_row
+
+    @property
+    def pty_row(self) -> dict[str, Any] | None:
+        return self.stored.pty_row
+
+    @property
+    def settled(self) -> bool:
+        return self.news.settled
 
     def take_title(self, title: str, ts: float) -> None:
         """Fold in the pane's title as tmux holds it at ``ts`` (a listing's, a capture's)."""
@@ -113,9 +185,9 @@ class Tracked:
 
     def forget_screen(self) -> None:
         """Drop what was read from the screen, so the next capture is judged from scratch."""
-        self.pack, self.pack_command, self.program, self.hint = None, "", "", None
-        self.text, self.text_hash, self.stability_hash, self.verdict = "", None, None, None
-        self.captured_at, self.recheck_at = 0.0, 0.0
+        # The pack's choice is made again (it is None), so its time and screen start afresh too.
+        self.screen = Screen()
+        self.looks = Looks()
 
 
 class PaneObserver:
@@ -132,47 +204,48 @@ class PaneObserver:
 
     def classify(self, tracked: Tracked, raw: str) -> None:
         """Normalise a captured screen and (re)classify it with the pane's pack."""
+        screen = tracked.screen
         text = normalise(raw)
         text_hash = screen_hash(text)
-        if text_hash == tracked.text_hash and tracked.verdict is not None and \
-                tracked.verdict.rule_id == "pattern-timeout":
+        if text_hash == screen.text_hash and screen.verdict is not None and \
+                screen.verdict.rule_id == "pattern-timeout":
             return  # the same screen would only run out of time again
         pane = tracked.pane
         program = "" if tracked.cli_forced else plain_program(self.packs, pane.current_command)
-        rejudge = tracked.verdict is None or program != tracked.program
+        rejudge = screen.verdict is None or program != screen.program
         try:
             with time_limit(CLASSIFY_BUDGET_S):
-                if tracked.pack is None or tracked.pack_command != pane.current_command or (
-                    tracked.pack.name in (GENERIC_PACK, "shell")
-                    and text_hash != tracked.detected_hash
-                    and time.monotonic() - tracked.detected_at >= REDETECT_S
+                if screen.pack is None or screen.pack_command != pane.current_command or (
+                    screen.pack.name in (GENERIC_PACK, "shell")
+                    and text_hash != screen.detected_hash
+                    and time.monotonic() - screen.detected_at >= REDETECT_S
                 ):
                     chosen = self._choose_pack(tracked, text)
-                    if program and chosen.name == GENERIC_PACK and tracked.pack is not None \
-                            and tracked.pack.detect.weak:
+                    if program and chosen.name == GENERIC_PACK and screen.pack is not None \
+                            and screen.pack.detect.weak:
                         # `sleep 30` typed at a shell prompt: still a shell pane, now running a
                         # program.
-                        chosen = tracked.pack
-                    rejudge = rejudge or chosen is not tracked.pack
-                    tracked.pack = chosen
-                    tracked.detected_at, tracked.detected_hash = time.monotonic(), text_hash
-                    tracked.pack_command = pane.current_command
-                tracked.program = program
-                judge, program = judge_for(self.packs, tracked.pack, pane.current_command)
-                if text_hash != tracked.text_hash or rejudge:
-                    tracked.verdict = judge.classify(text, program)
-                tracked.stability_hash = (tracked.pack.fingerprint(text)
-                                          if tracked.pack.volatile else text_hash)
+                        chosen = screen.pack
+                    rejudge = rejudge or chosen is not screen.pack
+                    screen.pack = chosen
+                    screen.detected_at, screen.detected_hash = time.monotonic(), text_hash
+                    screen.pack_command = pane.current_command
+                screen.program = program
+                judge, program = judge_for(self.packs, screen.pack, pane.current_command)
+                if text_hash != screen.text_hash or rejudge:
+                    screen.verdict = judge.classify(text, program)
+                screen.stability_hash = (screen.pack.fingerprint(text)
+                                         if screen.pack.volatile else text_hash)
         except PatternTimeout as exc:
             log.warning("pane %s (%s): %s on its screen; it is UNKNOWN until the screen changes",
                         pane.pane_id, tracked.name, exc)
-            tracked.verdict = Verdict(
+            screen.verdict = Verdict(
                 state=State.UNKNOWN, confidence=0, reasons=("pattern_timeout",),
-                rule_id="pattern-timeout", classifier=f"pack:{tracked.pack.name}"
-                if tracked.pack else "pack", summary=f"classification took over "
+                rule_id="pattern-timeout", classifier=f"pack:{screen.pack.name}"
+                if screen.pack else "pack", summary=f"classification took over "
                 f"{CLASSIFY_BUDGET_S:g}s: {exc}"[:200])
-            tracked.stability_hash = text_hash
-        tracked.text, tracked.text_hash = text, text_hash
+            screen.stability_hash = text_hash
+        screen.text, screen.text_hash = text, text_hash
 
     def _choose_pack(self, tracked: Tracked, text: str) -> Pack:
         if tracked.cli_forced and tracked.cli_forced in self.packs:

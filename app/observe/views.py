@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 from app.adapters.tmux import Tmux
 from app.base.errors import ConductorError
+from app.base.model import Pane, State, Transition, Verdict
 from app.base.render import clean_text
+from app.observe.assess import Assessment
+from app.observe.pane import Tracked
 
 log = logging.getLogger(__name__)
 
@@ -122,3 +125,89 @@ def unmark(tmux: Tmux, pane_id: str, value: str) -> None:
             tmux.set_pane_option(pane_id, VIEW_OPTION, None)
     except ConductorError:
         pass  # the pane or its server is gone: nothing left to unmark
+
+
+class WatcherViews:
+    """The panes of one tmux server that show conductor's own views, as its watcher finds them:
+    the watcher's own (its log's terminal), which it marks for other conductor processes while
+    it runs, and every pane a live view marked."""
+
+    def __init__(self, tmux: Tmux) -> None:
+        self.tmux = tmux
+        self._own_marker: tuple[str, str] | None = None  # (pane id, marker) of our own pane
+        self.found: dict[str, str] = {}  # worker id -> the view it shows, at the last listing
+
+    def conductor_views(self, current: Mapping[str, Pane]) -> dict[str, str]:
+        """Worker id -> the view it shows, of the panes in ``current`` (worker id -> pane); kept
+        as ``found``."""
+        found: dict[str, str] = {}
+        self.found = found
+        if self.tmux.via is not None:
+            return found  # another host's ttys and pids are not ours to compare with
+        mine = own_terminals()
+        for wid, pane in current.items():
+            if pane.tty and pane.tty in mine:
+                found[wid] = "this watcher's log"
+                self._mark_own(pane)
+            elif pane.view:
+                what = live_view(pane.view)
+                if what:
+                    found[wid] = what
+        return found
+
+    def _mark_own(self, pane: Pane) -> None:
+        value = marker(WATCHER)
+        if pane.view == value:
+            return
+        try:
+            self.tmux.set_pane_option(pane.pane_id, VIEW_OPTION, value)
+        except ConductorError as exc:
+            log.debug("cannot mark our own pane %s: %s", pane.pane_id, exc)
+            return
+        self._own_marker = (pane.pane_id, value)
+
+    def close(self) -> None:
+        """Unmark our own pane, so it is an ordinary pane again once we are gone."""
+        if self._own_marker is not None:
+            unmark(self.tmux, *self._own_marker)
+            self._own_marker = None
+
+
+def as_view(tracked: Tracked, now: float) -> Transition | None:
+    """The assessment of a pane showing a conductor view, made without looking at its screen:
+    UNKNOWN, so nothing treats it as READY or asking; the transition when it just became one."""
+    summary = f"conductor's own view: {tracked.view}"
+    previous = tracked.assessment
+    if previous is not None and previous.summary == summary and \
+            previous.reasons == (VIEW_REASON,):
+        return None
+    verdict = Verdict(state=State.UNKNOWN, confidence=100, reasons=(VIEW_REASON,),
+                      rule_id="conductor-view", summary=summary, classifier=VIEW_CLI)
+    # A view restored after a restart keeps its time.
+    entered = previous.state_entered if previous is not None and \
+        previous.state is State.UNKNOWN and previous.summary == summary else now
+    tracked.assessment = Assessment(
+        state=State.UNKNOWN, state_entered=entered, last_change=entered, verdict=verdict,
+        reasons=verdict.reasons, summary=summary, confidence=100, signals=("view=conductor",))
+    before = previous.state if previous is not None else None
+    if before is None or before is State.UNKNOWN:
+        return None
+    return Transition(tracked.worker_id, now, before, State.UNKNOWN, verdict,
+                      previous.seconds_in_state(now) if previous is not None else 0.0)
+
+
+def leave_alone(tracked: Tracked, view: str) -> bool:
+    """Take what view the pane shows now (``view``, "" for none); whether that changed. A pane
+    that just began or stopped showing one is judged from scratch, as if first seen."""
+    if view == tracked.view:
+        return False
+    if not tracked.view:
+        log.info("%s (%s): conductor's own view (%s); left alone", tracked.name,
+                 tracked.worker_id, view)
+    elif not view:
+        log.info("%s (%s): no longer conductor's view; watched again", tracked.name,
+                 tracked.worker_id)
+        tracked.assessment = None  # first sight again: its first state is no news
+    tracked.forget_screen()
+    tracked.view = view
+    return True

@@ -30,7 +30,8 @@ from app.base.model import State
 from app.base.settings import WatchSettings
 from app.observe.packs import load_packs
 from app.observe.pane import EVENTS, POLL
-from app.run.watcher import STREAM_CAPTURE_S, Watcher
+from app.run.clock import STREAM_CAPTURE_S
+from app.run.watcher import Watcher
 from tests.conftest import conductor
 from tests.waiting import retry_until, stays_false
 
@@ -295,14 +296,15 @@ def test_a_stream_that_begins_after_a_look_is_looked_at_again_after_min_capture(
     # The watcher as it stands when a stream began QUIET_S / 3 after a capture of a pane that
     # was not streaming (the stream found by this very look).
     now = time.time()
-    event_watcher._streaming.pop(pane_id, None)
-    printer.captured_at = now - QUIET_S / 2
-    event_watcher._pending[pane_id] = now - QUIET_S / 6
+    clock = event_watcher.clock
+    clock._streaming.pop(pane_id, None)
+    printer.looks.captured_at = now - QUIET_S / 2
+    clock._pending[pane_id] = now - QUIET_S / 6
     min_capture = event_watcher.settings.min_capture_s
-    assert event_watcher._capture_due(printer, now) == printer.captured_at + min_capture
+    assert clock.capture_due(printer, now) == printer.captured_at + min_capture
     # Looked at during the stream: the stream's pace (at least STREAM_CAPTURE_S) from then on.
-    printer.captured_at = now + 0.01
-    assert event_watcher._capture_due(printer, now + 0.02) >= now + 0.01 + STREAM_CAPTURE_S
+    printer.looks.captured_at = now + 0.01
+    assert clock.capture_due(printer, now + 0.02) >= now + 0.01 + STREAM_CAPTURE_S
 
 
 def test_a_stream_whose_turn_end_was_heard_wakes_the_watcher_with_its_next_frame(
@@ -319,7 +321,7 @@ def test_a_stream_whose_turn_end_was_heard_wakes_the_watcher_with_its_next_frame
 
     def followed_as_stream() -> bool:
         event_watcher.tick(time.time(), full=False)
-        return printer.pane.pane_id in event_watcher._streaming
+        return event_watcher.clock.streams(printer.pane.pane_id)
     retry_until(followed_as_stream, 20, interval=0.01)
     assert printer.assessment is not None and printer.assessment.state is not State.READY
     printer.signals = printer.signals.with_event("terminal", "turn_end", "title", time.time())

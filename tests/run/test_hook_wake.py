@@ -17,7 +17,8 @@ from app.adapters.tmux import ControlMode, Tmux, parse_notification
 from app.base.model import State
 from app.base.settings import WatchSettings
 from app.observe.packs import load_packs
-from app.run.watcher import URGENT_S, Watcher
+from app.run.clock import URGENT_S
+from app.run.watcher import Watcher
 from tests.conftest import REPO, conductor
 from tests.run.test_terminal_signals import BUSY_SCREEN, IDLE_SCREEN, Player
 from tests.waiting import retry_until
@@ -152,7 +153,7 @@ def test_after_a_stop_hook_a_pane_still_drawing_work_is_looked_at_again_without_
         looked_at = tracked.captured_at
         player.do(f"show {BUSY_SCREEN}")  # no turn end to wait for now: the ordinary pace
         retry_until(lambda: watcher.tick(looked_at + 2 * URGENT_S, full=False) and
-                    player.pane.pane_id in watcher._pending, 10)
+                    watcher.clock.printed(player.pane.pane_id), 10)
         assert tracked.captured_at == looked_at
         assert watcher.settings.min_capture_s > 2 * URGENT_S
     finally:

@@ -111,15 +111,19 @@ class CycleStep(ActingStep[CycleSettings]):
             return None  # the next poll's turn will say what is wrong
         return now + _NEW_JOBS_S
 
-    def act(self, panes: Mapping[str, Tracked], gone: Collection[str], now: float) -> None:
+    def act(self, panes: Mapping[str, Tracked], gone: Collection[str], now: float
+            ) -> dict[str, dict[str, Any]]:
+        """The ``cycle`` column of each pane whose newest cycle moved."""
         self._acted_at = now
         try:
-            self._act(panes, set(gone), now)
+            return self._act(panes, set(gone), now)
         except Exception:
             self._acted_at = now + _BACKOFF_S
             log.exception("cycle: this tick's jobs failed; they wait for the next tick")
+            return {}
 
-    def _act(self, tracked: Mapping[str, Tracked], removed: set[str], now: float) -> None:
+    def _act(self, tracked: Mapping[str, Tracked], removed: set[str], now: float
+             ) -> dict[str, dict[str, Any]]:
         # Before reading the jobs: a job queued while we work makes the version move again.
         self._store_version = self.store.others_wrote()
         jobs = self.store.open_jobs()
@@ -185,7 +189,7 @@ class CycleStep(ActingStep[CycleSettings]):
                            for job in latest.values())
         prune = now - self._pruned_at >= _PRUNE_EVERY_S
         if not (updates or transcript or prune):
-            return
+            return {}
         with self.store.transaction() as conn:
             # In the transaction: what is unfinished now, not when this turn read the jobs.
             still_open = {job.seq for job in self.store.open_jobs()} if updates else set()
@@ -203,11 +207,8 @@ class CycleStep(ActingStep[CycleSettings]):
             if prune:
                 self.store.prune_jobs(conn, now - _KEEP_DONE_S)
                 self._pruned_at = now
-        for wid, state in shown.items():
-            pane = tracked.get(wid)
-            if pane is not None and pane.status_row is not None:
-                # What the watcher last wrote, kept true: it rewrites status.json from it.
-                pane.status_row["cycle"] = state
+        # What the watcher last wrote is kept true with it: it rewrites status.json from it.
+        return {wid: {"cycle": state} for wid, state in shown.items()}
 
     # --- queued messages ------------------------------------------------------------------------
 

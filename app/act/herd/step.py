@@ -153,12 +153,16 @@ class HerdStep(ActingStep[HerdSettings]):
 
     # --- after the tick -------------------------------------------------------------------------
 
-    def act(self, panes: Mapping[str, Tracked], gone: Collection[str], now: float) -> None:
-        """Apply the rules to this tick's eligible panes, type the nudges, log the decisions."""
+    def act(self, panes: Mapping[str, Tracked], gone: Collection[str], now: float
+            ) -> dict[str, dict[str, Any]]:
+        """Apply the rules to this tick's eligible panes, type the nudges, log the decisions.
+        Its status-row column (``herd_eligible``) is written during the tick (observe): none
+        moves here."""
         try:
             self._act(list(gone), now)
         except Exception:
             log.exception("herd: this tick's decisions failed; no nudge typed")
+        return {}
 
     def _act(self, removed: list[str], now: float) -> None:
         updates: list[dict[str, Any]] = []
