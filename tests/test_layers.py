@@ -32,8 +32,6 @@ LONG_MODULES = {
     "app/adapters/tmux.py", "app/observe/packs.py",
     # Not split yet either (issue 30's migrations and the job tables); no branch has it yet.
     "app/adapters/store.py",
-    # Made from the settings table on main (545 lines there): drop when this branch is merged.
-    "app/run/configfile.py",
 }
 BIG_CLASSES = {
     "app.adapters.store.StoreWriter",  # as app/adapters/store.py above
