@@ -139,8 +139,20 @@ def test_desktop_argv_is_critical_for_questions_and_never_an_option() -> None:
     argv = desktop_argv(make_event(NEEDS, summary="-rf everything"), "linux")
     assert argv[:3] == ["notify-send", "--app-name=conductor", "--urgency=critical"]
     # The title and body come after "--", so a leading dash is text, not an option.
-    assert argv[3:] == ["--", "api: NEEDS_CONFIRMATION", "-rf everything"]
+    assert argv[4:] == ["--", "api: NEEDS_CONFIRMATION", "-rf everything"]
     assert "--urgency=normal" in desktop_argv(make_event(State.READY), "linux")
+
+
+def test_desktop_sound_is_a_hint_by_kind_and_silence_otherwise() -> None:
+    asking = desktop_argv(make_event(NEEDS), "linux", sound=True)
+    assert "--hint=string:sound-name:dialog-question" in asking
+    assert "--hint=string:sound-name:complete" in desktop_argv(
+        make_event(State.READY), "linux", sound=True)
+    assert "--hint=boolean:suppress-sound:true" in desktop_argv(make_event(NEEDS), "linux")
+    mac = desktop_argv(make_event(NEEDS), "darwin", sound=True)
+    assert any('sound name "Glass"' in a for a in mac)
+    settings = NotifySettings()
+    assert settings.sound_for(make_event(NEEDS)) and not settings.sound_for(make_event(State.READY))
 
 
 def test_desktop_argv_on_macos_passes_text_as_arguments_not_script() -> None:
