@@ -2,15 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import os
-import pty
-import select
-import signal
-import struct
-import termios
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,58 +24,10 @@ from app.adapters.termnotify import (
 )
 from app.adapters.tmux import LOCAL_HOST, Tmux
 from app.base.model import State
+from tests.tmux_client import AttachedClient
 from tests.waiting import retry_until
 
 OSC9_QUESTION = b"\x1b]9;api: NEEDS_CONFIRMATION \xe2\x80\x94 Approve: rm -rf build\x07"
-
-
-class AttachedClient:
-    """``tmux attach`` in a pseudo-terminal of ours: everything tmux writes to that terminal,
-    and everything written to the client's tty from outside, lands in :attr:`seen`."""
-
-    def __init__(self, socket_name: str, session: str, term: str) -> None:
-        pid, fd = pty.fork()
-        if pid == 0:  # the child: become the tmux client
-            env = {k: v for k, v in os.environ.items() if k != "TMUX"}
-            env["TERM"] = term
-            try:
-                os.execvpe("tmux", ["tmux", "-L", socket_name, "attach", "-t", session], env)
-            finally:
-                os._exit(127)
-        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-        self.pid, self.fd = pid, fd
-        self._seen = bytearray()
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        while not self._stop.is_set():
-            ready, _, _ = select.select([self.fd], [], [], 0.1)
-            if not ready:
-                continue
-            try:
-                chunk = os.read(self.fd, 65536)
-            except OSError:
-                return
-            if not chunk:
-                return
-            with self._lock:
-                self._seen += chunk
-
-    @property
-    def seen(self) -> bytes:
-        with self._lock:
-            return bytes(self._seen)
-
-    def close(self) -> None:
-        self._stop.set()
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGTERM)
-        os.waitpid(self.pid, 0)
-        self._reader.join(5)
-        os.close(self.fd)
 
 
 @pytest.fixture
@@ -106,7 +49,7 @@ def attach(tmux: Tmux, pane_id: str, session: str, term: str,
            clients: list[AttachedClient]) -> AttachedClient:
     before = len(tmux.client_terminals(pane_id))
     assert tmux.socket_name is not None
-    client = AttachedClient(tmux.socket_name, session, term)
+    client = AttachedClient(["-L", tmux.socket_name], session, term)
     clients.append(client)
     retry_until(lambda: len(tmux.client_terminals(pane_id)) > before, 30,
                 message=f"no client attached to {session}")
