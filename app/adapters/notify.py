@@ -592,6 +592,10 @@ class Notifier:
         self._last_transition: dict[str, tuple[State | None, State, float]] = {}
         self._last_sent: dict[tuple[str, State], float] = {}
         self._last_note: dict[tuple[str, str, str], float] = {}  # (pane, title, body) -> sent
+        # What each pane's current turn has already had its say about: its end (READY) and the
+        # dialogs it showed, by their words; a BUSY (a new turn) forgets both.
+        self._turn_ended: set[str] = set()
+        self._dialogs: dict[str, set[str]] = {}
         self._closed = False
 
     def startup_report(self) -> list[str]:
@@ -615,12 +619,15 @@ class Notifier:
             if self._last_transition.get(event.worker_id) == seen:
                 return False, "duplicate"
             self._last_transition[event.worker_id] = seen
+            repeat = self._said_in_this_turn(event)
             if event.state not in self._wanted:
                 return False, "state_not_notified"
             if event.previous is None and event.state is State.READY:
                 # First sight of a pane (daemon start): every idle pane would ping at once.
                 # A question or an error is news even then.
                 return False, "first_sight"
+            if repeat:
+                return False, repeat
             if self.settings.skip_focused and event.focused:
                 return False, "focused"
             now = self._clock()
@@ -631,10 +638,38 @@ class Notifier:
             self._last_sent[key] = now
             return True, "notify"
 
+    def _said_in_this_turn(self, event: NotificationEvent) -> str:
+        """Why ``event`` repeats what this turn of the pane already told ("" when it does not),
+        remembering it either way; caller holds the lock.
+
+        A screen redrawn or resized, or read differently for a tick, leaves its state and comes
+        back to it without the agent doing anything: the same turn's end, the same dialog. Only
+        work (BUSY) starts a new turn; the same question asked after it is a new question.
+        A dialog is known by its words without any whitespace, which a narrower window wraps
+        elsewhere.
+        """
+        pane = event.worker_id
+        if event.state is State.BUSY:
+            self._turn_ended.discard(pane)
+            self._dialogs.pop(pane, None)
+        elif event.state is State.READY:
+            if pane in self._turn_ended:
+                return "same_turn"
+            self._turn_ended.add(pane)
+        elif event.state is State.NEEDS_CONFIRMATION:
+            words = "".join((event.actions_needed or event.summary).split())
+            asked = self._dialogs.setdefault(pane, set())
+            if words in asked:
+                return "same_dialog"
+            asked.add(words)
+        return ""
+
     def forget(self, worker_id: str) -> None:
         """Drop what is remembered about a pane that is gone, so memory follows live panes."""
         with self._lock:
             self._last_transition.pop(worker_id, None)
+            self._turn_ended.discard(worker_id)
+            self._dialogs.pop(worker_id, None)
             for key in [k for k in self._last_sent if k[0] == worker_id]:
                 del self._last_sent[key]
             for note_key in [k for k in self._last_note if k[0] == worker_id]:

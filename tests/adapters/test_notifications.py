@@ -180,7 +180,8 @@ def test_a_note_names_the_pane_and_is_critical_only_when_it_needs_you() -> None:
 
 def test_defaults() -> None:
     s = NotifySettings()
-    assert s.kinds == {TMUX, DESKTOP, COMMAND}
+    assert s.kinds == {TMUX, DESKTOP, COMMAND}  # not TERMINAL: asked for, not assumed
+    assert (s.sound_needs_you, s.sound_done) == (True, False)
     assert s.states == {State.READY, NEEDS, State.ERROR, State.EXITED}
     assert (s.min_interval, s.timeout, s.skip_focused, s.notify_command) == (10.0, 5.0, False, ())
 
@@ -298,6 +299,32 @@ def test_focused_pane_skipped_only_when_asked(recorder: Recorder, clock: FakeClo
     notifier.on_transition(make_event(NEEDS, focused=True))
     assert notifier.close()
     assert default.states() == [NEEDS]
+
+
+def test_one_alert_per_turn_and_per_dialog_whatever_the_redraws(
+        recorder: Recorder, clock: FakeClock) -> None:
+    notifier = recording_notifier(recorder, clock, min_interval=0)
+    steps = [
+        (NEEDS, "Approve: rm -rf build"),  # asked: told
+        (State.UNKNOWN, ""),  # a redraw read as nothing for a tick
+        (NEEDS, "Approve:   rm -rf\n bu ild"),  # the same dialog, wrapped narrower: not again
+        (State.UNKNOWN, ""),
+        (NEEDS, "Approve: rm -rf dist"),  # another dialog in the same turn: told
+        (State.READY, ""),  # the turn ends: told
+        (State.UNKNOWN, ""),
+        (State.READY, ""),  # the same end read again: not again
+        (State.BUSY, ""),  # a new turn...
+        (NEEDS, "Approve: rm -rf build"),  # ...asks the first question again: told
+        (State.READY, ""),  # and ends: told
+    ]
+    previous: State | None = State.BUSY
+    for ts, (state, actions) in enumerate(steps):
+        notifier.on_transition(make_event(state, previous, actions=actions, ts=float(ts)))
+        previous = state
+    assert notifier.close()
+    assert [(e.state, e.actions_needed) for e in recorder.events] == [
+        (NEEDS, "Approve: rm -rf build"), (NEEDS, "Approve: rm -rf dist"), (State.READY, ""),
+        (NEEDS, "Approve: rm -rf build"), (State.READY, "")]
 
 
 def test_first_sight_of_an_idle_pane_is_not_news(recorder: Recorder, clock: FakeClock) -> None:
