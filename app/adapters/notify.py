@@ -52,6 +52,9 @@ DEFAULT_KINDS = frozenset(kind for kind in KINDS if default(f"notify.{kind}.enab
 APP_NAME = "conductor"
 MAC_SOUND = "Glass"
 
+# A BUSY that no rule read off the screen is work, not a redraw, once it lasted this long (s).
+TURN_MIN_S = 3.0
+
 # What an event is about, for scripts (``CONDUCTOR_EVENT``): a transition, or a note's source.
 TRANSITION = "transition"
 
@@ -214,6 +217,8 @@ class NotificationEvent:
     focused: bool = False  # the pane the user is looking at
     note: Note | None = None
     host: str = LOCAL_HOST  # the tmux server's host, by its name in the config
+    rule_id: str = ""  # the pack rule that read the state off the screen; "" = inferred
+    previous_lasted_s: float = 0.0  # how long the pane was in ``previous``
 
     @property
     def source(self) -> str:
@@ -644,15 +649,19 @@ class Notifier:
 
         A screen redrawn or resized, or read differently for a tick, leaves its state and comes
         back to it without the agent doing anything: the same turn's end, the same dialog. Only
-        work (BUSY) starts a new turn; the same question asked after it is a new question.
-        A dialog is known by its words without any whitespace, which a narrower window wraps
-        elsewhere.
+        work starts a new turn, and the same question asked after it is a new question. Work is
+        a BUSY the screen showed (a rule read it: "esc to interrupt"), or one that went on for
+        ``TURN_MIN_S``: a dialog that is redrawn reads as BUSY too ("the screen is changing"),
+        for a tick. A dialog is known by its words without any whitespace, which a narrower
+        window wraps elsewhere.
         """
         pane = event.worker_id
-        if event.state is State.BUSY:
+        worked = (event.state is State.BUSY and bool(event.rule_id)) or (
+            event.previous is State.BUSY and event.previous_lasted_s >= TURN_MIN_S)
+        if worked:
             self._turn_ended.discard(pane)
             self._dialogs.pop(pane, None)
-        elif event.state is State.READY:
+        if event.state is State.READY:
             if pane in self._turn_ended:
                 return "same_turn"
             self._turn_ended.add(pane)

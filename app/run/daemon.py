@@ -168,7 +168,8 @@ def _notify_with(notifier: Notifier, host: str = LOCAL_HOST
         notifier.on_transition(_event(
             tracked, previous=transition.previous, state=transition.state,
             summary=transition.verdict.summary, actions_needed=transition.verdict.actions_needed,
-            ts=transition.ts, host=host))
+            ts=transition.ts, host=host, rule_id=transition.verdict.rule_id or "",
+            previous_lasted_s=transition.previous_lasted_s))
 
     return on_transition
 
@@ -188,15 +189,15 @@ def announce_with(notifier: Notifier, host: str = LOCAL_HOST) -> Callable[[Track
 
 
 def _event(tracked: Tracked, *, previous: State | None, state: State, summary: str,
-           actions_needed: str, ts: float, note: Note | None = None, host: str = LOCAL_HOST
-           ) -> NotificationEvent:
+           actions_needed: str, ts: float, note: Note | None = None, host: str = LOCAL_HOST,
+           rule_id: str = "", previous_lasted_s: float = 0.0) -> NotificationEvent:
     pane = tracked.pane
     return NotificationEvent(
         worker_id=tracked.worker_id, name=tracked.name, session=pane.session_name,
         window=pane.window_name, pane_id=pane.pane_id,
         cli=tracked.pack.name if tracked.pack else "", previous=previous, state=state,
         summary=summary, actions_needed=actions_needed, ts=ts, focused=pane.focused, note=note,
-        host=host)
+        host=host, rule_id=rule_id, previous_lasted_s=previous_lasted_s)
 
 
 def _start_herd(daemon: Daemon, store: StoreWriter, packs: Mapping[str, Pack],

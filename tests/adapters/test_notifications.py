@@ -9,6 +9,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,11 @@ GAVE_UP = Note(
     "herd", "max_nudges", "needs you", "herd: max nudges reached (3), still stuck", urgent=True
 )
 NUDGED = Note("herd", "nudged", "herd nudge 1/3", "Yes,\n please continue.")
+
+
+def working(previous: State) -> NotificationEvent:
+    """BUSY as a pack rule reads it off the screen: a new turn."""
+    return replace(make_event(State.BUSY, previous), rule_id="esc-to-interrupt")
 
 
 def note_event(note: Note = GAVE_UP, **fields: Any) -> NotificationEvent:
@@ -250,12 +256,12 @@ def test_rate_limit_per_pane_and_state(recorder: Recorder, clock: FakeClock) -> 
     notifier = recording_notifier(recorder, clock)
     notifier.on_transition(make_event(State.READY))
     clock.now += 3
-    notifier.on_transition(make_event(State.BUSY, previous=State.READY))
+    notifier.on_transition(working(State.READY))
     clock.now += 3
     notifier.on_transition(make_event(State.READY))  # 6 s after the last READY: swallowed
     notifier.on_transition(make_event(State.READY, worker_id="w2"))  # another pane: its own limit
     clock.now += 4.5
-    notifier.on_transition(make_event(State.BUSY, previous=State.READY))
+    notifier.on_transition(working(State.READY))
     notifier.on_transition(make_event(State.READY))  # 10.5 s after the last one sent
     assert notifier.close()
     assert [(e.worker_id, e.state) for e in recorder.events] == [
@@ -304,27 +310,32 @@ def test_focused_pane_skipped_only_when_asked(recorder: Recorder, clock: FakeClo
 def test_one_alert_per_turn_and_per_dialog_whatever_the_redraws(
         recorder: Recorder, clock: FakeClock) -> None:
     notifier = recording_notifier(recorder, clock, min_interval=0)
-    steps = [
-        (NEEDS, "Approve: rm -rf build"),  # asked: told
-        (State.UNKNOWN, ""),  # a redraw read as nothing for a tick
-        (NEEDS, "Approve:   rm -rf\n bu ild"),  # the same dialog, wrapped narrower: not again
-        (State.UNKNOWN, ""),
-        (NEEDS, "Approve: rm -rf dist"),  # another dialog in the same turn: told
-        (State.READY, ""),  # the turn ends: told
-        (State.UNKNOWN, ""),
-        (State.READY, ""),  # the same end read again: not again
-        (State.BUSY, ""),  # a new turn...
-        (NEEDS, "Approve: rm -rf build"),  # ...asks the first question again: told
-        (State.READY, ""),  # and ends: told
+    working = {"rule_id": "esc-to-interrupt"}  # the screen shows the agent at work
+    steps: list[tuple[State, str, dict[str, Any]]] = [
+        (NEEDS, "Approve: rm -rf build", {}),  # asked: told
+        (State.BUSY, "", {}),  # redrawn: "the screen is changing", no rule read it...
+        (State.UNKNOWN, "", {"previous_lasted_s": 0.5}),  # ...for a moment
+        (NEEDS, "Approve:   rm -rf\n bu ild", {}),  # the same dialog wrapped narrower: not again
+        (State.UNKNOWN, "", {}),
+        (NEEDS, "Approve: rm -rf dist", {}),  # another dialog in the same turn: told
+        (State.READY, "", {}),  # the turn ends: told
+        (State.UNKNOWN, "", {}),
+        (State.READY, "", {}),  # the same end read again: not again
+        (State.BUSY, "", working),  # a new turn...
+        (NEEDS, "Approve: rm -rf build", {}),  # ...asks the first question again: told
+        (State.READY, "", {}),  # and ends: told
+        (State.BUSY, "", {}),  # no rule read it, but it went on: work too
+        (State.READY, "", {"previous_lasted_s": 30.0}),  # told
     ]
     previous: State | None = State.BUSY
-    for ts, (state, actions) in enumerate(steps):
-        notifier.on_transition(make_event(state, previous, actions=actions, ts=float(ts)))
+    for ts, (state, actions, more) in enumerate(steps):
+        notifier.on_transition(replace(make_event(state, previous, actions=actions, ts=float(ts)),
+                                       **more))
         previous = state
     assert notifier.close()
     assert [(e.state, e.actions_needed) for e in recorder.events] == [
         (NEEDS, "Approve: rm -rf build"), (NEEDS, "Approve: rm -rf dist"), (State.READY, ""),
-        (NEEDS, "Approve: rm -rf build"), (State.READY, "")]
+        (NEEDS, "Approve: rm -rf build"), (State.READY, ""), (State.READY, "")]
 
 
 def test_first_sight_of_an_idle_pane_is_not_news(recorder: Recorder, clock: FakeClock) -> None:

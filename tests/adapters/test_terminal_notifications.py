@@ -150,3 +150,23 @@ def test_on_a_remote_host_texts_are_printf_arguments_never_format_or_script() ->
     for bad in ("/dev/../etc/passwd", "/tmp/x", "/dev/pts/1; rm", ""):
         with pytest.raises(ValueError):
             tty_checked(bad)
+
+
+def test_skip_focused_spares_the_terminal_of_the_pane_it_shows(
+        two_sessions: tuple[Tmux, str, str, list[AttachedClient]], server: Any) -> None:
+    tmux, work_pane, _, clients = two_sessions
+    client = attach(tmux, work_pane, "work", "xterm-256color", clients)
+    behind = server.sessions.get(session_name="work").new_window(
+        window_name="behind", attach=False).active_pane.pane_id
+    focused = {p.pane_id: p.focused for p in tmux.list_panes().panes}
+    assert focused[work_pane] and not focused[behind]  # as tmux tells the watcher
+    settings = NotifySettings(kinds=frozenset({TERMINAL}), min_interval=0, skip_focused=True)
+    notifier = Notifier(settings, None, terminals=Terminals(tmux))
+    for pane, name in ((work_pane, "seen"), (behind, "behind")):
+        notifier.on_transition(NotificationEvent(
+            worker_id=pane, name=name, session="work", window="@1", pane_id=pane, cli="",
+            previous=State.BUSY, state=State.NEEDS_CONFIRMATION, actions_needed="Approve?",
+            focused=focused[pane]))
+    assert notifier.close()
+    retry_until(lambda: b"\x1b]9;behind: NEEDS_CONFIRMATION" in client.seen, 10)
+    assert b"seen: NEEDS_CONFIRMATION" not in client.seen
