@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from app.adapters.termnotify import (
 )
 from app.adapters.tmux import LOCAL_HOST, Tmux
 from app.base.model import State
+from tests.run.test_terminal_signals import DIALOG_SCREEN
 from tests.tmux_client import AttachedClient
 from tests.waiting import retry_until
 
@@ -170,3 +172,26 @@ def test_skip_focused_spares_the_terminal_of_the_pane_it_shows(
     assert notifier.close()
     retry_until(lambda: b"\x1b]9;behind: NEEDS_CONFIRMATION" in client.seen, 10)
     assert b"seen: NEEDS_CONFIRMATION" not in client.seen
+
+
+@pytest.mark.slow
+def test_the_watcher_tells_the_terminal_of_a_client_when_enabled_in_the_config(
+        server: Any, session: Any, tmp_path: Path, watcher_process: Any) -> None:
+    (tmp_path / "config.toml").write_text(
+        "[notify]\nmin_interval = 0\n\n[notify.tmux]\nenabled = false\n\n"
+        "[notify.desktop]\nenabled = false\n\n[notify.terminal]\nenabled = true\n")
+    tmux = Tmux(socket_name=server.socket_name)
+    client = AttachedClient(["-L", server.socket_name], session.session_name,
+                            "xterm-256color")
+    try:
+        first = session.active_window.active_pane.pane_id
+        retry_until(lambda: tmux.client_terminals(first), 30)
+        watcher_process()
+        # A question behind the window the client shows.
+        session.new_window(window_name="asks", attach=False,
+                           window_shell=f"cat {DIALOG_SCREEN}; sleep 600")
+        retry_until(lambda: b"\x1b]9;asks: NEEDS_CONFIRMATION" in client.seen, 60,
+                    interval=0.2, message=f"nothing told: {client.seen[-300:]!r}")
+        assert b"\x07\x07" in client.seen.split(b"\x1b]777;notify;asks: NEEDS", 1)[1]
+    finally:
+        client.close()
