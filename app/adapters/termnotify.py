@@ -18,14 +18,16 @@ from __future__ import annotations
 import logging
 import os
 import re
+import select
 import stat
 import subprocess
 import threading
+import time
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.adapters.tmux import LOCAL_HOST, Tmux
+from app.adapters.tmux import Tmux
 from app.base.errors import ConductorError
 
 logger = logging.getLogger(__name__)
@@ -128,16 +130,25 @@ def tty_checked(path: str) -> str:
     return path
 
 
-def write_local(path: str, data: bytes) -> None:
-    """Write ``data`` to the terminal ``path``; never waits on it (a terminal stopped with
-    ctrl-s or a dead ssh link must not hold the notifier): OSError when it would block."""
+def write_local(path: str, data: bytes, timeout: float) -> None:
+    """Write ``data`` to the terminal ``path``, waiting on it ``timeout`` seconds at most (a
+    terminal stopped with ctrl-s or a dead ssh link must not hold the notifier): OSError when
+    it would not take it all. Once a part is written the rest is waited for, not dropped: a
+    sequence cut short would leave the terminal reading tmux's next output as its text."""
     fd = os.open(tty_checked(path), os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK)
     try:
         if not stat.S_ISCHR(os.fstat(fd).st_mode) or not os.isatty(fd):
             raise OSError(f"{path} is not a terminal")
+        deadline = time.monotonic() + timeout
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            try:
+                view = view[os.write(fd, view):]
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([], [fd], [], left)[1]:
+                    raise OSError(f"{path} took {len(data) - len(view)} of {len(data)} "
+                                  f"bytes in {timeout:g} s") from None
     finally:
         os.close(fd)
 
@@ -181,12 +192,11 @@ class Terminals:
             parts = payload(title, body, bell=bell, wrap=nested(term))
             try:
                 if tmux.via is None:
-                    write_local(tty, render(parts))
+                    write_local(tty, render(parts), timeout)
                 else:
                     _write_remote(tmux, tty, parts, timeout)
             except (OSError, ValueError, ConductorError, subprocess.SubprocessError) as e:
-                logger.warning("terminal notification to %s:%s failed: %s",
-                               host if host != LOCAL_HOST else "local", tty, e)
+                logger.warning("terminal notification to %s:%s failed: %s", host, tty, e)
             else:
                 told += 1
         return told

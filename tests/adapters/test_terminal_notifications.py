@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from app.adapters.termnotify import (
     printf_args,
     remote_argv,
     tty_checked,
+    write_local,
 )
 from app.adapters.tmux import LOCAL_HOST, Tmux
 from app.base.model import State
@@ -195,3 +197,16 @@ def test_the_watcher_tells_the_terminal_of_a_client_when_enabled_in_the_config(
         assert b"\x07\x07" in client.seen.split(b"\x1b]777;notify;asks: NEEDS", 1)[1]
     finally:
         client.close()
+
+
+def test_a_terminal_that_takes_nothing_more_fails_the_write_instead_of_holding_it() -> None:
+    master, slave = os.openpty()
+    try:
+        # Nobody reads the terminal: its buffer fills, as behind a stopped or stuck client.
+        with pytest.raises(OSError, match=r"bytes in 0\.2 s"):
+            write_local(os.ttyname(slave), b"x" * 1_000_000, 0.2)
+        with pytest.raises(OSError, match="not a terminal"):
+            write_local("/dev/null", b"x", 0.2)
+    finally:
+        os.close(slave)
+        os.close(master)
