@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from app.adapters.termnotify import Terminals
 from app.adapters.tmux import Tmux
+from tests.hosts.conftest import write_hosts
 from tests.hosts.sshd import SshHost
 from tests.hosts.test_ssh import via_for
+from tests.hosts.test_watch_hosts import agent_on, rows
 from tests.tmux_client import AttachedClient
 from tests.waiting import retry_until
 
@@ -57,3 +60,23 @@ def test_a_remote_hosts_client_gets_the_notification_and_the_text_stays_data(
     Terminals(tmux).tell(tmux.host, panes["other"], "db: READY", "", bell=False, timeout=30.0)
     retry_until(lambda: b"\x1b]9;db: READY\x07" in theirs.seen, 30)
     assert b"NEEDS_CONFIRMATION" not in theirs.seen
+
+
+@pytest.mark.slow
+def test_the_watcher_tells_a_remote_hosts_client_of_its_question(
+        ssh_host: Callable[[str], SshHost], session: Any, server: Any, tmp_path: Path,
+        watcher_process: Any, clients: list[AttachedClient]) -> None:
+    alpha = ssh_host("alpha")
+    agent_on(alpha)
+    write_hosts(tmp_path / "config.toml", alpha, extra=(
+        "\n[notify]\nmin_interval = 0\n\n[notify.tmux]\nenabled = false\n\n"
+        "[notify.desktop]\nenabled = false\n\n[notify.terminal]\nenabled = true\n"))
+    client = AttachedClient([], "work", "xterm-256color", env=alpha.tmux_env())
+    clients.append(client)
+    retry_until(lambda: "work" in alpha.tmux("list-clients", "-F", "#{session_name}").stdout, 30)
+    watcher_process("--interval", "1")
+    retry_until(lambda: rows(server).get("alpha:agent", {}).get("state") == "READY", 60,
+                interval=0.3)
+    alpha.tmux("send-keys", "-t", "work:agent", "ask", "Enter")
+    retry_until(lambda: b"\x1b]9;agent: NEEDS_CONFIRMATION" in client.seen, 60, interval=0.2,
+                message=f"nothing told: {client.seen[-300:]!r}")
