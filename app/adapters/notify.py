@@ -30,6 +30,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from app.adapters.termnotify import Terminals
+from app.adapters.tmux import LOCAL_HOST
 from app.base.errors import ConductorError, ConfigError
 from app.base.model import Note, State
 from app.base.redact import redact
@@ -41,9 +43,17 @@ logger = logging.getLogger(__name__)
 TMUX = "tmux"
 DESKTOP = "desktop"
 COMMAND = "command"
-KINDS: tuple[str, ...] = (TMUX, DESKTOP, COMMAND)
+TERMINAL = "terminal"
+KINDS: tuple[str, ...] = (TMUX, DESKTOP, COMMAND, TERMINAL)
+# Terminal notifications write to the person's terminal behind tmux's back: asked for, not
+# assumed (design/notifications.md).
+DEFAULT_KINDS = frozenset(kind for kind in KINDS if default(f"notify.{kind}.enabled", bool))
 
 APP_NAME = "conductor"
+MAC_SOUND = "Glass"
+
+# A BUSY that no rule read off the screen is work, not a redraw, once it lasted this long (s).
+TURN_MIN_S = 3.0
 
 # What an event is about, for scripts (``CONDUCTOR_EVENT``): a transition, or a note's source.
 TRANSITION = "transition"
@@ -68,11 +78,15 @@ class NotifySettings:
     own set (say, desktop pop-ups only for questions while tmux shows every READY too).
     """
 
-    kinds: frozenset[str] = frozenset(KINDS)
+    kinds: frozenset[str] = DEFAULT_KINDS
     states: frozenset[State] = DEFAULT_STATES
     min_interval: float = DEFAULT_MIN_INTERVAL  # seconds, per pane and state
     notify_command: tuple[str, ...] = ()  # argv; empty = no command receiver
     skip_focused: bool = default("notify.skip_focused", bool)
+    # A sound (a terminal's BEL, the desktop's sound) for what needs the person, and for the rest
+    # (a turn done, an error, an exit).
+    sound_needs_you: bool = default("notify.sound_needs_you", bool)
+    sound_done: bool = default("notify.sound_done", bool)
     timeout: float = DEFAULT_TIMEOUT  # seconds a receiver may take before it is killed
     queue_size: int = 100  # events waiting per receiver before new ones are dropped
     # hash=False keeps the settings hashable although a mapping is not.
@@ -121,13 +135,17 @@ class NotifySettings:
                 kwargs[key] = _number(values[key], key)
         if "queue_size" in values:
             kwargs["queue_size"] = int(_number(values["queue_size"], "queue_size"))
-        if "skip_focused" in values and not isinstance(values["skip_focused"], bool):
-            raise ConfigError("notification setting skip_focused must be true or false")
+        for key in ("skip_focused", "sound_needs_you", "sound_done"):
+            if key in values and not isinstance(values[key], bool):
+                raise ConfigError(f"notification setting {key} must be true or false")
         return cls(**kwargs)  # type: ignore[arg-type]  # each value was checked above
 
     def states_for(self, kind: str) -> frozenset[State]:
         """The states that ``kind`` notifies about."""
         return self.states_by_kind.get(kind, self.states)
+
+    def sound_for(self, event: NotificationEvent) -> bool:
+        return self.sound_needs_you if event.urgent else self.sound_done
 
 
 def _str_list(value: object, key: str) -> list[str]:
@@ -198,6 +216,9 @@ class NotificationEvent:
     ts: float = field(default_factory=time.time)  # wall clock, seconds since the epoch
     focused: bool = False  # the pane the user is looking at
     note: Note | None = None
+    host: str = LOCAL_HOST  # the tmux server's host, by its name in the config
+    rule_id: str = ""  # the pack rule that read the state off the screen; "" = inferred
+    previous_lasted_s: float = 0.0  # how long the pane was in ``previous``
 
     @property
     def source(self) -> str:
@@ -369,28 +390,35 @@ def tmux_receiver(tmux_message: Callable[[str], None] | None) -> Receiver:
     return Receiver(TMUX, send)
 
 
-def desktop_argv(event: NotificationEvent, platform: str) -> list[str]:
-    """The argv showing ``event`` as a desktop notification on ``platform`` (``sys.platform``)."""
+def desktop_argv(event: NotificationEvent, platform: str, sound: bool = False) -> list[str]:
+    """The argv showing ``event`` as a desktop notification on ``platform`` (``sys.platform``),
+    with the platform's notification sound when ``sound`` (a hint: the server may not play it)
+    and asking for silence otherwise."""
     msg = format_message(event)
     if platform == "darwin":
         # Title and body travel as arguments of the script's run handler, so no text of ours is
         # ever parsed as AppleScript: nothing to escape, nothing to inject.
+        shown = "display notification (item 2 of argv) with title (item 1 of argv)"
         return [
             "osascript",
             "-e",
             "on run argv",
             "-e",
-            "display notification (item 2 of argv) with title (item 1 of argv)",
+            f'{shown} sound name "{MAC_SOUND}"' if sound else shown,
             "-e",
             "end run",
             msg.title,
             msg.body,
         ]
+    # The freedesktop sound names: a question asks, a finished turn is complete.
+    hint = (f"--hint=string:sound-name:{'dialog-question' if event.urgent else 'complete'}"
+            if sound else "--hint=boolean:suppress-sound:true")
     # "--" so a summary starting with "-" is never read as an option.
     return [
         "notify-send",
         f"--app-name={APP_NAME}",
         f"--urgency={_urgency(event)}",
+        hint,
         "--",
         msg.title,
         msg.body,
@@ -414,6 +442,7 @@ def desktop_receiver(
     platform: str = sys.platform,
     which: Callable[[str], str | None] = shutil.which,
     env: Mapping[str, str] | None = None,
+    sounds: NotifySettings | None = None,
 ) -> Receiver:
     """notify-send on Linux and the BSDs, osascript on macOS; off, with the reason, when neither
     can work here, so a headless daemon does not log one failure per transition."""
@@ -432,7 +461,7 @@ def desktop_receiver(
         )
 
     def send(event: NotificationEvent) -> None:
-        argv = desktop_argv(event, platform)
+        argv = desktop_argv(event, platform, sound=sounds is not None and sounds.sound_for(event))
         run_program([path, *argv[1:]], timeout=timeout)
 
     return Receiver(DESKTOP, send)
@@ -454,6 +483,21 @@ def command_receiver(
         run_program(program, timeout=timeout, env={**os.environ, **event_env(event)})
 
     return Receiver(COMMAND, send)
+
+
+def terminal_receiver(terminals: Terminals | None, settings: NotifySettings) -> Receiver:
+    """OSC 9/99/777 (and BEL for a sound) to the terminals of the clients attached to the
+    pane's session, on the pane's own host."""
+    if terminals is None:
+        return Receiver(TERMINAL, _no_send,
+                        "terminal notifications off: no tmux server to find clients on")
+
+    def send(event: NotificationEvent) -> None:
+        msg = format_message(event)
+        terminals.tell(event.host, event.pane_id, msg.title, msg.body,
+                       bell=settings.sound_for(event), timeout=settings.timeout)
+
+    return Receiver(TERMINAL, send)
 
 
 def _no_send(event: NotificationEvent) -> None:
@@ -529,14 +573,16 @@ class Notifier:
         clock: Callable[[], float] = time.monotonic,
         *,
         receivers: Collection[Receiver] | None = None,
+        terminals: Terminals | None = None,
     ) -> None:
         self.settings = settings
         self._clock = clock
         if receivers is None:
             built = [
                 tmux_receiver(tmux_message),
-                desktop_receiver(settings.timeout),
+                desktop_receiver(settings.timeout, sounds=settings),
                 command_receiver(settings.notify_command, settings.timeout),
+                terminal_receiver(terminals, settings),
             ]
             receivers = [r for r in built if r is not None]
         self._receivers = [r for r in receivers if r.kind in settings.kinds]
@@ -551,6 +597,10 @@ class Notifier:
         self._last_transition: dict[str, tuple[State | None, State, float]] = {}
         self._last_sent: dict[tuple[str, State], float] = {}
         self._last_note: dict[tuple[str, str, str], float] = {}  # (pane, title, body) -> sent
+        # What each pane's current turn has already had its say about: its end (READY) and the
+        # dialogs it showed, by their words; a BUSY (a new turn) forgets both.
+        self._turn_ended: set[str] = set()
+        self._dialogs: dict[str, set[str]] = {}
         self._closed = False
 
     def startup_report(self) -> list[str]:
@@ -574,12 +624,15 @@ class Notifier:
             if self._last_transition.get(event.worker_id) == seen:
                 return False, "duplicate"
             self._last_transition[event.worker_id] = seen
+            repeat = self._said_in_this_turn(event)
             if event.state not in self._wanted:
                 return False, "state_not_notified"
             if event.previous is None and event.state is State.READY:
                 # First sight of a pane (daemon start): every idle pane would ping at once.
                 # A question or an error is news even then.
                 return False, "first_sight"
+            if repeat:
+                return False, repeat
             if self.settings.skip_focused and event.focused:
                 return False, "focused"
             now = self._clock()
@@ -590,10 +643,42 @@ class Notifier:
             self._last_sent[key] = now
             return True, "notify"
 
+    def _said_in_this_turn(self, event: NotificationEvent) -> str:
+        """Why ``event`` repeats what this turn of the pane already told ("" when it does not),
+        remembering it either way; caller holds the lock.
+
+        A screen redrawn or resized, or read differently for a tick, leaves its state and comes
+        back to it without the agent doing anything: the same turn's end, the same dialog. Only
+        work starts a new turn, and the same question asked after it is a new question. Work is
+        a BUSY the screen showed (a rule read it: "esc to interrupt"), or one that went on for
+        ``TURN_MIN_S``: a dialog that is redrawn reads as BUSY too ("the screen is changing"),
+        for a tick. A dialog is known by its words without any whitespace, which a narrower
+        window wraps elsewhere.
+        """
+        pane = event.worker_id
+        worked = (event.state is State.BUSY and bool(event.rule_id)) or (
+            event.previous is State.BUSY and event.previous_lasted_s >= TURN_MIN_S)
+        if worked:
+            self._turn_ended.discard(pane)
+            self._dialogs.pop(pane, None)
+        if event.state is State.READY:
+            if pane in self._turn_ended:
+                return "same_turn"
+            self._turn_ended.add(pane)
+        elif event.state is State.NEEDS_CONFIRMATION:
+            words = "".join((event.actions_needed or event.summary).split())
+            asked = self._dialogs.setdefault(pane, set())
+            if words in asked:
+                return "same_dialog"
+            asked.add(words)
+        return ""
+
     def forget(self, worker_id: str) -> None:
         """Drop what is remembered about a pane that is gone, so memory follows live panes."""
         with self._lock:
             self._last_transition.pop(worker_id, None)
+            self._turn_ended.discard(worker_id)
+            self._dialogs.pop(worker_id, None)
             for key in [k for k in self._last_sent if k[0] == worker_id]:
                 del self._last_sent[key]
             for note_key in [k for k in self._last_note if k[0] == worker_id]:

@@ -593,6 +593,14 @@ class Tmux:
         if args:
             self.run(*args, check=False)
 
+    def client_terminals(self, pane_id: str) -> list[tuple[str, str]]:
+        """(tty, terminal name) of each client attached to the session of ``pane_id``, control
+        mode left out; unchecked text of the server's: a caller writing to a tty checks it."""
+        out = self.run("list-clients", "-t", pane_id_checked(pane_id), "-F",
+                       "#{client_control_mode} #{client_tty} #{client_termname}").stdout
+        rows = [line.split(" ", 2) for line in out.splitlines() if line.count(" ") >= 2]
+        return [(tty, term) for mode, tty, term in rows if mode != "1"]
+
     def _clients(self, with_session: bool = False) -> list[str]:
         """Attached clients (or their session ids), most recently active first. Control-mode
         clients are left out: nobody looks at them, and a message or a switch sent to ours would

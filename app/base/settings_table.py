@@ -125,6 +125,13 @@ TABLE: tuple[Setting, ...] = (
     Setting("notify.timeout", 5.0, POSITIVE,
             "Seconds a notification program may run before it is killed.",
             "NotifySettings.timeout"),
+    Setting("notify.sound_needs_you", True, ANY,
+            "true: a sound for what needs you (a question, a \"needs you\" note): a bell in the "
+            "terminal,\nthe desktop notification's sound.",
+            "NotifySettings.sound_needs_you"),
+    Setting("notify.sound_done", False, ANY,
+            "true: a sound for the rest too (a turn done, an error, an exit).",
+            "NotifySettings.sound_done"),
     Setting("notify.tmux.enabled", True, ANY,
             "A message on the tmux status line of every attached client.",
             "NotifySettings.kinds"),
@@ -145,6 +152,14 @@ TABLE: tuple[Setting, ...] = (
             "Run the program above (when there is one).",
             "NotifySettings.kinds"),
     Setting("notify.command.states", (), STATES,
+            "States for this kind; empty = the states of [notify].",
+            "NotifySettings.states_by_kind"),
+    Setting("notify.terminal.enabled", False, ANY,
+            "Escape sequences (OSC 9, 99, 777) your terminal shows as a notification, written to "
+            "the\nterminals attached to the pane's session, over ssh too. Off: it writes to your "
+            "terminal\nbehind tmux's back (design/notifications.md).",
+            "NotifySettings.kinds"),
+    Setting("notify.terminal.states", (), STATES,
             "States for this kind; empty = the states of [notify].",
             "NotifySettings.states_by_kind"),
 

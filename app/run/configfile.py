@@ -501,6 +501,8 @@ def _settings(values: dict[str, Any], path: Path, added: tuple[str, ...], create
             min_interval=values["notify.min_interval"],
             notify_command=tuple(values[f"notify.{COMMAND}.argv"]),
             skip_focused=values["notify.skip_focused"],
+            sound_needs_you=values["notify.sound_needs_you"],
+            sound_done=values["notify.sound_done"],
             timeout=values["notify.timeout"],
         )
     except ConfigError as e:

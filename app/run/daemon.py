@@ -33,7 +33,8 @@ from app.adapters.notify import NotificationEvent, Notifier, NotifySettings
 from app.adapters.ssh import HostConfig
 from app.adapters.status import write_beat
 from app.adapters.store import StoreWriter, make_private_dir, open_private
-from app.adapters.tmux import ControlMode, Tmux
+from app.adapters.termnotify import Terminals
+from app.adapters.tmux import LOCAL_HOST, ControlMode, Tmux
 from app.adapters.watchfiles import LOG_NAME, SafeFormatter, log_handler
 from app.base.errors import AlreadyRunning, ConductorError, StoreError
 from app.base.files import write_atomic
@@ -162,17 +163,19 @@ def _start_llm(settings: LLMSettings) -> AsyncLLM | None:
     return AsyncLLM(LLMClassifier(LLMClient(settings)), workers=2)
 
 
-def _notify_with(notifier: Notifier) -> Callable[[Transition, Tracked], None]:
+def _notify_with(notifier: Notifier, host: str = LOCAL_HOST
+                 ) -> Callable[[Transition, Tracked], None]:
     def on_transition(transition: Transition, tracked: Tracked) -> None:
         notifier.on_transition(_event(
             tracked, previous=transition.previous, state=transition.state,
             summary=transition.verdict.summary, actions_needed=transition.verdict.actions_needed,
-            ts=transition.ts))
+            ts=transition.ts, host=host, rule_id=transition.verdict.rule_id or "",
+            previous_lasted_s=transition.previous_lasted_s))
 
     return on_transition
 
 
-def announce_with(notifier: Notifier) -> Callable[[Tracked, Note], None]:
+def announce_with(notifier: Notifier, host: str = LOCAL_HOST) -> Callable[[Tracked, Note], None]:
     """What herding and the cycle call with a note about a pane: the notifier sends it to the
     same receivers as a transition, with the same pane fields."""
     def announce(tracked: Tracked, note: Note) -> None:
@@ -180,19 +183,22 @@ def announce_with(notifier: Notifier) -> Callable[[Tracked, Note], None]:
         notifier.announce(_event(
             tracked, previous=None, state=a.state if a is not None else State.UNKNOWN,
             summary=a.summary if a is not None else "",
-            actions_needed=a.actions_needed if a is not None else "", ts=time.time(), note=note))
+            actions_needed=a.actions_needed if a is not None else "", ts=time.time(), note=note,
+            host=host))
 
     return announce
 
 
 def _event(tracked: Tracked, *, previous: State | None, state: State, summary: str,
-           actions_needed: str, ts: float, note: Note | None = None) -> NotificationEvent:
+           actions_needed: str, ts: float, note: Note | None = None, host: str = LOCAL_HOST,
+           rule_id: str = "", previous_lasted_s: float = 0.0) -> NotificationEvent:
     pane = tracked.pane
     return NotificationEvent(
         worker_id=tracked.worker_id, name=tracked.name, session=pane.session_name,
         window=pane.window_name, pane_id=pane.pane_id,
         cli=tracked.pack.name if tracked.pack else "", previous=previous, state=state,
-        summary=summary, actions_needed=actions_needed, ts=ts, focused=pane.focused, note=note)
+        summary=summary, actions_needed=actions_needed, ts=ts, focused=pane.focused, note=note,
+        host=host, rule_id=rule_id, previous_lasted_s=previous_lasted_s)
 
 
 def _start_herd(daemon: Daemon, store: StoreWriter, packs: Mapping[str, Pack],
@@ -200,7 +206,7 @@ def _start_herd(daemon: Daemon, store: StoreWriter, packs: Mapping[str, Pack],
     """Herding for opted-in panes; its nudges and "needs you" notes are notifications."""
     return HerdStep(daemon.tmux, store, packs, daemon.herd or HerdSettings(), daemon.settings,
                     llm=llm.classifier.client if llm is not None else None,
-                    announce=announce_with(notifier))
+                    announce=announce_with(notifier, daemon.tmux.host))
 
 
 def _start_cycle(daemon: Daemon, store: StoreWriter, packs: Mapping[str, Pack],
@@ -208,19 +214,21 @@ def _start_cycle(daemon: Daemon, store: StoreWriter, packs: Mapping[str, Pack],
     """Queued messages and post-report cycles; "goal met?" and "needs you" are notifications."""
     return CycleStep(daemon.tmux, store, packs, daemon.cycle or CycleSettings(), daemon.settings,
                      llm=llm.classifier.client if llm is not None else None,
-                     announce=announce_with(notifier))
+                     announce=announce_with(notifier, daemon.tmux.host))
 
 
 def _host_watcher(daemon: Daemon, packs: Mapping[str, Pack], llm: AsyncLLM | None,
-                  notifier: Notifier) -> WatcherFactory:
+                  notifier: Notifier, terminals: Terminals) -> WatcherFactory:
     """How a host's thread builds its watcher: this machine's, with that host's tmux, the
     daemon's store writer, and its own herding and cycle steps (they type and run checks
     there)."""
     def build(tmux: Tmux, store: StoreWriter, control: ControlMode | None) -> Watcher:
         there = replace(daemon, tmux=tmux, hosts=())
+        terminals.add(tmux)  # its clients hear about its panes
         steps = (_start_herd(there, store, packs, llm, notifier),
                  _start_cycle(there, store, packs, llm, notifier))
-        return Watcher(tmux, store, packs, daemon.settings, on_transition=_notify_with(notifier),
+        return Watcher(tmux, store, packs, daemon.settings,
+                       on_transition=_notify_with(notifier, tmux.host),
                        llm=llm, control=control, steps=steps)
 
     return build
@@ -270,7 +278,9 @@ class Daemon:
                 for signum in (signal.SIGTERM, signal.SIGINT):
                     previous[signum] = signal.signal(signum, self._on_signal)
             llm = _start_llm(llm_settings)
-            notifier = Notifier(self.notify or NotifySettings(), self.tmux.display_message)
+            terminals = Terminals(self.tmux)
+            notifier = Notifier(self.notify or NotifySettings(), self.tmux.display_message,
+                                terminals=terminals)
             for line in notifier.startup_report():
                 log.info("%s", line)
             control = ControlMode(self.tmux, self._wake.set) \
@@ -294,7 +304,7 @@ class Daemon:
                 log.info("%s", note)
             # One store writer for the process: each host's thread writes through this one.
             remote = HostWatches(self.hosts, store, self.settings,
-                                 _host_watcher(self, packs, llm, notifier)) \
+                                 _host_watcher(self, packs, llm, notifier, terminals)) \
                 if not self.once else None
             try:
                 self._loop(watcher, store, notifier)

@@ -9,6 +9,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,11 @@ GAVE_UP = Note(
     "herd", "max_nudges", "needs you", "herd: max nudges reached (3), still stuck", urgent=True
 )
 NUDGED = Note("herd", "nudged", "herd nudge 1/3", "Yes,\n please continue.")
+
+
+def working(previous: State) -> NotificationEvent:
+    """BUSY as a pack rule reads it off the screen: a new turn."""
+    return replace(make_event(State.BUSY, previous), rule_id="esc-to-interrupt")
 
 
 def note_event(note: Note = GAVE_UP, **fields: Any) -> NotificationEvent:
@@ -139,8 +145,20 @@ def test_desktop_argv_is_critical_for_questions_and_never_an_option() -> None:
     argv = desktop_argv(make_event(NEEDS, summary="-rf everything"), "linux")
     assert argv[:3] == ["notify-send", "--app-name=conductor", "--urgency=critical"]
     # The title and body come after "--", so a leading dash is text, not an option.
-    assert argv[3:] == ["--", "api: NEEDS_CONFIRMATION", "-rf everything"]
+    assert argv[4:] == ["--", "api: NEEDS_CONFIRMATION", "-rf everything"]
     assert "--urgency=normal" in desktop_argv(make_event(State.READY), "linux")
+
+
+def test_desktop_sound_is_a_hint_by_kind_and_silence_otherwise() -> None:
+    asking = desktop_argv(make_event(NEEDS), "linux", sound=True)
+    assert "--hint=string:sound-name:dialog-question" in asking
+    assert "--hint=string:sound-name:complete" in desktop_argv(
+        make_event(State.READY), "linux", sound=True)
+    assert "--hint=boolean:suppress-sound:true" in desktop_argv(make_event(NEEDS), "linux")
+    mac = desktop_argv(make_event(NEEDS), "darwin", sound=True)
+    assert any('sound name "Glass"' in a for a in mac)
+    settings = NotifySettings()
+    assert settings.sound_for(make_event(NEEDS)) and not settings.sound_for(make_event(State.READY))
 
 
 def test_desktop_argv_on_macos_passes_text_as_arguments_not_script() -> None:
@@ -168,7 +186,8 @@ def test_a_note_names_the_pane_and_is_critical_only_when_it_needs_you() -> None:
 
 def test_defaults() -> None:
     s = NotifySettings()
-    assert s.kinds == {TMUX, DESKTOP, COMMAND}
+    assert s.kinds == {TMUX, DESKTOP, COMMAND}  # not TERMINAL: asked for, not assumed
+    assert (s.sound_needs_you, s.sound_done) == (True, False)
     assert s.states == {State.READY, NEEDS, State.ERROR, State.EXITED}
     assert (s.min_interval, s.timeout, s.skip_focused, s.notify_command) == (10.0, 5.0, False, ())
 
@@ -237,12 +256,12 @@ def test_rate_limit_per_pane_and_state(recorder: Recorder, clock: FakeClock) -> 
     notifier = recording_notifier(recorder, clock)
     notifier.on_transition(make_event(State.READY))
     clock.now += 3
-    notifier.on_transition(make_event(State.BUSY, previous=State.READY))
+    notifier.on_transition(working(State.READY))
     clock.now += 3
     notifier.on_transition(make_event(State.READY))  # 6 s after the last READY: swallowed
     notifier.on_transition(make_event(State.READY, worker_id="w2"))  # another pane: its own limit
     clock.now += 4.5
-    notifier.on_transition(make_event(State.BUSY, previous=State.READY))
+    notifier.on_transition(working(State.READY))
     notifier.on_transition(make_event(State.READY))  # 10.5 s after the last one sent
     assert notifier.close()
     assert [(e.worker_id, e.state) for e in recorder.events] == [
@@ -286,6 +305,37 @@ def test_focused_pane_skipped_only_when_asked(recorder: Recorder, clock: FakeClo
     notifier.on_transition(make_event(NEEDS, focused=True))
     assert notifier.close()
     assert default.states() == [NEEDS]
+
+
+def test_one_alert_per_turn_and_per_dialog_whatever_the_redraws(
+        recorder: Recorder, clock: FakeClock) -> None:
+    notifier = recording_notifier(recorder, clock, min_interval=0)
+    working = {"rule_id": "esc-to-interrupt"}  # the screen shows the agent at work
+    steps: list[tuple[State, str, dict[str, Any]]] = [
+        (NEEDS, "Approve: rm -rf build", {}),  # asked: told
+        (State.BUSY, "", {}),  # redrawn: "the screen is changing", no rule read it...
+        (State.UNKNOWN, "", {"previous_lasted_s": 0.5}),  # ...for a moment
+        (NEEDS, "Approve:   rm -rf\n bu ild", {}),  # the same dialog wrapped narrower: not again
+        (State.UNKNOWN, "", {}),
+        (NEEDS, "Approve: rm -rf dist", {}),  # another dialog in the same turn: told
+        (State.READY, "", {}),  # the turn ends: told
+        (State.UNKNOWN, "", {}),
+        (State.READY, "", {}),  # the same end read again: not again
+        (State.BUSY, "", working),  # a new turn...
+        (NEEDS, "Approve: rm -rf build", {}),  # ...asks the first question again: told
+        (State.READY, "", {}),  # and ends: told
+        (State.BUSY, "", {}),  # no rule read it, but it went on: work too
+        (State.READY, "", {"previous_lasted_s": 30.0}),  # told
+    ]
+    previous: State | None = State.BUSY
+    for ts, (state, actions, more) in enumerate(steps):
+        notifier.on_transition(replace(make_event(state, previous, actions=actions, ts=float(ts)),
+                                       **more))
+        previous = state
+    assert notifier.close()
+    assert [(e.state, e.actions_needed) for e in recorder.events] == [
+        (NEEDS, "Approve: rm -rf build"), (NEEDS, "Approve: rm -rf dist"), (State.READY, ""),
+        (NEEDS, "Approve: rm -rf build"), (State.READY, ""), (State.READY, "")]
 
 
 def test_first_sight_of_an_idle_pane_is_not_news(recorder: Recorder, clock: FakeClock) -> None:
