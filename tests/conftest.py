@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from app.adapters.notify import COMMAND, Notifier, NotifySettings
+from app.adapters.notify import Notifier
+from app.adapters.notify_settings import COMMAND, NotifySettings
 from app.adapters.store import StoreWriter
 from app.adapters.tmux import Tmux
 from app.base.settings import WatchSettings

@@ -68,7 +68,7 @@ def answer(tmux: Tmux, workers_dir: Path, target: Target, choice: str, cfg: Conf
 def wait_states(until: str, what: str) -> frozenset[State]:
     """The states a wait ends on, from "READY" or "READY,NEEDS_CONF" (``what``: how the front
     calls the parameter, for the refusal)."""
-    from app.adapters.notify import parse_states
+    from app.adapters.notify_settings import parse_states
 
     states = frozenset(parse_states(until.replace(",", " ").split()))
     if not states:

@@ -40,12 +40,7 @@ from app.act import worktree
 from app.act.cycle import jobs as cycle_jobs
 from app.act.herd import eligibility
 from app.adapters import llm
-from app.adapters.notify import (
-    COMMAND,
-    KINDS,
-    NotifySettings,
-    parse_states,
-)
+from app.adapters.notify_settings import COMMAND, KINDS, NotifySettings, parse_states
 from app.adapters.ssh import HostConfig
 from app.base import inputs, settings, settings_table
 from app.base.errors import ConductorError, ConfigError

@@ -29,7 +29,8 @@ from app.act.cycle.step import CycleStep
 from app.act.herd.eligibility import HerdSettings
 from app.act.herd.step import HerdStep
 from app.adapters.llm import LLMClient, LLMSettings
-from app.adapters.notify import NotificationEvent, Notifier, NotifySettings
+from app.adapters.notify import NotificationEvent, Notifier
+from app.adapters.notify_settings import NotifySettings
 from app.adapters.ssh import HostConfig
 from app.adapters.status import write_beat
 from app.adapters.store import StoreWriter, make_private_dir, open_private

@@ -24,7 +24,8 @@ from app.act.cycle.checks import CHECK_WORKERS, store_tag
 from app.act.cycle.jobs import CycleSettings
 from app.act.cycle.step import CycleStep
 from app.adapters.llm import LLMClient, LLMSettings
-from app.adapters.notify import Notifier, NotifySettings
+from app.adapters.notify import Notifier
+from app.adapters.notify_settings import NotifySettings
 from app.adapters.store import StoreWriter
 from app.adapters.tmux import Tmux
 from app.base.model import Note, State

@@ -20,7 +20,8 @@ import pytest
 from app.act.herd.eligibility import HerdSettings
 from app.act.herd.step import HerdStep, agent_cli
 from app.adapters.llm import LLMClient, LLMSettings
-from app.adapters.notify import Notifier, NotifySettings
+from app.adapters.notify import Notifier
+from app.adapters.notify_settings import NotifySettings
 from app.adapters.store import StoreWriter
 from app.adapters.tmux import Tmux
 from app.base.model import Note, State

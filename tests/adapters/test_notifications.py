@@ -18,19 +18,15 @@ from libtmux.server import Server
 from libtmux.session import Session
 
 from app.adapters.notify import (
-    COMMAND,
-    DESKTOP,
-    TMUX,
     NotificationEvent,
     Notifier,
-    NotifySettings,
     Receiver,
     command_receiver,
     desktop_argv,
     desktop_receiver,
     format_message,
-    parse_command,
 )
+from app.adapters.notify_settings import COMMAND, DESKTOP, TMUX, NotifySettings, parse_command
 from app.base.errors import ConfigError, TmuxError
 from app.base.model import Note, State
 from tests.conftest import RECORD_ENV, read_jsonl, write_script
@@ -158,7 +154,8 @@ def test_desktop_sound_is_a_hint_by_kind_and_silence_otherwise() -> None:
     mac = desktop_argv(make_event(NEEDS), "darwin", sound=True)
     assert any('sound name "Glass"' in a for a in mac)
     settings = NotifySettings()
-    assert settings.sound_for(make_event(NEEDS)) and not settings.sound_for(make_event(State.READY))
+    assert settings.sound_for(make_event(NEEDS).urgent)
+    assert not settings.sound_for(make_event(State.READY).urgent)
 
 
 def test_desktop_argv_on_macos_passes_text_as_arguments_not_script() -> None:

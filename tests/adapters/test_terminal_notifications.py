@@ -9,12 +9,8 @@ from typing import Any
 
 import pytest
 
-from app.adapters.notify import (
-    TERMINAL,
-    NotificationEvent,
-    Notifier,
-    NotifySettings,
-)
+from app.adapters.notify import NotificationEvent, Notifier
+from app.adapters.notify_settings import TERMINAL, NotifySettings
 from app.adapters.termnotify import (
     Part,
     Terminals,

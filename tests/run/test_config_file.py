@@ -15,7 +15,7 @@ import tomlkit
 from tomlkit.items import Comment, Table
 
 from app.adapters.llm import LLMSettings
-from app.adapters.notify import COMMAND, DESKTOP, TMUX, NotifySettings
+from app.adapters.notify_settings import COMMAND, DESKTOP, TMUX, NotifySettings
 from app.base import settings
 from app.base.errors import ConfigError
 from app.base.model import State

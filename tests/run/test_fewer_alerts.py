@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from app.adapters.notify import TERMINAL, NotificationEvent, Notifier, NotifySettings, Receiver
+from app.adapters.notify import NotificationEvent, Notifier, Receiver
+from app.adapters.notify_settings import TERMINAL, NotifySettings
 from app.adapters.store import StoreReader, StoreWriter
 from app.adapters.tmux import Tmux
 from app.base.model import State

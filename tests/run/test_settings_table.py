@@ -15,7 +15,7 @@ import tomlkit
 from app.act.cycle.jobs import CycleSettings
 from app.act.herd.eligibility import HerdSettings
 from app.adapters.llm import LLMSettings
-from app.adapters.notify import KINDS, NotifySettings
+from app.adapters.notify_settings import KINDS, NotifySettings
 from app.base import settings
 from app.base.errors import ConfigError
 from app.base.model import State
