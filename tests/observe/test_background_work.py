@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.base.model import State
+from app.observe.background import Background, background_of
 from app.observe.packs import Pack, load_packs
 
 RULE = "─" * 80
@@ -85,3 +86,27 @@ def test_a_reply_quoting_a_busy_line_does_not_hold_the_turn_open(claude: Pack) -
                       "✻ Brewed for 5s", "", RULE, "❯ ", RULE, "  Opus 4.8 | ~/proj"]) + "\n"
     verdict = claude.classify(text)
     assert (verdict.state, verdict.rule_id) == (State.READY, "turn-ended")
+
+
+@pytest.mark.parametrize(("line", "agents", "shells", "tasks"), [
+    ("✻ Waiting for 2 background agents to finish", 2, 0, 0),
+    ("✻ Waiting for 1 background agent and 1 dynamic workflow to finish", 2, 0, 0),
+    ("✻ Worked for 4s · 2 local agents still running", 2, 0, 0),
+    ("✻ Baked for 31s · 2 shells, 1 monitor still running", 0, 3, 0),
+    ("✻ Sautéed for 12s · 1 MCP task still running", 0, 0, 1),
+    ("✻ Worked for 2s · 3 background tasks still running", 0, 0, 3),
+])
+def test_the_background_object_counts_what_the_line_names(
+        claude: Pack, line: str, agents: int, shells: int, tasks: int) -> None:
+    verdict = claude.classify(screen(line, [], ["  ? for shortcuts"]))
+    found = background_of(verdict)
+    assert found is not None
+    assert (found.agents, found.shells, found.tasks) == (agents, shells, tasks)
+    assert line in str(found.as_dict()["evidence"])
+
+
+def test_a_pill_is_counted_and_an_ended_turn_has_no_background(claude: Pack) -> None:
+    pill = claude.classify(screen("✻ Worked for 3s", [], ["  ? for shortcuts · 2 bashes"]))
+    assert background_of(pill) == Background(shells=2, evidence=pill.summary)
+    assert background_of(claude.classify(screen("✻ Worked for 3s", [],
+                                                ["  ? for shortcuts"]))) is None
