@@ -500,6 +500,44 @@ class Lab:
         self.send("README を読んで LANGJA")
         self.ready("ready-after-japanese", "Japanese reply ending in a question, done", e)
 
+    def case_background(self):
+        """A background shell (`sleep 40`): the end mark counts it while it runs (BUSY by the
+        promise READY makes), and the server log tells whether its end starts a turn by itself."""
+        e, s = self.count(self.turn_end), self.count(self.main_start)
+        self.send("Start the long job in the background BGSHELL")
+        end = time.time() + 30
+        while time.time() < end and self.count(self.turn_end) <= e:
+            if "Do you want to proceed?" in self.pane():
+                self.keys("Enter")
+            time.sleep(0.5)
+        time.sleep(2)
+        started = time.time()
+        self.cap("busy-background-shell", "BUSY", "turn ended, its background `sleep 40` runs")
+        turns = self.count(self.main_start)
+        self.wait_ev(self.main_start, turns, 60)
+        woke = self.count(self.main_start) > turns
+        log(f"background shell: a new turn {'began' if woke else 'did not begin'} "
+            f"{time.time() - started:.0f} s after the capture (requests before: {turns - s})")
+        self.ready("ready-after-background-shell", "the shell ended and its notice was answered",
+                   self.count(self.turn_end))
+
+    def case_agent(self):
+        """A background agent (its model call hangs 25 s): the line while the main turn waits on
+        it, and whether its report starts a turn by itself."""
+        e = self.count(self.turn_end)
+        self.send("Research it with an agent in the background BGAGENT")
+        end = time.time() + 40
+        while time.time() < end and self.count(self.turn_end) <= e:
+            if "Do you want to proceed?" in self.pane():
+                self.keys("Enter")
+            time.sleep(0.5)
+        time.sleep(2)
+        self.cap("busy-background-agent", "BUSY", "turn ended, its background agent's model call hangs")
+        time.sleep(4)
+        self.cap("busy-background-agent-later", "BUSY", "the same, 4 s on")
+        self.ready("ready-after-background-agent", "the agent reported and its notice was answered",
+                   self.count(self.turn_end) + 1)
+
     def case_prose(self):
         e = self.count(self.turn_end)
         self.send("What should we do next PROSEQUESTION")

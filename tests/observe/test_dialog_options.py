@@ -109,7 +109,9 @@ def test_every_pack_hints_from_the_options_on_screen_not_from_memory(
     text = case.text()
     _, verdict = verdict_for(case, packs, text)
     if verdict.options and verdict.rule_id not in NOT_A_DIALOG_HINT:
-        assert verdict.actions_needed == hint(read_options(text)), verdict.rule_id
+        # a hint is filled in as one line, runs of spaces between a label and its note closed
+        assert verdict.actions_needed == " ".join(hint(read_options(text)).split()), \
+            verdict.rule_id
 
 
 def test_claude_2_1_330_hints_follow_the_new_option_order(packs: dict[str, Pack]) -> None:
@@ -171,9 +173,16 @@ def without_dialog_rules(pack: Pack) -> Pack:
 
 
 AGENT_DIALOGS = [c for c in DIALOG_CASES if c.cli != "plain"]
+# Screens only a CLI's own pack can know: Codex's question form keeps the turn's `esc to
+# interrupt` footer (work, to anyone else), and panels a person opened or a sign-in code prompt
+# show no options to find.
+PACK_ONLY_DIALOGS = ("confirm-question-form", "confirm-shortcuts-panel", "confirm-help-panel",
+                     "confirm-login-code")
+LAYER_DIALOGS = [c for c in AGENT_DIALOGS
+                 if not c.path.rpartition("/")[2].startswith(PACK_ONLY_DIALOGS)]
 
 
-@pytest.mark.parametrize("case", AGENT_DIALOGS, ids=[c.id for c in AGENT_DIALOGS])
+@pytest.mark.parametrize("case", LAYER_DIALOGS, ids=[c.id for c in LAYER_DIALOGS])
 def test_the_generic_layer_finds_a_dialog_the_pack_has_not_learned(
         case: ScreenCase, packs: dict[str, Pack]) -> None:
     """Every agent dialog in the corpus, with the CLI's own dialog rules taken away."""

@@ -1,0 +1,61 @@
+"""What background work a verdict's evidence counts (issue 31), for ``status --json``.
+
+A pack rule that keeps a pane BUSY for work the agent started and that will resume its turn gives
+the reason :data:`BACKGROUND_REASON` and quotes the CLI's own words in its summary (Claude Code's
+``✻ Waiting for 2 background agents to finish``, ``✻ Worked for 4s · 1 shell, 2 monitors still
+running``, a footer pill ``2 bashes``). Those words are data: only numbers before known nouns are
+read from them, never anything else.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from app.base.model import Verdict
+
+BACKGROUND_REASON = "background_work"
+
+# The nouns each release uses, by what the work is: agents resume the turn with their report;
+# shells and monitors with their output; tasks are MCP tasks or a mix of kinds.
+_KINDS: dict[str, tuple[str, ...]] = {
+    "agents": (r"(?:local |background )?agents?", r"teams?", r"(?:remote|cloud) sessions?",
+               r"(?:background |cloud )?dynamic workflows?"),
+    "shells": (r"shells?", r"bash(?:es)?", r"monitors?"),
+    "tasks": (r"MCP tasks?", r"(?:background |scheduled )?tasks?"),
+}
+_COUNTS = [(kind, re.compile(rf"\b(\d{{1,4}}) (?:{'|'.join(nouns)})\b"))
+           for kind, nouns in _KINDS.items()]
+_EVIDENCE_MAX = 200
+
+
+@dataclass(frozen=True)
+class Background:
+    """Counts of running background work, by kind, and the screen's words that say so."""
+
+    agents: int = 0
+    shells: int = 0
+    tasks: int = 0
+    evidence: str = ""
+
+    def as_dict(self) -> dict[str, int | str]:
+        return {"agents": self.agents, "shells": self.shells, "tasks": self.tasks,
+                "evidence": self.evidence}
+
+
+def background_of(verdict: Verdict | None) -> Background | None:
+    """The background work a verdict names, or None when its rule was not about any."""
+    if verdict is None or BACKGROUND_REASON not in verdict.reasons:
+        return None
+    text = verdict.summary
+    counts = dict.fromkeys(_KINDS, 0)
+    taken: list[tuple[int, int]] = []
+    for kind, pattern in _COUNTS:
+        for found in pattern.finditer(text):
+            # "2 background tasks" must not count again as tasks once read as something else
+            if any(start <= found.start() < end for start, end in taken):
+                continue
+            taken.append(found.span())
+            counts[kind] += int(found.group(1))
+    return Background(agents=counts["agents"], shells=counts["shells"], tasks=counts["tasks"],
+                      evidence=text[:_EVIDENCE_MAX])
