@@ -335,15 +335,20 @@ def as_json(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 1
     fresh); each row then says ``"stale": true`` and ``"stale_s"``."""
     import json
 
+    from app.base.background import background_in
+
     out = []
     for w in by_attention(workers):
+        background = background_in(w.get("reasons") or (), str(w.get("summary") or ""))
         waited, long_wait = waiting(w, now, grace_s)
         changed = w.get("last_change_ts")
         out.append({**w, "waiting_s": None if waited is None else round(waited, 1),
                     "waiting_long": long_wait,
                     "inactive_s": round(max(0.0, now - changed), 1) if changed else None,
                     "stale": stale_s is not None or bool(w.get("stale_reason")),
-                    "stale_s": None if stale_s is None else round(stale_s, 1)})
+                    "stale_s": None if stale_s is None else round(stale_s, 1),
+                    # Work the agent started that will resume its turn (a BUSY rule said so).
+                    "background": background.as_dict() if background else None})
     return json.dumps(out, indent=2, ensure_ascii=False)
 
 

@@ -3,11 +3,16 @@ turn line or footer that names running background work keeps the pane BUSY, wher
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from app.adapters.store import StoreWriter
+from app.base.background import Background, background_of
 from app.base.model import State
-from app.observe.background import Background, background_of
 from app.observe.packs import Pack, load_packs
+from tests.conftest import conductor
 
 RULE = "─" * 80
 
@@ -110,3 +115,25 @@ def test_a_pill_is_counted_and_an_ended_turn_has_no_background(claude: Pack) -> 
     assert background_of(pill) == Background(shells=2, evidence=pill.summary)
     assert background_of(claude.classify(screen("✻ Worked for 3s", [],
                                                 ["  ? for shortcuts"]))) is None
+
+
+def test_status_json_carries_the_background_a_stored_row_names(isolated_env: Path) -> None:
+    """`status --json` reads the counts from the stored row: a busy row waiting on work it
+    started says so, any other row says null."""
+    store = StoreWriter(isolated_env)
+    with store.transaction() as conn:
+        for wid, reasons, summary in (
+                ("a1", ["background_work"],
+                 "Claude Code waits for background work it started: ✻ Waiting for 2 background "
+                 "agents to finish"),
+                ("b2", ["busy_marker"], "Claude Code is working")):
+            store.upsert_pty(conn, {"id": wid, "name": wid, "pane_id": f"%{wid[1]}",
+                                    "host": "local"})
+            store.upsert_status(conn, [{"id": wid, "state": "BUSY", "summary": summary,
+                                        "reasons": reasons}])
+    store.close()
+    done = conductor("pty", "status", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = {w["id"]: w for w in json.loads(done.stdout)}
+    assert rows["a1"]["background"]["agents"] == 2
+    assert rows["b2"]["background"] is None

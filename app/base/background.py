@@ -10,9 +10,12 @@ read from them, never anything else.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.base.model import Verdict
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from app.base.model import Verdict
 
 BACKGROUND_REASON = "background_work"
 
@@ -45,9 +48,16 @@ class Background:
 
 def background_of(verdict: Verdict | None) -> Background | None:
     """The background work a verdict names, or None when its rule was not about any."""
-    if verdict is None or BACKGROUND_REASON not in verdict.reasons:
+    if verdict is None:
         return None
-    text = verdict.summary
+    return background_in(verdict.reasons, verdict.summary)
+
+
+def background_in(reasons: Sequence[str], summary: str) -> Background | None:
+    """The same from a stored row's reasons and summary (what ``status --json`` reads)."""
+    if BACKGROUND_REASON not in reasons:
+        return None
+    text = summary
     counts = dict.fromkeys(_KINDS, 0)
     taken: list[tuple[int, int]] = []
     for kind, pattern in _COUNTS:
