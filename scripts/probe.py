@@ -66,6 +66,12 @@ idle = 0.5
 spin_max = 5.0
 command_timeout = {CHECK_TIMEOUT_S}
 
+# A host that cannot be reached: with any host configured, one `send` or hook used to make the
+# watcher's writes invisible (issue 28).
+[hosts.gone]
+ssh = "127.0.0.1"
+ssh_options = ["-p", "9", "-o", "BatchMode=yes", "-o", "ConnectTimeout=2"]
+
 [herd]
 stall_after = 1.0
 stability = 0.5
@@ -867,6 +873,7 @@ def run(p: Probe, quick: bool) -> None:
     case_remote_window_name(p)
     case_remote_hooks_install_hostile_files(p)
     case_mcp_server_bounded(p)
+    cases_issue28_store(p, shell)
 
 
 def table(rows: list[Row]) -> str:
@@ -1090,6 +1097,62 @@ def case_mcp_server_bounded(p: Probe) -> None:
     p.record("29 MCP: a burst of 20 reports", "3 taken, at most one open cycle",
              found["reports"] == 3 and opened[0][0] <= 1 and made[0][0] == 3,
              f"{found['reports']} taken; {made[0][0]} cycle jobs, {opened[0][0]} open")
+
+
+# --- issue 28: the store tells the truth with a host configured, after sends and hooks ----------
+
+_HOOK_BURST = """
+import sys, time
+from app.adapters.store import record_event
+for n in range(100):
+    record_event(sys.argv[1], {"ts": time.time(), "kind": "hook", "event": "other",
+                               "pane_id": "%999", "detail": f"probe burst {n}"})
+"""
+
+
+def _deleted_store_files(pid: int) -> list[str]:
+    found = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = str(fd.readlink())
+            if "status.db" in target and target.endswith("(deleted)"):
+                found.append(target)
+    return found
+
+
+def cases_issue28_store(p: Probe, shell: str) -> None:
+    if p.daemon is None or p.daemon.poll() is not None:
+        p.record("28 store beside sends and hooks", "a watcher runs", False, "no watcher")
+        return
+    pid = p.daemon.pid
+    p.tmux("send-keys", "-t", shell, "clear", "Enter")
+    until(lambda: p.state("plain") == "READY", 20)
+    sends = [p.pty("send", "plain", "true").returncode for _ in range(5)]
+    burst = subprocess.run([sys.executable, "-c", _HOOK_BURST, str(p.store)], cwd=REPO,
+                           env=p.env, capture_output=True, text=True, timeout=120, check=False)
+    deleted = _deleted_store_files(pid)
+    p.record("28 sends and 100 hooks beside a watcher with a host configured",
+             "the watcher holds no deleted file of the store",
+             not deleted and burst.returncode == 0 and 0 in sends,
+             f"deleted: {deleted}; sends {sends}; burst {burst.stderr.strip()[-200:]}")
+    started = time.monotonic()
+    p.tmux("send-keys", "-t", shell, "ls /nope", "Enter")
+    seen = until(lambda: p.state("plain") == "ERROR", 15, interval=0.05)
+    took = time.monotonic() - started
+    p.record("28 a failed command after them", "status says ERROR within 3 s",
+             seen and took <= 3.0, f"ERROR after {took:.2f} s" if seen else
+             f"still {p.state('plain')} after {took:.1f} s")
+    lost_at = time.monotonic()
+    for suffix in ("-wal", "-shm"):
+        (p.store / f"status.db{suffix}").unlink(missing_ok=True)
+    p.tmux("send-keys", "-t", shell, "clear", "Enter")
+    back = until(lambda: p.state("plain") == "READY", 30, interval=0.1)
+    log = (p.store / "watch.log").read_text(encoding="utf-8", errors="replace")
+    p.record("28 the store's WAL deleted under the watcher",
+             "noticed, the watcher starts anew in place, the next state is seen",
+             back and "starting the watcher anew" in log and p.daemon.poll() is None,
+             f"READY again after {time.monotonic() - lost_at:.1f} s" if back else
+             f"still {p.state('plain')}")
 
 
 if __name__ == "__main__":
