@@ -47,7 +47,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.adapters.tmux import decode_output, parse_notification
+from app.adapters.control import decode_output, parse_notification
 from app.base.model import State
 from app.base.termsignals import SignalScanner
 from app.observe.packs import load_packs

@@ -6,7 +6,7 @@ line on the pane's own server:
     tmux set-option -p -t "$TMUX_PANE" @conductor-hook "<epoch seconds> <event>" \\; \\
          wait-for -S conductor-hook
 
-The ``wait-for`` channel wakes the watcher's waiter (``app.adapters.tmux.HookBell``) within
+The ``wait-for`` channel wakes the watcher's waiter (``app.adapters.control.HookBell``) within
 milliseconds; the pane option is seen by every control-mode client that subscribed to it
 (``%subscription-changed``, tmux checks subscriptions once a second) and stays readable in
 ``#{@conductor-hook}``. Both live on the tmux server the pane runs on, so a hook on a remote host

@@ -27,7 +27,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.adapters.tmux import Tmux
+from app.adapters.tmux import Tmux, client_terminals
 from app.base.errors import ConductorError
 
 logger = logging.getLogger(__name__)
@@ -188,7 +188,7 @@ class Terminals:
         if tmux is None:
             raise ConductorError(f"no tmux server known for host {host!r}")
         told = 0
-        for tty, term in tmux.client_terminals(pane_id):
+        for tty, term in client_terminals(tmux, pane_id):
             parts = payload(title, body, bell=bell, wrap=nested(term))
             try:
                 if tmux.via is None:

@@ -2,7 +2,7 @@
 
 Each of the CLI's hook events runs one shell line there, which sets a tmux pane option of the
 agent's own pane (``@conductor-hook`` = "CLI EVENT NONCE EPOCH"); the watcher's control-mode client
-over ssh is told of the change (``app.adapters.tmux.HOOK_SUBSCRIPTION``) and records it as the
+over ssh is told of the change (``app.adapters.control.HOOK_SUBSCRIPTION``) and records it as the
 hook event the local ``conductor pty hook`` would have recorded. No network path leads back.
 
 ``install`` merges those lines into the CLI's settings file on the host over ssh, keeping
@@ -21,8 +21,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 
+from app.adapters.control import HOOK_OPTION
 from app.adapters.ssh import SshVia
-from app.adapters.tmux import HOOK_OPTION
 from app.base.errors import ConfigError, HostUnreachable
 from app.base.render import printable
 from app.install.hooks import (

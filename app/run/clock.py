@@ -1,6 +1,6 @@
 """When to capture a pane and when to look at it again: ``CaptureClock``.
 
-Control mode (app.adapters.tmux.ControlMode) reports facts: a pane printed at t, it is quiet at
+Control mode (app.adapters.control.ControlMode) reports facts: a pane printed at t, it is quiet at
 t (or flooded, never quiet). The clock decides from them, and from what the pane's last look
 found, when the pane is captured next (at once after a still spell, once its frame is drawn,
 never more often than ``min_capture_s``, at the streaming pace while it prints nonstop) and when
@@ -14,7 +14,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from app.adapters.tmux import QUIET_S
+from app.adapters.control import QUIET_S
 from app.base.model import Pane, State
 from app.base.settings import WatchSettings
 from app.observe.assess import TURN_END_ARM_S, awaits_end_mark_settling
@@ -26,7 +26,7 @@ _RECHECK_S = 0.5
 # A pane printing nonstop is captured once a second at first, then less often the longer it
 # streams (half the stream's age, at most STREAM_CAPTURE_MAX_S): it reads BUSY all along,
 # and what ends that is its output stopping, which is seen at once whatever the interval: a pane
-# is captured as soon as it is quiet (app.adapters.tmux.QUIET_S), so a dialog or an idle prompt
+# is captured as soon as it is quiet (app.adapters.control.QUIET_S), so a dialog or an idle prompt
 # drawn at the end of a stream waits for nothing.
 STREAM_CAPTURE_S = 1.0
 STREAM_CAPTURE_MAX_S = 5.0

@@ -28,6 +28,7 @@ from app.act.cycle.jobs import CycleSettings
 from app.act.cycle.step import CycleStep
 from app.act.herd.eligibility import HerdSettings
 from app.act.herd.step import HerdStep
+from app.adapters.control import ControlMode
 from app.adapters.llm import LLMClient, LLMSettings
 from app.adapters.notify import NotificationEvent, Notifier
 from app.adapters.notify_settings import NotifySettings
@@ -35,7 +36,7 @@ from app.adapters.ssh import HostConfig
 from app.adapters.status import write_beat
 from app.adapters.store import StoreWriter, make_private_dir, open_private
 from app.adapters.termnotify import Terminals
-from app.adapters.tmux import LOCAL_HOST, ControlMode, Tmux
+from app.adapters.tmux import LOCAL_HOST, Tmux
 from app.adapters.watchfiles import LOG_NAME, SafeFormatter, log_handler
 from app.base.errors import AlreadyRunning, ConductorError, StoreError
 from app.base.files import write_atomic

@@ -20,17 +20,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from app.act.steps import Step
+from app.adapters.control import ControlMode
 from app.adapters.ssh import DEFAULT_MAX_PANES, HostConfig
 from app.adapters.status import find_worker
 from app.adapters.store import StoreReader, StoreWriter
-from app.adapters.tmux import (
-    LOCAL_HOST,
-    ControlMode,
-    PaneListing,
-    Tmux,
-    pane_id_checked,
-    tmux_version,
-)
+from app.adapters.tmux import LOCAL_HOST, PaneListing, Tmux, pane_id_checked, tmux_version
 from app.base.errors import (
     ConductorError,
     ConfigError,

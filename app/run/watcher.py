@@ -5,7 +5,7 @@ assess stability, then write the store in one transaction and each changed ``sta
 sleeping and no signals here (that is ``daemon.py``), so tests drive ticks directly against a real
 tmux server.
 
-With control mode (``app.adapters.tmux.ControlMode``) the watcher also runs light ticks between
+With control mode (``app.adapters.control.ControlMode``) the watcher also runs light ticks between
 polls:
 ``tick(now, full=False)`` captures only the panes that printed (each at most once per
 ``min_capture_s``) and looks again at panes whose screen went quiet, so READY comes from the time
@@ -25,9 +25,10 @@ from typing import Any
 
 from app.act.steps import Step
 from app.adapters import statusfile
+from app.adapters.control import ControlMode
 from app.adapters.status import pid_alive
 from app.adapters.store import StoreWriter, public_row
-from app.adapters.tmux import ControlMode, Tmux
+from app.adapters.tmux import Tmux
 from app.base.errors import TmuxServerNotRunning
 from app.base.model import Pane, Transition
 from app.base.settings import WatchSettings

@@ -21,7 +21,7 @@ from app.adapters.termnotify import (
     tty_checked,
     write_local,
 )
-from app.adapters.tmux import LOCAL_HOST, Tmux
+from app.adapters.tmux import LOCAL_HOST, Tmux, client_terminals
 from app.base.model import State
 from tests.run.test_terminal_signals import DIALOG_SCREEN
 from tests.tmux_client import AttachedClient
@@ -47,11 +47,11 @@ def two_sessions(server: Any) -> Iterator[tuple[Tmux, str, str, list[AttachedCli
 
 def attach(tmux: Tmux, pane_id: str, session: str, term: str,
            clients: list[AttachedClient]) -> AttachedClient:
-    before = len(tmux.client_terminals(pane_id))
+    before = len(client_terminals(tmux, pane_id))
     assert tmux.socket_name is not None
     client = AttachedClient(["-L", tmux.socket_name], session, term)
     clients.append(client)
-    retry_until(lambda: len(tmux.client_terminals(pane_id)) > before, 30,
+    retry_until(lambda: len(client_terminals(tmux, pane_id)) > before, 30,
                 message=f"no client attached to {session}")
     return client
 
@@ -183,7 +183,7 @@ def test_the_watcher_tells_the_terminal_of_a_client_when_enabled_in_the_config(
                             "xterm-256color")
     try:
         first = session.active_window.active_pane.pane_id
-        retry_until(lambda: tmux.client_terminals(first), 30)
+        retry_until(lambda: client_terminals(tmux, first), 30)
         watcher_process()
         # A question behind the window the client shows.
         session.new_window(window_name="asks", attach=False,

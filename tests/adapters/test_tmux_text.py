@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from app.adapters.control import ControlClient, ControlMode
 from app.adapters.store import StoreReader
-from app.adapters.tmux import ControlClient, ControlMode, Tmux, literal
+from app.adapters.tmux import Tmux, literal
 from app.base.errors import PaneNotFound
 from app.base.inputs import BadInput, Refused, check_text, goal, report_text
 from app.run.watcher import Watcher
@@ -102,7 +103,8 @@ def test_a_message_on_the_status_line_shows_as_it_is(server: Any, session: Any,
         window = session.new_window(window_name="client", attach=False,
                                     window_shell=f"env -u TMUX tmux -L {inner} attach")
         tmux = Tmux(socket_name=inner)
-        retry_until(lambda: tmux._clients(), 10, message="the client never attached")
+        retry_until(lambda: tmux.run("list-clients").stdout.strip(), 10,
+                    message="the client never attached")
         canary = tmp_path / "canary"
         message = hostile("note #(touch {canary}) #{{pane_id}} #[reverse]end", canary)
         tmux.display_message(message)

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from app.adapters.control import ControlMode
 from app.adapters.store import StoreReader, StoreWriter
-from app.adapters.tmux import ControlMode, Tmux
+from app.adapters.tmux import Tmux
 from app.base.settings import WatchSettings
 from app.observe.packs import load_packs
 from app.run.watcher import Watcher

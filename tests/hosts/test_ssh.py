@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from app.adapters.control import HOOK_OPTION, ControlMode
 from app.adapters.ssh import SshVia, control_dir, remote_command
-from app.adapters.tmux import HOOK_OPTION, ControlMode, Tmux
+from app.adapters.tmux import Tmux
 from app.base.errors import HostUnreachable, TmuxError
 from tests.hosts.sshd import SshHost, short_folder
 from tests.waiting import retry_until, stays_false

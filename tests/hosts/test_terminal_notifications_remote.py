@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from app.adapters.termnotify import Terminals
-from app.adapters.tmux import Tmux
+from app.adapters.tmux import Tmux, client_terminals
 from tests.hosts.conftest import write_hosts
 from tests.hosts.sshd import SshHost
 from tests.hosts.test_ssh import via_for
@@ -41,8 +41,8 @@ def test_a_remote_hosts_client_gets_the_notification_and_the_text_stays_data(
     clients.append(mine)
     theirs = AttachedClient([], "other", "xterm-256color", env=host.tmux_env())
     clients.append(theirs)
-    retry_until(lambda: len(tmux.client_terminals(panes["work"])) == 1
-                and len(tmux.client_terminals(panes["other"])) == 1, 30)
+    retry_until(lambda: len(client_terminals(tmux, panes["work"])) == 1
+                and len(client_terminals(tmux, panes["other"])) == 1, 30)
     # Relative: a command it ran would make it in the login's folder, the host's home.
     canary = host.home / "canary"
     body = "Approve: 100% $(touch canary) `touch canary` \\033]52;c;eA==\\007 '\" %s %n"

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from app.adapters.control import HOOK_OPTION, ControlMode
 from app.adapters.ssh import HostConfig
-from app.adapters.tmux import HOOK_OPTION, ControlMode
 from tests.hosts.sshd import SshHost
 from tests.waiting import retry_until
 

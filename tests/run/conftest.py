@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from app.adapters.tmux import ControlMode, Tmux
+from app.adapters.control import ControlMode
+from app.adapters.tmux import Tmux
 
 
 @pytest.fixture

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from app.adapters.control import QUIET_S
 from app.adapters.store import StoreWriter
-from app.adapters.tmux import QUIET_S, Tmux
+from app.adapters.tmux import Tmux
 from app.base.model import Pane, State
 from app.base.settings import WatchSettings
 from app.observe.assess import Assessment

@@ -15,16 +15,15 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from app.adapters.store import StoreReader, StoreWriter
-from app.adapters.tmux import (
+from app.adapters.control import (
     QUIET_S,
     ControlMode,
     Notification,
-    Tmux,
     decode_output,
     parse_notification,
-    tmux_version,
 )
+from app.adapters.store import StoreReader, StoreWriter
+from app.adapters.tmux import Tmux, tmux_version
 from app.base.errors import StoreError
 from app.base.model import State
 from app.base.settings import WatchSettings

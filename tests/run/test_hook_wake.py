@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from app.adapters import hookmark
+from app.adapters.control import ControlMode, parse_notification
 from app.adapters.store import StoreReader, StoreWriter
-from app.adapters.tmux import ControlMode, Tmux, parse_notification
+from app.adapters.tmux import Tmux
 from app.base.model import State
 from app.base.settings import WatchSettings
 from app.observe.packs import load_packs

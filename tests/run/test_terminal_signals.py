@@ -13,8 +13,9 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from app.adapters.control import ControlMode
 from app.adapters.store import StoreReader, StoreWriter
-from app.adapters.tmux import ControlMode, Tmux
+from app.adapters.tmux import Tmux
 from app.base.model import State, Verdict
 from app.base.settings import WatchSettings
 from app.base.termsignals import BELL, NOTIFY, PROGRESS, TITLE, SignalScanner, TermSignal, scan
