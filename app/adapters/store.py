@@ -157,6 +157,7 @@ def _migrations() -> Migrations:
         table(db, "ptys").add_column("worktree", str)
 
     migrations()(m007_hosts)
+    migrations()(m008_session_identity)
     return migrations
 
 
@@ -168,6 +169,13 @@ def m007_hosts(db: Database) -> None:
         "name": str, "socket": str, "reachable": int, "problem": str, "checked_ts": float,
         "reached_ts": float,
     }, pk="name")
+
+
+def m008_session_identity(db: Database) -> None:
+    """Session identity (issue 33): the agent's own conversation file a hook payload names,
+    beside the session id the events table already keeps, so `restore` can resume each pane's
+    own conversation."""
+    db.table("events").add_column("transcript", str)
 
 
 def db_path(workers_dir: str | Path) -> str:
@@ -930,6 +938,22 @@ class StoreReader:
             sql += " LIMIT ?"
             params += (limit,)
         return [dict(row) for row in reversed(self._query(sql, params))]
+
+    def newest_session_event(self, pane_id: str, server_pid: int | None
+                             ) -> dict[str, Any] | None:
+        """The newest hook event of one pane that names the agent's session (None: none does,
+        or the store predates events)."""
+        try:
+            rows = _events(self.conn, "SELECT * FROM events WHERE pane_id = ? AND "
+                           "server_pid IS ? AND kind = 'hook' AND session_id != '' "
+                           "ORDER BY seq DESC LIMIT 1", (pane_id, server_pid))
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return None
+            raise _locked(exc, self.path) from exc
+        except sqlite3.Error as exc:
+            raise _locked(exc, self.path) from exc
+        return rows[0] if rows else None
 
 
 def _codes(text: str | None) -> list[str]:

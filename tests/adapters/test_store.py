@@ -23,7 +23,7 @@ EXPECTED = {
     "daemon": ["name", "pid", "socket", "interval", "started_ts", "last_cycle_ts", "stopped_ts",
                "problem"],
     "events": ["seq", "ts", "kind", "event", "name", "cli", "pane_id", "server_pid", "socket",
-               "session_id", "detail"],
+               "session_id", "detail", "transcript"],
     "herd": ["id", "enabled", "rules", "dry_run", "goal", "nudges", "last_nudge_ts", "turn",
              "updated_ts", "check_cmd"],
     "nudges": ["seq", "id", "ts", "name", "eligible", "outcome", "reason", "rule_id", "text",
@@ -46,7 +46,8 @@ def test_a_blank_store_migrates_to_exactly_the_schema_in_wal_mode(tmp_path: Path
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     applied = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations")]
     assert applied == ["m001_initial", "m002_events_and_signals", "m003_herding", "m004_jobs",
-                       "m005_declared_check", "m006_worktree", "m007_hosts"]
+                       "m005_declared_check", "m006_worktree", "m007_hosts",
+                       "m008_session_identity"]
 
 
 def test_a_store_from_the_first_release_gains_events_and_keeps_its_rows(tmp_path: Path) -> None:
