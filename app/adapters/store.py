@@ -945,7 +945,7 @@ class StoreReader:
         or the store predates events)."""
         try:
             rows = _events(self.conn, "SELECT * FROM events WHERE pane_id = ? AND "
-                           "server_pid IS ? AND kind = 'hook' AND session_id != '' "
+                           "server_pid IS ? AND kind IN ('hook', 'restore') AND session_id != '' "
                            "ORDER BY seq DESC LIMIT 1", (pane_id, server_pid))
         except sqlite3.OperationalError as exc:
             if "no such table" in str(exc):

@@ -52,6 +52,7 @@ _FIXED_FIELDS = (
 _FREE_FIELDS = (
     "session_name", "window_name", "pane_current_path", "pane_current_command", "pane_tty",
     "@conductor-view",  # set by conductor's own views on their pane (app.observe.views)
+    "@conductor-id",  # set by `restore` on the pane it recreated for a stored row (app.act.restore)
     "pane_title",
 )
 _PANE_ROW, _CLIENT_ROW = "p", "c"
@@ -297,6 +298,7 @@ class Tmux:
             destroy_unattached=f["destroy-unattached"] not in ("", "0", "off"),
             tty=f["pane_tty"],
             view=f["@conductor-view"],
+            conductor_id=f["@conductor-id"],
         ), _to_int(f["pid"])
 
     def _dropped(self, row: str) -> None:
@@ -426,6 +428,13 @@ class Tmux:
             if pane.pane_id == pane_id:
                 return pane
         raise TmuxError("the new window vanished at once (did its command exit?)")
+
+    def find_session(self, name: str) -> str | None:
+        """The id of the session named exactly ``name``; None when there is none (or no server)."""
+        try:
+            return self._session_id(name)
+        except TmuxError:
+            return None
 
     def _session_id(self, name: str) -> str:
         """The id (``$N``) of the session named exactly ``name`` (or with that id)."""

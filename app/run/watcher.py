@@ -44,7 +44,7 @@ from app.observe.assess import (
 )
 from app.observe.llm import AsyncLLM
 from app.observe.packs import GENERIC_PACK, Pack, plain_program
-from app.observe.pane import EVENTS, POLL, PaneObserver, Tracked, worker_id
+from app.observe.pane import EVENTS, POLL, PaneObserver, Tracked, panes_by_id
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +254,7 @@ class Watcher:
         self._pending = {p: t for p, t in self._pending.items() if p in listed}
         self._streaming = {p: t for p, t in self._streaming.items() if p in listed}
         self._stream_due = {p: t for p, t in self._stream_due.items() if p in listed}
-        current = {worker_id(socket, listing.server_pid, p.pane_id): p for p in listing.panes}
+        current = panes_by_id(socket, listing.server_pid, listing.panes)
         self._views = self._conductor_views(current)
         return current
 
@@ -505,7 +505,8 @@ class Watcher:
             cli_forced=(registered or {}).get("cli_forced") or None,
         )
         restored = self._restored.get(wid)
-        if restored and restored.get("state"):
+        # An EXITED row with a live pane is one `restore` brought back: judged anew.
+        if restored and restored.get("state") and restored["state"] != State.EXITED.value:
             tracked.assessment = Assessment(
                 state=State(restored["state"]),
                 state_entered=restored.get("state_entered_ts") or 0.0,

@@ -624,11 +624,12 @@ def _register_groups() -> None:
     from app.front.cli.cycle import dispatch, pause, queue, report, resume
     from app.front.cli.herd import goal, herd
     from app.front.cli.hosts import hosts
+    from app.front.cli.restore import restore
     from app.front.cli.service import logs, service, stop
     from app.front.cli.worktree import worktree
 
     for command in (hook, hooks, mcp, report, queue, dispatch, pause, resume, herd, goal,
-                    stop, logs, service, worktree, hosts):
+                    stop, logs, service, worktree, hosts, restore):
         pty.add_command(command)
 
 

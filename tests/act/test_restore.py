@@ -1,0 +1,153 @@
+"""`conductor pty restore` (issue 33): after the tmux server is gone, each pane comes back with its
+name, folder and row id, each agent in its own conversation (or fresh, saying why)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+from pathlib import Path
+from typing import Any
+
+from app.act.create import create_worker
+from app.adapters.store import StoreWriter, db_path
+from app.adapters.tmux import Tmux
+from app.run.watcher import Watcher
+from tests.conftest import conductor
+from tests.waiting import STARTS_WITHIN_S, retry_until
+
+FIRST = "7f1c2a4e-0d3b-4c55-9a61-3e2f8b9c0d11"
+ENDED = "b2d5c1e0-5b8e-4a63-8d3a-6b1f0c2e9a77"
+CODEX = "019a0b6c-1d2e-7f30-8a4b-5c6d7e8f9a0b"
+
+# A stand-in agent: it writes how it was started, then stays (its process name is the CLI's).
+FAKE_AGENT = """#!/bin/sh
+printf '%s\\n' "$(basename "$0") $* @ $(pwd)" >> "{log}"
+while :; do sleep 1; done
+"""
+
+
+def _fake_agents(tmp_path: Path) -> tuple[Path, Path]:
+    bin_dir, log = tmp_path / "bin", tmp_path / "agents.log"
+    bin_dir.mkdir()
+    for name in ("claude", "codex"):
+        script = bin_dir / name
+        script.write_text(FAKE_AGENT.format(log=log))
+        script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return bin_dir, log
+
+
+def _hook(server_pid: str, pane_id: str, cli: str, payload: dict[str, Any]) -> None:
+    text = json.dumps(payload)
+    args = ["pty", "hook", "--cli", cli, *([text] if cli == "codex" else [])]
+    done = conductor(*args, input_text=None if cli == "codex" else text,
+                     env={"TMUX_PANE": pane_id, "TMUX": f"/tmp/x,{server_pid},0"})
+    assert done.returncode == 0, done.stderr
+
+
+def _populated(server: Any, watcher: Watcher, tmp_path: Path) -> dict[str, str]:
+    """Five panes and their hooks' sessions; then the server is killed. Names to row ids."""
+    tmux = Tmux(socket_name=server.socket_name)
+    repo, other = tmp_path / "repo", tmp_path / "other"
+    repo.mkdir()
+    other.mkdir()
+    ids = {}
+    panes = {}
+    for name, folder, cli in (("ann", repo, "claude"), ("bob", repo, "claude"),
+                              ("cal", repo, "claude"), ("cod", other, "codex"),
+                              ("term", other, None)):
+        created = create_worker(tmux, watcher.workers_dir, folder, name=name, cli=cli,
+                                command="cat" if cli else None)
+        ids[name], panes[name] = created.id, created.pane_id
+    watcher.tick()
+    server_pid = server.cmd("display-message", "-p", "#{pid}").stdout[0]
+    _hook(server_pid, panes["ann"], "claude", {"hook_event_name": "SessionStart",
+                                               "session_id": FIRST, "source": "startup"})
+    _hook(server_pid, panes["cal"], "claude", {"hook_event_name": "SessionEnd",
+                                               "session_id": ENDED,
+                                               "reason": "prompt_input_exit"})
+    _hook(server_pid, panes["cod"], "codex", {"type": "agent-turn-complete", "thread-id": CODEX,
+                                              "input-messages": ["hi"]})
+    # bob's agent never named its session: it must not get ann's, which shares its folder.
+    server.kill()
+    return ids
+
+
+def _dump(workers_dir: Path) -> list[Any]:
+    conn = sqlite3.connect(db_path(workers_dir))
+    try:
+        return [list(conn.execute(f"SELECT * FROM {table} ORDER BY 1"))
+                for table in ("ptys", "status", "status_history", "events", "herd", "jobs")]
+    finally:
+        conn.close()
+
+
+def test_dry_run_prints_the_plan_and_changes_nothing(
+        server: Any, session: Any, watcher: Watcher, tmp_path: Path, isolated_env: Path) -> None:
+    ids = _populated(server, watcher, tmp_path)
+    store = StoreWriter(isolated_env)
+    try:
+        with store.transaction() as conn:
+            store.upsert_pty(conn, {"id": "0123456789", "name": "far", "host": "gpu",
+                                    "cwd": "/srv", "cli_type": "claude", "tmux_session": "w"})
+    finally:
+        store.close()
+    before = _dump(isolated_env)
+
+    done = conductor("-L", server.socket_name, "pty", "restore", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    lines = {line.split()[0]: line for line in done.stdout.splitlines()[1:]}
+    assert f"resume claude session {FIRST}" in lines["ann"]
+    assert "fresh claude (its session id is unknown)" in lines["bob"]
+    assert f"fresh claude (its session {ENDED} had ended)" in lines["cal"]
+    assert f"resume codex session {CODEX}" in lines["cod"]
+    assert "shell (was a shell)" in lines["term"]
+    assert "skipped: on host gpu" in lines["far"]
+
+    planned = json.loads(conductor("-L", server.socket_name, "pty", "restore", "--dry-run",
+                                   "--json", "ann").stdout)
+    assert [(p["id"], p["how"], p["command"]) for p in planned] == [
+        (ids["ann"], "resume", f"claude --resume {FIRST}")]
+    assert _dump(isolated_env) == before
+    assert not Tmux(socket_name=server.socket_name).is_running()
+
+
+def test_restore_brings_each_pane_back_in_its_own_conversation_keeping_its_row(
+        server: Any, session: Any, watcher: Watcher, tmp_path: Path, isolated_env: Path) -> None:
+    ids = _populated(server, watcher, tmp_path)
+    bin_dir, log = _fake_agents(tmp_path)
+    path = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+    done = conductor("-L", server.socket_name, "pty", "restore", env=path)
+    assert done.returncode == 0, done.stderr
+    # The test session's own shells were on the server too: they come back as well.
+    assert done.stdout.startswith("restored 7 panes:")
+
+    def started() -> list[str]:
+        return sorted(log.read_text().splitlines()) if log.exists() else []
+
+    retry_until(lambda: len(started()) == 4, STARTS_WITHIN_S, interval=0.2)
+    repo, other = tmp_path / "repo", tmp_path / "other"
+    assert started() == sorted([f"claude --resume {FIRST} @ {repo}", f"claude  @ {repo}",
+                                f"claude  @ {repo}", f"codex resume {CODEX} @ {other}"])
+    windows = server.cmd("list-windows", "-a", "-F",
+                         "#{window_name} #{pane_current_path} #{@conductor-id}").stdout
+    ours = sorted(w for w in windows if w.split()[0] in ids)
+    assert ours == sorted([f"ann {repo} {ids['ann']}", f"bob {repo} {ids['bob']}",
+                           f"cal {repo} {ids['cal']}", f"cod {other} {ids['cod']}",
+                           f"term {other} {ids['term']}"])
+
+    # The watcher keeps each row's id: its history continues, nothing new appears.
+    watcher.tick()
+    status = conductor("-L", server.socket_name, "pty", "status", "--json")
+    listed = json.loads(status.stdout)
+    rows = {w["name"]: w for w in listed}
+    assert {name: rows[name]["id"] for name in ids} == ids
+    assert all(rows[name]["state"] != "EXITED" for name in ids)
+    assert rows["ann"]["session"]["id"] == FIRST
+    assert rows["bob"]["session"] is None
+    assert len(listed) == 7  # the same rows as before: none new for a recreated pane
+
+    again = conductor("-L", server.socket_name, "pty", "restore", env=path)
+    assert (again.returncode, again.stdout.strip()) == (0, "nothing to restore")
