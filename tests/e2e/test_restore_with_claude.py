@@ -1,0 +1,108 @@
+"""Issue 33's acceptance, with the real Claude Code against the fake model server: two panes in
+one folder, each in its own conversation; the tmux server is killed; `restore` brings each back
+in its own conversation (the model sees each pane's earlier messages, never the other's)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.adapters.store import StoreWriter
+from app.adapters.tmux import Tmux
+from app.base.settings import WatchSettings
+from app.observe.packs import load_packs
+from app.run.watcher import Watcher
+from tests.agents import IDLE_FOOTER, ClaudeInTmux
+from tests.conftest import conductor
+from tests.scripted_model import Say
+from tests.waiting import retry_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.agent]
+
+START_S = 90.0
+
+
+def _idle(lab: ClaudeInTmux, pane_id: str) -> None:
+    retry_until(lambda: bool(IDLE_FOOTER.search(lab.tmux("capture-pane", "-p", "-t", pane_id))),
+                START_S, interval=0.2, message=f"claude in {pane_id} never idle")
+
+
+def _ask(lab: ClaudeInTmux, pane_id: str, text: str, turns: int) -> None:
+    lab.tmux("send-keys", "-t", pane_id, "-l", text)
+    retry_until(lambda: text in lab.tmux("capture-pane", "-p", "-t", pane_id), 10, interval=0.1)
+    lab.tmux("send-keys", "-t", pane_id, "Enter")
+    lab.server.wait_for_turn_end(turns, seconds=START_S)
+
+
+def _sent_with(lab: ClaudeInTmux, marker: str) -> str:
+    """Every user text of the newest main request that carries ``marker``."""
+    for body in reversed(lab.server.requests):
+        text = json.dumps(body.get("messages") or [])
+        if marker in text:
+            return text
+    raise AssertionError(f"no request carried {marker!r}")
+
+
+def _sessions(lab: ClaudeInTmux) -> dict[str, Any]:
+    done = conductor("-L", lab.socket_name, "pty", "status", "--json")
+    return {w["id"]: w["session"] for w in json.loads(done.stdout)} if done.returncode == 0 \
+        else {}
+
+
+def test_two_claude_panes_in_one_folder_each_come_back_in_their_own_conversation(
+        claude: ClaudeInTmux, tmp_path: Path, isolated_env: Path) -> None:
+    installed = conductor("-L", claude.socket_name, "pty", "hooks", "install", "--cli", "claude",
+                          "--path", str(claude.settings_path))
+    assert installed.returncode == 0, installed.stderr
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").symlink_to(claude.binary)
+    with claude:
+        first = claude.pane_id
+        second = claude.tmux("new-window", "-d", "-c", str(claude.project), "-P", "-F",
+                             "#{pane_id}", "--", str(claude.binary)).strip()
+        _idle(claude, second)
+        store = StoreWriter(isolated_env)
+        watcher = Watcher(Tmux(socket_name=claude.socket_name), store, load_packs(),
+                          WatchSettings(interval_s=1, ready_min_s=0))
+        try:
+            def both_claude() -> bool:
+                watcher.tick()
+                return sorted(t.pack.name if t.pack else "" for t in watcher.tracked.values()
+                              ) == ["claude", "claude"]
+
+            retry_until(both_claude, 30, interval=0.3)
+            ids = {t.pane.pane_id: wid for wid, t in watcher.tracked.items()}
+        finally:
+            watcher.close()
+            store.close()
+        claude.server.queue(Say("Noted alpha."), Say("Noted beta."))
+        _ask(claude, first, "Remember the word ALPHA-SEVEN", 1)
+        _ask(claude, second, "Remember the word BETA-NINE", 2)
+        retry_until(lambda: all(_sessions(claude).get(i) for i in ids.values()), 20,
+                    interval=0.3)
+        before = _sessions(claude)
+        assert before[ids[first]]["id"] != before[ids[second]]["id"]
+
+        claude.tmux("kill-server")
+        env = {**claude.pane_env(), "PATH": f"{bin_dir}{os.pathsep}{claude.pane_env()['PATH']}"}
+        done = conductor("-L", claude.socket_name, "pty", "restore", env=env)
+        assert done.returncode == 0, done.stderr
+        assert len(re.findall(r"resume claude session", done.stdout)) == 2, done.stdout
+
+        panes = dict(line.split(" ")[::-1] for line in claude.tmux(
+            "list-panes", "-a", "-F", "#{pane_id} #{@conductor-id}").split("\n") if line)
+        for pane_id in panes.values():
+            _idle(claude, pane_id)
+        claude.server.queue(Say("It was alpha."), Say("It was beta."))
+        _ask(claude, panes[ids[first]], "Which word? QUESTION-ONE", 3)
+        _ask(claude, panes[ids[second]], "Which word? QUESTION-TWO", 4)
+
+    one, two = _sent_with(claude, "QUESTION-ONE"), _sent_with(claude, "QUESTION-TWO")
+    assert "ALPHA-SEVEN" in one and "BETA-NINE" not in one
+    assert "BETA-NINE" in two and "ALPHA-SEVEN" not in two
