@@ -16,15 +16,17 @@ after it fullmatched :data:`app.observe.sessions.SESSION_ID`, and as one shell-q
 from __future__ import annotations
 
 import shlex
+import sqlite3
 import time
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from app.adapters.store import StoreReader, StoreWriter
 from app.adapters.tmux import Tmux, literal
 from app.base.errors import ConductorError, TmuxServerNotRunning
+from app.base.model import Job, JobKind, JobState, stamp
 from app.observe.pane import WORKER_ID, panes_by_id
 from app.observe.sessions import SESSION_ID, pane_session
 
@@ -61,20 +63,57 @@ class Planned:
     session_id: str = ""
     transcript: str = ""
     command: str = ""
+    # What comes back with the pane: its goal and herd opt-in, the messages still queued for it
+    # when it went, and whether a cycle was running (it comes back paused).
+    goal: str = ""
+    herd: bool = False
+    messages: int = 0
+    cycle_paused: bool = False
 
     def line(self) -> str:
         where = f"in {self.folder}" if self.how != SKIP else ""
         what = {RESUME: f"resume {self.cli} session {self.session_id}",
                 FRESH: f"fresh {self.cli} ({self.why})", SHELL: f"shell ({self.why})",
                 SKIP: f"skipped: {self.why}"}[self.how]
+        carried = [*(["herd on"] if self.herd else []), *(["goal"] if self.goal else []),
+                   *([f"{self.messages} queued"] if self.messages else []),
+                   *(["cycle paused (needs you)"] if self.cycle_paused else [])]
+        with_it = f"  with {', '.join(carried)}" if carried and self.how != SKIP else ""
         return f"{self.name} ({self.id})  {self.tmux_session}:{self.tmux_window}  {what}  " \
-               f"{where}".rstrip()
+               f"{where}{with_it}".rstrip()
 
 
 def plan(reader: StoreReader, workers: Iterable[Mapping[str, Any]], live: Collection[str]
          ) -> list[Planned]:
     """The way back of each row not on the tmux server now (``live``: the ids that are)."""
-    return [_plan_one(reader, row) for row in workers if row["id"] not in live]
+    return [_with_belongings(reader, _plan_one(reader, row))
+            for row in workers if row["id"] not in live]
+
+
+# The detail the cycle step gives the jobs of a pane that went away (app/act/cycle/step.py): only
+# those come back; one cancelled by hand stays cancelled.
+PANE_GONE = "the pane is gone"
+_REQUEUED = f"{PANE_GONE}; brought back by restore"
+
+
+def _gone_with_pane(jobs: Iterable[Job]) -> tuple[list[Job], Job | None]:
+    """The messages still queued when the pane went, and its latest cycle if it was running."""
+    messages = [j for j in jobs if j.kind is JobKind.MESSAGE and j.state is JobState.DROPPED
+                and j.detail == PANE_GONE]
+    cycles = [j for j in jobs if j.kind is JobKind.CYCLE]
+    latest = cycles[-1] if cycles else None
+    running = latest if latest is not None and latest.state is JobState.DROPPED \
+        and latest.detail == PANE_GONE else None
+    return messages, running
+
+
+def _with_belongings(reader: StoreReader, entry: Planned) -> Planned:
+    if entry.how == SKIP:
+        return entry
+    herd = reader.kept_herd(entry.id) or reader.herd().get(entry.id) or {}
+    messages, cycle = _gone_with_pane(reader.jobs(entry.id))
+    return replace(entry, goal=str(herd.get("goal") or ""), herd=bool(herd.get("enabled")),
+                   messages=len(messages), cycle_paused=cycle is not None)
 
 
 def _plan_one(reader: StoreReader, row: Mapping[str, Any]) -> Planned:
@@ -196,6 +235,7 @@ def _record(tmux: Tmux, workers_dir: Path, done: list[Restored]) -> None:
                     "summary": summary, "actions_needed": "", "reasons": ["restored"],
                     "rule_id": "restore", "classifier": "restore", "confidence": 0,
                 }])
+                _bring_back_belongings(store, conn, entry.id, now)
                 if entry.how == RESUME:
                     store.add_event(conn, {
                         "ts": now, "kind": "restore", "event": "other", "name": "restore",
@@ -205,3 +245,30 @@ def _record(tmux: Tmux, workers_dir: Path, done: list[Restored]) -> None:
                     })
     finally:
         store.close()
+
+
+def _bring_back_belongings(store: StoreWriter, conn: sqlite3.Connection, wid: str,
+                           now: float) -> None:
+    """The herd row the pane left, its messages queued again, its running cycle paused."""
+    kept = store.kept_herd(wid)
+    if kept is not None:
+        if wid not in store.herd_rows():
+            store.upsert_herd(conn, {
+                "id": wid, "enabled": kept["enabled"], "rules": kept["rules"],
+                "dry_run": kept["dry_run"], "goal": kept["goal"], "check_cmd": kept["check_cmd"],
+                "updated_ts": now})
+        store.drop_kept_herd(conn, wid)
+    messages, cycle = _gone_with_pane(store.jobs_of(wid))
+    for job in messages:
+        store.add_job(conn, replace(job, seq=0, state=JobState.QUEUED, state_ts=now,
+                                    done_ts=None, detail="queued again by restore",
+                                    timeline=stamp(job.timeline, JobState.QUEUED, now)))
+        store.update_job(conn, job.seq, {"detail": _REQUEUED})
+    if cycle is not None:
+        # Whatever it was doing is stale now: it waits for the person (`resume`).
+        store.add_job(conn, replace(cycle, seq=0, state=JobState.PAUSED, state_ts=now,
+                                    done_ts=None, decision="paused",
+                                    detail="the pane was restored; resume it when ready",
+                                    timeline=stamp(cycle.timeline, JobState.PAUSED, now)))
+        store.update_job(conn, cycle.seq, {"detail": _REQUEUED})
+        store.set_cycle(conn, wid, JobState.PAUSED.shown)

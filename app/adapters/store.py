@@ -158,6 +158,7 @@ def _migrations() -> Migrations:
 
     migrations()(m007_hosts)
     migrations()(m008_session_identity)
+    migrations()(m009_keep_herd_of_gone_panes)
     return migrations
 
 
@@ -176,6 +177,20 @@ def m008_session_identity(db: Database) -> None:
     beside the session id the events table already keeps, so `restore` can resume each pane's
     own conversation."""
     db.table("events").add_column("transcript", str)
+
+
+def m009_keep_herd_of_gone_panes(db: Database) -> None:
+    """A pane that is gone takes its herd row (opt-in, rules, goal) with it; `restore` brings
+    the pane back, so the row is kept aside as it is deleted, for `restore` to put back."""
+    db.table("herd_kept").create({
+        "id": str, "enabled": int, "rules": str, "dry_run": int, "goal": str, "check_cmd": str,
+        "kept_ts": float,
+    }, pk="id")
+    db.execute(
+        "CREATE TRIGGER herd_kept_on_delete BEFORE DELETE ON herd BEGIN "
+        "INSERT OR REPLACE INTO herd_kept (id, enabled, rules, dry_run, goal, check_cmd, kept_ts) "
+        "VALUES (old.id, old.enabled, old.rules, old.dry_run, old.goal, old.check_cmd, "
+        "(julianday('now') - 2440587.5) * 86400.0); END")
 
 
 def db_path(workers_dir: str | Path) -> str:
@@ -660,6 +675,18 @@ class StoreWriter:
     def statuses(self) -> dict[str, dict[str, Any]]:
         return {row["id"]: row for row in self._rows("SELECT * FROM status")}
 
+    def jobs_of(self, worker_id: str) -> list[Job]:
+        """Every stored job of one pane, oldest first."""
+        return _jobs(self._rows("SELECT * FROM jobs WHERE id = ? ORDER BY seq", (worker_id,)))
+
+    def kept_herd(self, worker_id: str) -> dict[str, Any] | None:
+        """The herd row a gone pane left (migration m009), None when it left none."""
+        rows = self._rows("SELECT * FROM herd_kept WHERE id = ?", (worker_id,))
+        return rows[0] if rows else None
+
+    def drop_kept_herd(self, conn: sqlite3.Connection, worker_id: str) -> None:
+        self._run(conn, "DELETE FROM herd_kept WHERE id = ?", (worker_id,))
+
 
 def _jobs(rows: Iterable[Mapping[str, Any]]) -> list[Job]:
     # Here, not at the top: the status line imports this module and never reads a job.
@@ -954,6 +981,14 @@ class StoreReader:
         except sqlite3.Error as exc:
             raise _locked(exc, self.path) from exc
         return rows[0] if rows else None
+
+    def kept_herd(self, worker_id: str) -> dict[str, Any] | None:
+        """The herd row a gone pane left (None: none, or a store from before migration m009)."""
+        try:
+            rows = self._query("SELECT * FROM herd_kept WHERE id = ?", (worker_id,))
+        except StoreError:
+            return None
+        return dict(rows[0]) if rows else None
 
 
 def _codes(text: str | None) -> list[str]:

@@ -7,12 +7,15 @@ import json
 import os
 import sqlite3
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
 from app.act.create import create_worker
-from app.adapters.store import StoreWriter, db_path
+from app.act.restore import PANE_GONE
+from app.adapters.store import StoreReader, StoreWriter, db_path
 from app.adapters.tmux import Tmux
+from app.base.model import Job, JobKind, JobState
 from app.run.watcher import Watcher
 from tests.conftest import conductor
 from tests.waiting import STARTS_WITHIN_S, retry_until
@@ -151,3 +154,51 @@ def test_restore_brings_each_pane_back_in_its_own_conversation_keeping_its_row(
 
     again = conductor("-L", server.socket_name, "pty", "restore", env=path)
     assert (again.returncode, again.stdout.strip()) == (0, "nothing to restore")
+
+
+def test_goal_herd_opt_in_queued_messages_and_a_running_cycle_come_back_with_the_pane(
+        server: Any, session: Any, watcher: Watcher, tmp_path: Path, isolated_env: Path) -> None:
+    ids = _populated(server, watcher, tmp_path)
+    now = time.time()
+    store = StoreWriter(isolated_env)
+    try:
+        with store.transaction() as conn:
+            store.upsert_herd(conn, {"id": ids["ann"], "enabled": 1, "rules": "default",
+                                     "dry_run": 0, "goal": "ship the parser", "updated_ts": now})
+            # What the watcher does when the panes go (app/act/herd, app/act/cycle).
+            store.forget_herd(conn, [ids["ann"]])
+            for text, detail in (("run the tests", PANE_GONE), ("old idea", "dropped by hand")):
+                store.add_job(conn, Job(0, ids["bob"], JobKind.MESSAGE, JobState.DROPPED, text,
+                                        origin="send", created_ts=now, state_ts=now,
+                                        done_ts=now, detail=detail))
+            store.add_job(conn, Job(0, ids["cal"], JobKind.CYCLE, JobState.DROPPED, "done: A",
+                                    origin="report", created_ts=now, state_ts=now, done_ts=now,
+                                    detail=PANE_GONE))
+    finally:
+        store.close()
+
+    plan = conductor("-L", server.socket_name, "pty", "restore", "--dry-run")
+    lines = {line.split()[0]: line for line in plan.stdout.splitlines()[1:]}
+    assert lines["ann"].endswith("with herd on, goal")
+    assert lines["bob"].endswith("with 1 queued")
+    assert lines["cal"].endswith("with cycle paused (needs you)")
+
+    bin_dir, _ = _fake_agents(tmp_path)
+    done = conductor("-L", server.socket_name, "pty", "restore",
+                     env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stderr
+    reader = StoreReader(isolated_env)
+    try:
+        herd = reader.herd()[ids["ann"]]
+        assert (herd["enabled"], herd["goal"]) == (1, "ship the parser")
+        assert [(j.state, j.text) for j in reader.jobs(ids["bob"], open_only=True)] == [
+            (JobState.QUEUED, "run the tests")]
+        assert [(j.state, j.text) for j in reader.jobs(ids["cal"], open_only=True)] == [
+            (JobState.PAUSED, "done: A")]
+        assert (reader.status(ids["cal"]) or {}).get("cycle") == "PAUSED"
+        assert reader.kept_herd(ids["ann"]) is None
+    finally:
+        reader.close()
+    # Every pane is back: nothing is left to restore.
+    again = conductor("-L", server.socket_name, "pty", "restore", "--dry-run")
+    assert "nothing to restore" in again.stdout

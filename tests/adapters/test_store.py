@@ -32,6 +32,7 @@ EXPECTED = {
              "state_ts", "expires_ts", "done_ts", "detail", "exit_code", "output", "decision",
              "directive", "timeline"],
     "transcript": ["seq", "id", "ts", "kind", "text"],
+    "herd_kept": ["id", "enabled", "rules", "dry_run", "goal", "check_cmd", "kept_ts"],
 }
 
 
@@ -47,7 +48,7 @@ def test_a_blank_store_migrates_to_exactly_the_schema_in_wal_mode(tmp_path: Path
     applied = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations")]
     assert applied == ["m001_initial", "m002_events_and_signals", "m003_herding", "m004_jobs",
                        "m005_declared_check", "m006_worktree", "m007_hosts",
-                       "m008_session_identity"]
+                       "m008_session_identity", "m009_keep_herd_of_gone_panes"]
 
 
 def test_a_store_from_the_first_release_gains_events_and_keeps_its_rows(tmp_path: Path) -> None:
@@ -129,8 +130,12 @@ def test_a_store_of_the_cycle_release_gains_declared_checks_and_keeps_its_goals(
         tmp_path: Path) -> None:
     StoreWriter(tmp_path).close()
     conn = sqlite3.connect(tmp_path / "status.db")
+    # That release had no kept herd rows either (m009's trigger names check_cmd).
+    conn.execute("DROP TRIGGER herd_kept_on_delete")
+    conn.execute("DROP TABLE herd_kept")
     conn.execute("ALTER TABLE herd DROP COLUMN check_cmd")
-    conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm005_declared_check'")
+    conn.execute("DELETE FROM _sqlite_migrations WHERE name IN "
+                 "('m005_declared_check', 'm009_keep_herd_of_gone_panes')")
     conn.execute("INSERT INTO herd (id, goal) VALUES ('abc', 'tests pass')")
     conn.commit()
     conn.close()
