@@ -130,12 +130,13 @@ def parse_event(cli: str | None, payload_text: str) -> HookEvent:
 
     if known == "codex" and not name:
         kind = _CODEX_NOTIFY_KINDS.get(notify_type, "other")
+        thread = _text(payload.get("thread-id")) or _text(payload.get("thread_id"))
         if _codex_title_turn(payload):
-            kind = "other"  # Codex's own side turn naming the thread, not the user's turn
-        return HookEvent(
-            "codex", notify_type, kind, _codex_detail(payload, notify_type),
-            _text(payload.get("thread-id")) or _text(payload.get("thread_id")),
-        )
+            # Codex's own side turn naming the thread, not the user's turn; its thread is not
+            # the conversation either, and must never be taken for the pane's session.
+            kind, thread = "other", ""
+        return HookEvent("codex", notify_type, kind, _codex_detail(payload, notify_type),
+                         thread)
     session_id = _text(payload.get("session_id"))
     transcript = _one_path(_text(payload.get("transcript_path")))
     if known == "gemini":

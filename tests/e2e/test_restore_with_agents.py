@@ -1,12 +1,14 @@
-"""Issue 33's acceptance, with the real Claude Code against the fake model server: two panes in
-one folder, each in its own conversation; the tmux server is killed; `restore` brings each back
-in its own conversation (the model sees each pane's earlier messages, never the other's)."""
+"""Issue 33's acceptance, with the real Claude Code and Codex against the fake model servers:
+panes in one folder, each in its own conversation; the tmux server is killed; `restore` brings
+each back in its own conversation (the model sees each pane's earlier messages, never the
+other's), or fresh when its session was never named, and the plan says so."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,14 @@ from app.adapters.tmux import Tmux
 from app.base.settings import WatchSettings
 from app.observe.packs import load_packs
 from app.run.watcher import Watcher
-from tests.agents import IDLE_FOOTER, ClaudeInTmux
+from tests.agents import (
+    IDLE_FOOTER,
+    AgentInTmux,
+    AgentUnavailable,
+    ClaudeInTmux,
+    CodexInTmux,
+    install_codex,
+)
 from tests.conftest import conductor
 from tests.scripted_model import Say
 from tests.waiting import retry_until
@@ -27,12 +36,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.agent]
 START_S = 90.0
 
 
-def _idle(lab: ClaudeInTmux, pane_id: str) -> None:
+def _idle(lab: AgentInTmux, pane_id: str) -> None:
     retry_until(lambda: bool(IDLE_FOOTER.search(lab.tmux("capture-pane", "-p", "-t", pane_id))),
                 START_S, interval=0.2, message=f"claude in {pane_id} never idle")
 
 
-def _ask(lab: ClaudeInTmux, pane_id: str, text: str, turns: int) -> None:
+def _ask(lab: AgentInTmux, pane_id: str, text: str, turns: int) -> None:
     lab.tmux("send-keys", "-t", pane_id, "-l", text)
     retry_until(lambda: text in lab.tmux("capture-pane", "-p", "-t", pane_id), 10, interval=0.1)
     lab.tmux("send-keys", "-t", pane_id, "Enter")
@@ -48,7 +57,7 @@ def _sent_with(lab: ClaudeInTmux, marker: str) -> str:
     raise AssertionError(f"no request carried {marker!r}")
 
 
-def _sessions(lab: ClaudeInTmux) -> dict[str, Any]:
+def _sessions(lab: AgentInTmux) -> dict[str, Any]:
     done = conductor("-L", lab.socket_name, "pty", "status", "--json")
     return {w["id"]: w["session"] for w in json.loads(done.stdout)} if done.returncode == 0 \
         else {}
@@ -106,3 +115,74 @@ def test_two_claude_panes_in_one_folder_each_come_back_in_their_own_conversation
     one, two = _sent_with(claude, "QUESTION-ONE"), _sent_with(claude, "QUESTION-TWO")
     assert "ALPHA-SEVEN" in one and "BETA-NINE" not in one
     assert "BETA-NINE" in two and "ALPHA-SEVEN" not in two
+
+
+@pytest.fixture
+def codex(tmp_path: Path, isolated_env: Path) -> Iterator[CodexInTmux]:
+    try:
+        install = install_codex()
+    except AgentUnavailable as exc:
+        pytest.skip(str(exc))
+    lab = CodexInTmux(tmp_path / "agent", install.binary,
+                      env={"CONDUCTOR_WORKERS_DIR": str(isolated_env)})
+    yield lab
+    lab.close()
+
+
+def _sent_input_with(lab: CodexInTmux, marker: str) -> str:
+    for body in reversed(lab.server.requests):
+        text = json.dumps(body.get("input") or body.get("messages") or [])
+        if marker in text:
+            return text
+    raise AssertionError(f"no request carried {marker!r}")
+
+
+def test_codex_comes_back_in_its_own_thread_and_a_fresh_pane_says_so(
+        codex: CodexInTmux, tmp_path: Path, isolated_env: Path) -> None:
+    """Codex names its thread only in notify (after a turn): the pane that had a turn resumes
+    it; the one that never had one comes back fresh, and the plan said so."""
+    installed = conductor("-L", codex.socket_name, "pty", "hooks", "install", "--cli", "codex",
+                          "--path", str(codex.config_path))
+    assert installed.returncode == 0, installed.stderr
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "codex").symlink_to(codex.binary)
+    with codex:
+        first = codex.pane_id
+        second = codex.tmux("new-window", "-d", "-c", str(codex.project), "-P", "-F",
+                            "#{pane_id}", "--", *codex.command()).strip()
+        _idle(codex, second)
+        store = StoreWriter(isolated_env)
+        watcher = Watcher(Tmux(socket_name=codex.socket_name), store, load_packs(),
+                          WatchSettings(interval_s=1, ready_min_s=0))
+        try:
+            def both_codex() -> bool:
+                watcher.tick()
+                return sorted(t.pack.name if t.pack else "" for t in watcher.tracked.values()
+                              ) == ["codex", "codex"]
+
+            retry_until(both_codex, 30, interval=0.3)
+            ids = {t.pane.pane_id: wid for wid, t in watcher.tracked.items()}
+        finally:
+            watcher.close()
+            store.close()
+        codex.server.queue(Say("Noted gamma."))
+        _ask(codex, first, "Remember the word GAMMA-FOUR", 1)
+        retry_until(lambda: bool(_sessions(codex).get(ids[first])), 20, interval=0.3)
+
+        codex.tmux("kill-server")
+        env = {**codex.pane_env(), "PATH": f"{bin_dir}{os.pathsep}{codex.pane_env()['PATH']}"}
+        done = conductor("-L", codex.socket_name, "pty", "restore", env=env)
+        assert done.returncode == 0, done.stderr
+        lines = {line.split()[1].strip("()"): line for line in done.stdout.splitlines()[1:]}
+        assert "resume codex session" in lines[ids[first]]
+        assert "fresh codex (its session id is unknown)" in lines[ids[second]]
+
+        panes = dict(line.split(" ")[::-1] for line in codex.tmux(
+            "list-panes", "-a", "-F", "#{pane_id} #{@conductor-id}").split("\n") if line)
+        for pane_id in panes.values():
+            _idle(codex, pane_id)
+        codex.server.queue(Say("It was gamma."))
+        _ask(codex, panes[ids[first]], "Which word? QUESTION-THREE", 2)
+
+    assert "GAMMA-FOUR" in _sent_input_with(codex, "QUESTION-THREE")
