@@ -15,7 +15,9 @@ from app.act.create import create_worker
 from app.act.restore import PANE_GONE
 from app.adapters.store import StoreReader, StoreWriter, db_path
 from app.adapters.tmux import Tmux
-from app.base.model import Job, JobKind, JobState
+from app.base.model import Job, JobKind, JobState, State
+from app.base.settings import WatchSettings
+from app.observe.packs import load_packs
 from app.run.watcher import Watcher
 from tests.conftest import conductor
 from tests.waiting import STARTS_WITHIN_S, retry_until
@@ -119,6 +121,11 @@ def test_dry_run_prints_the_plan_and_changes_nothing(
 def test_restore_brings_each_pane_back_in_its_own_conversation_keeping_its_row(
         server: Any, session: Any, watcher: Watcher, tmp_path: Path, isolated_env: Path) -> None:
     ids = _populated(server, watcher, tmp_path)
+    watcher.tick()  # the watcher sees the server gone: every row gets its final EXITED row
+    # A watcher started between the crash and the restore reads those EXITED rows at its start.
+    store = StoreWriter(isolated_env)
+    restarted = Watcher(Tmux(socket_name=server.socket_name), store, load_packs(),
+                        WatchSettings(interval_s=1, ready_min_s=0))
     bin_dir, log = _fake_agents(tmp_path)
     path = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
 
@@ -141,8 +148,17 @@ def test_restore_brings_each_pane_back_in_its_own_conversation_keeping_its_row(
                            f"cal {repo} {ids['cal']}", f"cod {other} {ids['cod']}",
                            f"term {other} {ids['term']}"])
 
-    # The watcher keeps each row's id: its history continues, nothing new appears.
+    # The watcher keeps each row's id: its history continues, nothing new appears; the same
+    # for the one started in between, which must not take the EXITED rows for the panes' states.
     watcher.tick()
+    try:
+        restarted.tick()
+        assert set(ids.values()) <= set(restarted.tracked)
+        judged = [restarted.tracked[i].assessment for i in ids.values()]
+        assert all(a is None or a.state is not State.EXITED for a in judged)
+        restarted.close()
+    finally:
+        store.close()
     status = conductor("-L", server.socket_name, "pty", "status", "--json")
     listed = json.loads(status.stdout)
     rows = {w["name"]: w for w in listed}
