@@ -66,7 +66,7 @@ def _record(workers_dir: str, row: dict[str, Any]) -> None:
     try:
         record_event(workers_dir, row)
     except Exception as exc:
-        if "no such column" not in str(exc):
+        if "has no column named" not in str(exc):
             raise
         # A store no watcher of this version has opened yet lacks the newer columns: bringing
         # its schema up to date is what any writer does when it opens it.

@@ -4,10 +4,12 @@ into the store a real watcher keeps, and `status --json` / `explain` show the ne
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 from app.act.create import create_worker
+from app.adapters.store import StoreReader, StoreWriter, db_path
 from app.adapters.tmux import Tmux
 from app.observe.sessions import SESSION_ID, identity
 from app.run.watcher import Watcher
@@ -103,3 +105,25 @@ def test_ids_that_could_be_anything_but_an_id_are_never_resumable() -> None:
                          {"session_id": hostile, "cli": "claude", "event": "other"})
         assert found is None or not found.resumable, hostile
     assert SESSION_ID.fullmatch(FIRST)
+
+
+def test_a_hook_on_a_store_from_before_transcripts_brings_it_up_to_date(
+        isolated_env: Path) -> None:
+    StoreWriter(isolated_env).close()
+    conn = sqlite3.connect(db_path(isolated_env))
+    conn.execute("ALTER TABLE events DROP COLUMN transcript")
+    conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm008_session_identity'")
+    conn.commit()
+    conn.close()
+    payload = json.dumps({"hook_event_name": "SessionStart", "session_id": FIRST,
+                          "transcript_path": "/t/x.jsonl"})
+    done = conductor("pty", "hook", "--cli", "claude", input_text=payload,
+                     env={"TMUX_PANE": "%7", "TMUX": "/tmp/x,4242,0"})
+    assert (done.returncode, done.stdout) == (0, ""), done.stderr
+    reader = StoreReader(isolated_env)
+    try:
+        found = reader.newest_session_event("%7", 4242)
+    finally:
+        reader.close()
+    assert found is not None and (found["session_id"], found["transcript"]) == (
+        FIRST, "/t/x.jsonl")
