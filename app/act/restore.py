@@ -71,7 +71,7 @@ class Planned:
     cycle_paused: bool = False
 
     def line(self) -> str:
-        where = f"in {self.folder}" if self.how != SKIP else ""
+        where = f"in {self.folder or 'its own folder'}" if self.how != SKIP else ""
         what = {RESUME: f"resume {self.cli} session {self.session_id}",
                 FRESH: f"fresh {self.cli} ({self.why})", SHELL: f"shell ({self.why})",
                 SKIP: f"skipped: {self.why}"}[self.how]
@@ -83,10 +83,11 @@ class Planned:
                f"{where}{with_it}".rstrip()
 
 
-def plan(reader: StoreReader, workers: Iterable[Mapping[str, Any]], live: Collection[str]
-         ) -> list[Planned]:
-    """The way back of each row not on the tmux server now (``live``: the ids that are)."""
-    return [_with_belongings(reader, _plan_one(reader, row))
+def plan(reader: StoreReader, workers: Iterable[Mapping[str, Any]], live: Collection[str],
+         dead: Collection[str] = ()) -> list[Planned]:
+    """The way back of each row not running on the tmux server now (``live``: the ids that are;
+    ``dead``: those whose dead pane tmux kept, started again in place)."""
+    return [_with_belongings(reader, _plan_one(reader, row, row["id"] in dead))
             for row in workers if row["id"] not in live]
 
 
@@ -116,7 +117,7 @@ def _with_belongings(reader: StoreReader, entry: Planned) -> Planned:
                    messages=len(messages), cycle_paused=cycle is not None)
 
 
-def _plan_one(reader: StoreReader, row: Mapping[str, Any]) -> Planned:
+def _plan_one(reader: StoreReader, row: Mapping[str, Any], in_place: bool) -> Planned:
     folder = str(row.get("worktree") or row.get("cwd") or "")
     cli = str(row.get("cli_type") or "")
     base = {"id": row["id"], "name": str(row.get("name") or row["id"]),
@@ -129,7 +130,8 @@ def _plan_one(reader: StoreReader, row: Mapping[str, Any]) -> Planned:
         return Planned(**base, how=SKIP, why="conductor's own view")
     if not WORKER_ID.fullmatch(str(row["id"])):
         return Planned(**base, how=SKIP, why="not an id the watcher could keep")
-    if not folder or not Path(folder).is_dir():
+    # A dead pane has no current folder (tmux reports none): it starts again where it began.
+    if not (in_place and not folder) and (not folder or not Path(folder).is_dir()):
         return Planned(**base, how=SKIP, why=f"its folder {folder or '(none)'} is gone")
     if cli not in AGENT_COMMANDS:
         why = "was a shell" if cli in ("shell", "") else f"was running {cli}; comes back as a shell"
@@ -157,13 +159,24 @@ def as_json_rows(planned: Iterable[Planned]) -> list[dict[str, Any]]:
     return [asdict(p) for p in planned]
 
 
+def dead_ids(tmux: Tmux) -> set[str]:
+    return set(_panes(tmux, dead=True))
+
+
 def live_ids(tmux: Tmux) -> set[str]:
-    """The ids of the panes on the server now (none when no server runs)."""
+    """The ids of the panes running on the server now (none when no server runs); a dead pane
+    tmux keeps (remain-on-exit) is not one: restore starts it again in place."""
+    return set(_panes(tmux, dead=False))
+
+
+def _panes(tmux: Tmux, dead: bool) -> dict[str, str]:
+    """Pane ids by row id, of the dead panes or of the running ones."""
     try:
         listing = tmux.list_panes()
     except TmuxServerNotRunning:
-        return set()
-    return set(panes_by_id(tmux.label, listing.server_pid, listing.panes))
+        return {}
+    found = panes_by_id(tmux.label, listing.server_pid, listing.panes)
+    return {wid: pane.pane_id for wid, pane in found.items() if pane.dead is dead}
 
 
 @dataclass(frozen=True)
@@ -176,10 +189,14 @@ def carry_out(tmux: Tmux, workers_dir: Path, planned: Iterable[Planned]) -> list
     """Recreate the planned panes (SKIP ones aside) and point their rows at them."""
     done: list[Restored] = []
     sessions: dict[str, str] = {}
+    dead = _panes(tmux, dead=True)
     for entry in planned:
         if entry.how == SKIP:
             continue
-        pane_id = _recreate(tmux, entry, sessions)
+        if entry.id in dead:
+            pane_id = _respawn(tmux, entry, dead[entry.id])
+        else:
+            pane_id = _recreate(tmux, entry, sessions)
         done.append(Restored(entry, pane_id))
     if done:
         _record(tmux, workers_dir, done)
@@ -205,6 +222,19 @@ def _recreate(tmux: Tmux, entry: Planned, sessions: dict[str, str]) -> str:
         tmux.run("set-option", "-w", "-t", pane_id, "remain-on-exit", "on")
         tmux.run("respawn-pane", "-k", "-t", pane_id, "-c", literal(entry.folder),
                  entry.command)
+    return pane_id
+
+
+def _respawn(tmux: Tmux, entry: Planned, pane_id: str) -> str:
+    """Start a dead pane (its program exited; tmux kept it) again in place."""
+    command = entry.command
+    if not command:
+        # Without a command tmux would run the pane's first program again: a shell is asked for.
+        shell = tmux.run("show-options", "-gv", "default-shell", check=False).stdout.strip()
+        command = shlex.quote(shell or "/bin/sh")
+    tmux.run("set-option", "-p", "-t", pane_id, "@conductor-id", entry.id)
+    where = ["-c", literal(entry.folder)] if entry.folder else []
+    tmux.run("respawn-pane", "-k", "-t", pane_id, *where, command)
     return pane_id
 
 

@@ -218,3 +218,34 @@ def test_goal_herd_opt_in_queued_messages_and_a_running_cycle_come_back_with_the
     # Every pane is back: nothing is left to restore.
     again = conductor("-L", server.socket_name, "pty", "restore", "--dry-run")
     assert "nothing to restore" in again.stdout
+
+
+def test_an_agent_whose_pane_tmux_kept_dead_starts_again_in_place(
+        server: Any, session: Any, watcher: Watcher, tmp_path: Path) -> None:
+    tmux = Tmux(socket_name=server.socket_name)
+    created = create_worker(tmux, watcher.workers_dir, tmp_path, name="ann", cli="claude",
+                            command="cat")
+    watcher.tick()
+    server_pid = server.cmd("display-message", "-p", "#{pid}").stdout[0]
+    _hook(server_pid, created.pane_id, "claude", {"hook_event_name": "SessionStart",
+                                                   "session_id": FIRST})
+    server.cmd("send-keys", "-t", created.pane_id, "C-d")  # the agent exits; tmux keeps the pane
+
+    def dead() -> bool:
+        shown: list[str] = server.cmd("display-message", "-p", "-t", created.pane_id,
+                                      "#{pane_dead}").stdout
+        return shown == ["1"]
+
+    retry_until(dead, STARTS_WITHIN_S, interval=0.1)
+    watcher.tick()
+    bin_dir, log = _fake_agents(tmp_path)
+    # tmux starts the agent with the PATH of the client asking: restore's own.
+    done = conductor("-L", server.socket_name, "pty", "restore", "ann",
+                     env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stderr
+    retry_until(lambda: log.exists() and log.read_text() != "", STARTS_WITHIN_S, interval=0.1)
+    assert log.read_text() == f"claude --resume {FIRST} @ {tmp_path}\n"
+    assert not dead()
+    again = conductor("-L", server.socket_name, "pty", "restore", "ann")
+    assert (again.returncode, again.stderr.count("\n")) == (1, 1)
+    assert "is running; nothing restored" in again.stderr

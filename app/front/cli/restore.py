@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from app.base.errors import ConductorError
 from app.front.cli.context import Context, echo_clean, friendly_errors
 
 if TYPE_CHECKING:
@@ -40,9 +41,9 @@ def restore(obj: Context, idents: tuple[str, ...], dry_run: bool, as_json: bool)
             chosen = {find_worker(workers, ident)["id"] for ident in idents}
             asked_live = sorted(chosen & live)
             if asked_live:
-                raise click.UsageError(f"pane {asked_live[0]} is running; nothing to restore")
+                raise ConductorError(f"pane {asked_live[0]} is running; nothing restored")
             workers = [w for w in workers if w["id"] in chosen]
-        planned = restoring.plan(reader, workers, live)
+        planned = restoring.plan(reader, workers, live, restoring.dead_ids(tmux))
     finally:
         reader.close()
     if dry_run or not planned:
