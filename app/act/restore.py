@@ -63,6 +63,7 @@ class Planned:
     session_id: str = ""
     transcript: str = ""
     command: str = ""
+    host: str = "local"  # restored on that host's tmux (remote ones over its ssh connection)
     # What comes back with the pane: its goal and herd opt-in, the messages still queued for it
     # when it went, and whether a cycle was running (it comes back paused).
     goal: str = ""
@@ -79,8 +80,17 @@ class Planned:
                    *([f"{self.messages} queued"] if self.messages else []),
                    *(["cycle paused (needs you)"] if self.cycle_paused else [])]
         with_it = f"  with {', '.join(carried)}" if carried and self.how != SKIP else ""
-        return f"{self.name} ({self.id})  {self.tmux_session}:{self.tmux_window}  {what}  " \
+        on = f"{self.host}:" if self.host != "local" else ""
+        return f"{self.name} ({self.id})  {on}{self.tmux_session}:{self.tmux_window}  {what}  " \
                f"{where}{with_it}".rstrip()
+
+
+def skipped(row: Mapping[str, Any], why: str) -> Planned:
+    """A row that cannot come back (its host is not configured or does not answer)."""
+    return Planned(row["id"], str(row.get("name") or row["id"]),
+                   str(row.get("tmux_session") or ""), str(row.get("tmux_window") or ""),
+                   "", str(row.get("cli_type") or ""), SKIP, why,
+                   host=str(row.get("host") or "local"))
 
 
 def plan(reader: StoreReader, workers: Iterable[Mapping[str, Any]], live: Collection[str],
@@ -123,15 +133,16 @@ def _plan_one(reader: StoreReader, row: Mapping[str, Any], in_place: bool) -> Pl
     base = {"id": row["id"], "name": str(row.get("name") or row["id"]),
             "tmux_session": str(row.get("tmux_session") or "conductor"),
             "tmux_window": str(row.get("tmux_window") or row.get("name") or "restored"),
-            "folder": folder, "cli": cli}
-    if row.get("host") not in (None, "local"):
-        return Planned(**base, how=SKIP, why=f"on host {row['host']} (restore runs locally only)")
+            "folder": folder, "cli": cli, "host": str(row.get("host") or "local")}
+    host = str(row.get("host") or "local")
     if cli == "conductor":
         return Planned(**base, how=SKIP, why="conductor's own view")
     if not WORKER_ID.fullmatch(str(row["id"])):
         return Planned(**base, how=SKIP, why="not an id the watcher could keep")
     # A dead pane has no current folder (tmux reports none): it starts again where it began.
-    if not (in_place and not folder) and (not folder or not Path(folder).is_dir()):
+    # Another host's folders are that host's: tmux there starts in its home if one is gone.
+    missing = not folder or (host == "local" and not Path(folder).is_dir())
+    if missing and not (in_place and not folder):
         return Planned(**base, how=SKIP, why=f"its folder {folder or '(none)'} is gone")
     if cli not in AGENT_COMMANDS:
         why = "was a shell" if cli in ("shell", "") else f"was running {cli}; comes back as a shell"

@@ -108,7 +108,7 @@ def test_dry_run_prints_the_plan_and_changes_nothing(
     assert f"fresh claude (its session {ENDED} had ended)" in lines["cal"]
     assert f"resume codex session {CODEX}" in lines["cod"]
     assert "shell (was a shell)" in lines["term"]
-    assert "skipped: on host gpu" in lines["far"]
+    assert "skipped: host gpu: no host 'gpu' in the config file" in lines["far"]
 
     planned = json.loads(conductor("-L", server.socket_name, "pty", "restore", "--dry-run",
                                    "--json", "ann").stdout)

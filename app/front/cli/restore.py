@@ -7,7 +7,7 @@ Registered on the ``pty`` group by ``app.front.cli.main``.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,6 +16,7 @@ from app.front.cli.context import Context, echo_clean, friendly_errors
 
 if TYPE_CHECKING:
     from app.act.restore import Planned
+    from app.adapters.tmux import Tmux
 
 
 @click.command()
@@ -32,26 +33,53 @@ def restore(obj: Context, idents: tuple[str, ...], dry_run: bool, as_json: bool)
     from app.adapters.status import find_worker
     from app.adapters.store import StoreReader
 
-    tmux = obj.tmux()
-    live = restoring.live_ids(tmux)
+    local = obj.tmux()
     reader = StoreReader(obj.workers_dir)
     try:
         workers = reader.workers(obj.socket_name)
         if idents:
             chosen = {find_worker(workers, ident)["id"] for ident in idents}
-            asked_live = sorted(chosen & live)
+            workers = [w for w in workers if w["id"] in chosen]
+        planned: list[Planned] = []
+        servers: dict[str, Tmux] = {}
+        for host, rows in _by_host(workers).items():
+            try:
+                tmux = local if host == "local" else _host_tmux(local, host)
+                live = restoring.live_ids(tmux)
+                dead = restoring.dead_ids(tmux)
+            except ConductorError as exc:
+                planned += [restoring.skipped(row, f"host {host}: {exc}") for row in rows]
+                continue
+            servers[host] = tmux
+            asked_live = sorted({w["id"] for w in rows} & live) if idents else []
             if asked_live:
                 raise ConductorError(f"pane {asked_live[0]} is running; nothing restored")
-            workers = [w for w in workers if w["id"] in chosen]
-        planned = restoring.plan(reader, workers, live, restoring.dead_ids(tmux))
+            planned += restoring.plan(reader, rows, live, dead)
     finally:
         reader.close()
-    if dry_run or not planned:
-        _show(planned, as_json, "would restore" if planned else "nothing to restore")
+    if not planned or dry_run or all(p.how == restoring.SKIP for p in planned):
+        heading = "would restore" if dry_run else "nothing can be restored"
+        _show(planned, as_json, heading if planned else "nothing to restore")
         return
-    done = restoring.carry_out(tmux, obj.workers_dir, planned)
+    done = []
+    for host, tmux in servers.items():
+        done += restoring.carry_out(tmux, obj.workers_dir, [p for p in planned if p.host == host])
     _show([d.planned for d in done] + [p for p in planned if p.how == restoring.SKIP], as_json,
           f"restored {len(done)} pane{'s' if len(done) != 1 else ''}")
+
+
+def _by_host(workers: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in workers:
+        groups.setdefault(str(row.get("host") or "local"), []).append(row)
+    return groups
+
+
+def _host_tmux(local: Tmux, host: str) -> Tmux:
+    from app.front.cli.context import read_config
+    from app.run.hosts import host_tmux
+
+    return host_tmux(local, read_config().hosts, host)
 
 
 def _show(planned: list[Planned], as_json: bool, heading: str) -> None:
