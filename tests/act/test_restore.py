@@ -249,3 +249,25 @@ def test_an_agent_whose_pane_tmux_kept_dead_starts_again_in_place(
     again = conductor("-L", server.socket_name, "pty", "restore", "ann")
     assert (again.returncode, again.stderr.count("\n")) == (1, 1)
     assert "is running; nothing restored" in again.stderr
+
+
+def test_hostile_names_and_folders_arrive_as_themselves_and_run_nothing(
+        server: Any, session: Any, watcher: Watcher, tmp_path: Path) -> None:
+    canary = tmp_path / "canary"
+    hostile = f"w;$(touch {canary})#(touch {canary})'\""
+    folder = tmp_path / "f #(id) #{pane_id} $(id) `id`"  # arrives as itself, or the path differs
+    folder.mkdir()
+    tmux = Tmux(socket_name=server.socket_name)
+    created = create_worker(tmux, watcher.workers_dir, folder, name=hostile)
+    watcher.tick()
+    server.kill()
+
+    done = conductor("-L", server.socket_name, "pty", "restore", created.id)
+    assert done.returncode == 0, done.stderr
+    assert server.cmd("list-panes", "-a", "-F", "#{@conductor-id}").stdout == [created.id]
+    assert server.cmd("list-windows", "-a", "-F", "#{window_name}").stdout == [hostile]
+    path = server.cmd("list-panes", "-a", "-F", "#{pane_current_path}").stdout
+    retry_until(lambda: server.cmd("list-panes", "-a", "-F", "#{pane_current_path}").stdout
+                == [str(folder)], STARTS_WITHIN_S, interval=0.1)
+    assert path in ([str(folder)], [""])
+    assert not canary.exists()
