@@ -91,11 +91,14 @@ def _dump(workers_dir: Path) -> list[Any]:
 def test_dry_run_prints_the_plan_and_changes_nothing(
         server: Any, session: Any, watcher: Watcher, tmp_path: Path, isolated_env: Path) -> None:
     ids = _populated(server, watcher, tmp_path)
+    worktree = tmp_path / "worktrees" / "bob-branch"  # what `create --worktree` made for bob
+    worktree.mkdir(parents=True)
     store = StoreWriter(isolated_env)
     try:
         with store.transaction() as conn:
             store.upsert_pty(conn, {"id": "0123456789", "name": "far", "host": "gpu",
                                     "cwd": "/srv", "cli_type": "claude", "tmux_session": "w"})
+            store.set_worktree(conn, ids["bob"], str(worktree))
     finally:
         store.close()
     before = _dump(isolated_env)
@@ -104,7 +107,7 @@ def test_dry_run_prints_the_plan_and_changes_nothing(
     assert done.returncode == 0, done.stderr
     lines = {line.split()[0]: line for line in done.stdout.splitlines()[1:]}
     assert f"resume claude session {FIRST}" in lines["ann"]
-    assert "fresh claude (its session id is unknown)" in lines["bob"]
+    assert lines["bob"].endswith(f"fresh claude (its session id is unknown)  in {worktree}")
     assert f"fresh claude (its session {ENDED} had ended)" in lines["cal"]
     assert f"resume codex session {CODEX}" in lines["cod"]
     assert "shell (was a shell)" in lines["term"]
