@@ -196,22 +196,29 @@ class Restored:
     pane_id: str
 
 
-def carry_out(tmux: Tmux, workers_dir: Path, planned: Iterable[Planned]) -> list[Restored]:
-    """Recreate the planned panes (SKIP ones aside) and point their rows at them."""
+def carry_out(tmux: Tmux, workers_dir: Path, planned: Iterable[Planned]
+              ) -> tuple[list[Restored], list[Planned]]:
+    """Recreate the planned panes (SKIP ones aside) and point their rows at them; what came back,
+    and the entries that could not (as SKIP, with tmux's reason): one failure stops no other."""
     done: list[Restored] = []
+    failed: list[Planned] = []
     sessions: dict[str, str] = {}
     dead = _panes(tmux, dead=True)
     for entry in planned:
         if entry.how == SKIP:
             continue
-        if entry.id in dead:
-            pane_id = _respawn(tmux, entry, dead[entry.id])
-        else:
-            pane_id = _recreate(tmux, entry, sessions)
+        try:
+            if entry.id in dead:
+                pane_id = _respawn(tmux, entry, dead[entry.id])
+            else:
+                pane_id = _recreate(tmux, entry, sessions)
+        except ConductorError as exc:
+            failed.append(replace(entry, how=SKIP, why=f"could not be recreated: {exc}"))
+            continue
         done.append(Restored(entry, pane_id))
     if done:
         _record(tmux, workers_dir, done)
-    return done
+    return done, failed
 
 
 def _recreate(tmux: Tmux, entry: Planned, sessions: dict[str, str]) -> str:
@@ -223,8 +230,7 @@ def _recreate(tmux: Tmux, entry: Planned, sessions: dict[str, str]) -> str:
                     "-n", literal(entry.tmux_window), "-c", literal(entry.folder), *command,
                     check=False)
     if done.returncode != 0:
-        raise ConductorError(f"could not recreate {entry.name}: "
-                             f"{' '.join(done.stderr.split())[:200] or 'tmux failed'}")
+        raise ConductorError(' '.join(done.stderr.split())[:200] or "tmux failed")
     session_id, _, pane_id = done.stdout.strip().partition(" ")
     sessions[entry.tmux_session] = session_id
     # Not expanded (no -F), and an id of ten hex digits: nothing in it for tmux to read.

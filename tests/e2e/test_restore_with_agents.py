@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,20 @@ START_S = 90.0
 def _idle(lab: AgentInTmux, pane_id: str) -> None:
     retry_until(lambda: bool(IDLE_FOOTER.search(lab.tmux("capture-pane", "-p", "-t", pane_id))),
                 START_S, interval=0.2, message=f"claude in {pane_id} never idle")
+
+
+def _still(lab: AgentInTmux, pane_id: str, quiet_s: float = 1.0) -> None:
+    """Until the pane shows the idle footer on a screen unchanged for ``quiet_s``."""
+    last = [""]
+    since = [time.monotonic()]
+
+    def held() -> bool:
+        screen = lab.tmux("capture-pane", "-p", "-t", pane_id)
+        if screen != last[0]:
+            last[0], since[0] = screen, time.monotonic()
+        return bool(IDLE_FOOTER.search(screen)) and time.monotonic() - since[0] >= quiet_s
+
+    retry_until(held, START_S, interval=0.1, message=f"{pane_id} never held still")
 
 
 def _ask(lab: AgentInTmux, pane_id: str, text: str, turns: int) -> None:
@@ -182,6 +197,9 @@ def test_codex_comes_back_in_its_own_thread_and_a_fresh_pane_says_so(
             "list-panes", "-a", "-F", "#{pane_id} #{@conductor-id}").split("\n") if line)
         for pane_id in panes.values():
             _idle(codex, pane_id)
+        # A resumed Codex draws its idle footer, then redraws the old thread for a while and
+        # drops keys typed meanwhile: type once its screen held still.
+        _still(codex, panes[ids[first]])
         codex.server.queue(Say("It was gamma."))
         _ask(codex, panes[ids[first]], "Which word? QUESTION-THREE", 2)
 

@@ -61,11 +61,18 @@ def restore(obj: Context, idents: tuple[str, ...], dry_run: bool, as_json: bool)
         heading = "would restore" if dry_run else "nothing can be restored"
         _show(planned, as_json, heading if planned else "nothing to restore")
         return
-    done = []
+    done: list[Planned] = []
+    failed: list[Planned] = []
     for host, tmux in servers.items():
-        done += restoring.carry_out(tmux, obj.workers_dir, [p for p in planned if p.host == host])
-    _show([d.planned for d in done] + [p for p in planned if p.how == restoring.SKIP], as_json,
+        came, went = restoring.carry_out(tmux, obj.workers_dir,
+                                         [p for p in planned if p.host == host])
+        done += [d.planned for d in came]
+        failed += went
+    _show(done + failed + [p for p in planned if p.how == restoring.SKIP], as_json,
           f"restored {len(done)} pane{'s' if len(done) != 1 else ''}")
+    if failed:
+        raise ConductorError(f"{len(failed)} pane{'s' if len(failed) != 1 else ''} could not be "
+                             "recreated (see above)")
 
 
 def _by_host(workers: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
