@@ -57,9 +57,35 @@ def _still(lab: AgentInTmux, pane_id: str, quiet_s: float = 1.0) -> None:
 
 
 def _ask(lab: AgentInTmux, pane_id: str, text: str, turns: int) -> None:
+    last_typed = [time.monotonic()]
+
+    def typed() -> bool:
+        # A CLI busy redrawing (a resumed Codex under load) can drop keys: typed again then,
+        # once nothing of the last try showed for 3 s (never twice on screen).
+        screen = lab.tmux("capture-pane", "-p", "-t", pane_id)
+        if text in screen:
+            return True
+        if text[-8:] not in screen and time.monotonic() - last_typed[0] >= 3.0:
+            lab.tmux("send-keys", "-t", pane_id, "-l", text)
+            last_typed[0] = time.monotonic()
+        return False
+
     lab.tmux("send-keys", "-t", pane_id, "-l", text)
-    retry_until(lambda: text in lab.tmux("capture-pane", "-p", "-t", pane_id), 10, interval=0.1)
-    lab.tmux("send-keys", "-t", pane_id, "Enter")
+    retry_until(typed, 30, interval=0.1)
+    asked = len(lab.server.requests)
+    last_enter = [0.0]
+
+    def submitted() -> bool:
+        # Codex takes an Enter too close behind typed keys for part of a paste (a newline):
+        # Enter again until the model is asked.
+        if len(lab.server.requests) > asked:
+            return True
+        if time.monotonic() - last_enter[0] >= 3.0:
+            lab.tmux("send-keys", "-t", pane_id, "Enter")
+            last_enter[0] = time.monotonic()
+        return False
+
+    retry_until(submitted, 30, interval=0.1)
     lab.server.wait_for_turn_end(turns, seconds=START_S)
 
 
