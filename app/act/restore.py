@@ -16,7 +16,6 @@ after it fullmatched :data:`app.observe.sessions.SESSION_ID`, and as one shell-q
 from __future__ import annotations
 
 import shlex
-import sqlite3
 import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
@@ -282,7 +281,6 @@ def _record(tmux: Tmux, workers_dir: Path, done: list[Restored]) -> None:
                     "summary": summary, "actions_needed": "", "reasons": ["restored"],
                     "rule_id": "restore", "classifier": "restore", "confidence": 0,
                 }])
-                _bring_back_belongings(store, conn, entry.id, now)
                 if entry.how == RESUME:
                     store.add_event(conn, {
                         "ts": now, "kind": "restore", "event": "other", "name": "restore",
@@ -290,32 +288,35 @@ def _record(tmux: Tmux, workers_dir: Path, done: list[Restored]) -> None:
                         "socket": tmux.label, "session_id": entry.session_id,
                         "transcript": entry.transcript, "detail": "resumed by restore",
                     })
+        for item in done:
+            _bring_back_belongings(store, item.planned.id, now)
     finally:
         store.close()
 
 
-def _bring_back_belongings(store: StoreWriter, conn: sqlite3.Connection, wid: str,
-                           now: float) -> None:
-    """The herd row the pane left, its messages queued again, its running cycle paused."""
-    kept = store.kept_herd(wid)
-    if kept is not None:
-        if wid not in store.herd_rows():
-            store.upsert_herd(conn, {
-                "id": wid, "enabled": kept["enabled"], "rules": kept["rules"],
-                "dry_run": kept["dry_run"], "goal": kept["goal"], "check_cmd": kept["check_cmd"],
-                "updated_ts": now})
-        store.drop_kept_herd(conn, wid)
-    messages, cycle = _gone_with_pane(store.jobs_of(wid))
-    for job in messages:
-        store.add_job(conn, replace(job, seq=0, state=JobState.QUEUED, state_ts=now,
-                                    done_ts=None, detail="queued again by restore",
-                                    timeline=stamp(job.timeline, JobState.QUEUED, now)))
-        store.update_job(conn, job.seq, {"detail": _REQUEUED})
-    if cycle is not None:
-        # Whatever it was doing is stale now: it waits for the person (`resume`).
-        store.add_job(conn, replace(cycle, seq=0, state=JobState.PAUSED, state_ts=now,
-                                    done_ts=None, decision="paused",
-                                    detail="the pane was restored; resume it when ready",
-                                    timeline=stamp(cycle.timeline, JobState.PAUSED, now)))
-        store.update_job(conn, cycle.seq, {"detail": _REQUEUED})
-        store.set_cycle(conn, wid, JobState.PAUSED.shown)
+def _bring_back_belongings(store: StoreWriter, wid: str, now: float) -> None:
+    """The herd row the pane left, its messages queued again, its running cycle paused (one
+    transaction of its own: the pane is back whether or not its belongings are)."""
+    with store.transaction() as conn:
+        kept = store.kept_herd(wid)
+        if kept is not None:
+            if wid not in store.herd_rows():
+                store.upsert_herd(conn, {
+                    "id": wid, "enabled": kept["enabled"], "rules": kept["rules"],
+                    "dry_run": kept["dry_run"], "goal": kept["goal"],
+                    "check_cmd": kept["check_cmd"], "updated_ts": now})
+            store.drop_kept_herd(conn, wid)
+        messages, cycle = _gone_with_pane(store.jobs_of(wid))
+        for job in messages:
+            store.add_job(conn, replace(job, seq=0, state=JobState.QUEUED, state_ts=now,
+                                        done_ts=None, detail="queued again by restore",
+                                        timeline=stamp(job.timeline, JobState.QUEUED, now)))
+            store.update_job(conn, job.seq, {"detail": _REQUEUED})
+        if cycle is not None:
+            # Whatever it was doing is stale now: it waits for the person (`resume`).
+            store.add_job(conn, replace(cycle, seq=0, state=JobState.PAUSED, state_ts=now,
+                                        done_ts=None, decision="paused",
+                                        detail="the pane was restored; resume it when ready",
+                                        timeline=stamp(cycle.timeline, JobState.PAUSED, now)))
+            store.update_job(conn, cycle.seq, {"detail": _REQUEUED})
+            store.set_cycle(conn, wid, JobState.PAUSED.shown)
