@@ -158,6 +158,8 @@ def _migrations() -> Migrations:
 
     migrations()(m007_hosts)
     migrations()(m008_host_heartbeat)
+    migrations()(m009_session_identity)
+    migrations()(m010_keep_herd_of_gone_panes)
     return migrations
 
 
@@ -177,6 +179,27 @@ def m008_host_heartbeat(db: Database) -> None:
     the host's heartbeat: each of its full ticks writes it."""
     db.table("hosts").add_column("watched", int)
     db.table("hosts").add_column("removed_ts", float)
+
+
+def m009_session_identity(db: Database) -> None:
+    """Session identity (issue 33): the agent's own conversation file a hook payload names,
+    beside the session id the events table already keeps, so `restore` can resume each pane's
+    own conversation."""
+    db.table("events").add_column("transcript", str)
+
+
+def m010_keep_herd_of_gone_panes(db: Database) -> None:
+    """A pane that is gone takes its herd row (opt-in, rules, goal) with it; `restore` brings
+    the pane back, so the row is kept aside as it is deleted, for `restore` to put back."""
+    db.table("herd_kept").create({
+        "id": str, "enabled": int, "rules": str, "dry_run": int, "goal": str, "check_cmd": str,
+        "kept_ts": float,
+    }, pk="id")
+    db.execute(
+        "CREATE TRIGGER herd_kept_on_delete BEFORE DELETE ON herd BEGIN "
+        "INSERT OR REPLACE INTO herd_kept (id, enabled, rules, dry_run, goal, check_cmd, kept_ts) "
+        "VALUES (old.id, old.enabled, old.rules, old.dry_run, old.goal, old.check_cmd, "
+        "(julianday('now') - 2440587.5) * 86400.0); END")
 
 
 def db_path(workers_dir: str | Path) -> str:
@@ -663,7 +686,19 @@ class StoreWriter:
 
     def host_rows(self) -> dict[str, dict[str, Any]]:
         """The ``hosts`` table by name: what the watcher last recorded of each host."""
-        return {row["name"]: row for row in _events(self.conn, "SELECT * FROM hosts", ())}
+        return {row["name"]: row for row in self._rows("SELECT * FROM hosts")}
+
+    def jobs_of(self, worker_id: str) -> list[Job]:
+        """Every stored job of one pane, oldest first."""
+        return _jobs(self._rows("SELECT * FROM jobs WHERE id = ? ORDER BY seq", (worker_id,)))
+
+    def kept_herd(self, worker_id: str) -> dict[str, Any] | None:
+        """The herd row a gone pane left (migration m010), None when it left none."""
+        rows = self._rows("SELECT * FROM herd_kept WHERE id = ?", (worker_id,))
+        return rows[0] if rows else None
+
+    def drop_kept_herd(self, conn: sqlite3.Connection, worker_id: str) -> None:
+        self._run(conn, "DELETE FROM herd_kept WHERE id = ?", (worker_id,))
 
 
 def _jobs(rows: Iterable[Mapping[str, Any]]) -> list[Job]:
@@ -943,6 +978,30 @@ class StoreReader:
             sql += " LIMIT ?"
             params += (limit,)
         return [dict(row) for row in reversed(self._query(sql, params))]
+
+    def newest_session_event(self, pane_id: str, server_pid: int | None
+                             ) -> dict[str, Any] | None:
+        """The newest hook event of one pane that names the agent's session (None: none does,
+        or the store predates events)."""
+        try:
+            rows = _events(self.conn, "SELECT * FROM events WHERE pane_id = ? AND "
+                           "server_pid IS ? AND kind IN ('hook', 'restore') AND session_id != '' "
+                           "ORDER BY seq DESC LIMIT 1", (pane_id, server_pid))
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return None
+            raise _locked(exc, self.path) from exc
+        except sqlite3.Error as exc:
+            raise _locked(exc, self.path) from exc
+        return rows[0] if rows else None
+
+    def kept_herd(self, worker_id: str) -> dict[str, Any] | None:
+        """The herd row a gone pane left (None: none, or a store from before migration m010)."""
+        try:
+            rows = self._query("SELECT * FROM herd_kept WHERE id = ?", (worker_id,))
+        except StoreError:
+            return None
+        return dict(rows[0]) if rows else None
 
 
 def _codes(text: str | None) -> list[str]:

@@ -47,6 +47,7 @@ _FIXED_FIELDS = (
 _FREE_FIELDS = (
     "session_name", "window_name", "pane_current_path", "pane_current_command", "pane_tty",
     "@conductor-view",  # set by conductor's own views on their pane (app.observe.views)
+    "@conductor-id",  # set by `restore` on the pane it recreated for a stored row (app.act.restore)
     "pane_title",
 )
 _PANE_ROW, _CLIENT_ROW = "p", "c"
@@ -169,6 +170,7 @@ def _pane_row(parts: list[str], viewed: Collection[str]) -> tuple[Pane, int] | N
         destroy_unattached=f["destroy-unattached"] not in ("", "0", "off"),
         tty=f["pane_tty"],
         view=f["@conductor-view"],
+        conductor_id=f["@conductor-id"],
     ), _to_int(f["pid"])
 
 
@@ -617,3 +619,11 @@ def _clients(tmux: Tmux, with_session: bool = False) -> list[str]:
     rows = [line.split(" ", 2) for line in out.splitlines() if line.count(" ") >= 2]
     rows = [r for r in rows if r[0] != "1"]
     return [name for _, _, name in sorted(rows, key=lambda r: _to_int(r[1]), reverse=True)]
+
+
+def find_session(tmux: Tmux, name: str) -> str | None:
+    """The id of the session named exactly ``name``; None when there is none (or no server)."""
+    try:
+        return tmux._session_id(name)
+    except TmuxError:
+        return None

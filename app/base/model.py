@@ -63,6 +63,9 @@ class Pane:
     tty: str = ""  # the pane's terminal device, /dev/pts/N
     # The pane option a conductor view sets on its own pane ("PID WHAT"; app.observe.views), or "".
     view: str = ""
+    # The stored row `conductor pty restore` recreated this pane for (pane option
+    # ``@conductor-id``), or "": the watcher keeps that row's id, so its history continues.
+    conductor_id: str = ""
 
     @property
     def change_hint(self) -> tuple[int, int, int, int, int, int, bool, bool]:

@@ -53,13 +53,29 @@ def main(argv: list[str], stdin: TextIO | None = None, env: Mapping[str, str] | 
         _log(workers_dir, env, f"ignored: {type(exc).__name__}: {exc}")
         return 0
     try:
-        from app.adapters.store import record_event
-
-        record_event(workers_dir, row)
+        _record(workers_dir, row)
     except Exception as exc:
         _log(workers_dir, env, f"could not record {row['name']}: {exc}")
     _wake_watcher(workers_dir, env, row)
     return 0
+
+
+def _record(workers_dir: str, row: dict[str, Any]) -> None:
+    from app.adapters.store import record_event
+
+    try:
+        record_event(workers_dir, row)
+    except Exception as exc:
+        if "has no column named" not in str(exc):
+            raise
+        # A store no watcher of this version has opened yet lacks the newer columns: bringing
+        # its schema up to date is what any writer does when it opens it.
+        from pathlib import Path
+
+        from app.adapters.store import StoreWriter
+
+        StoreWriter(Path(workers_dir)).close()
+        record_event(workers_dir, row)
 
 
 def _wake_watcher(workers_dir: str, env: Mapping[str, str], row: dict[str, Any]) -> None:
@@ -123,6 +139,7 @@ def event_row(cli: str | None, payload: str, env: Mapping[str, str], now: float
         "server_pid": int(server_pid) if server_pid.isdigit() else None,
         "socket": socket_path,
         "session_id": event.session_id,
+        "transcript": event.transcript,
         "detail": event.detail,
     }
 

@@ -46,8 +46,9 @@ CLAUDE_ASYNC_EVENTS = frozenset({"Stop", "Notification", "PermissionRequest"})
 # PermissionRequest fires as the permission dialog opens; Notification's permission_prompt only
 # about 6 s later (Claude Code 2.1.197, measured).
 CLAUDE_EVENTS = (
-    "UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse", "Notification", "Stop",
-    "SubagentStop", "SessionEnd",
+    # SessionStart names the session before the first prompt (and again after /clear).
+    "SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse",
+    "Notification", "Stop", "SubagentStop", "SessionEnd",
 )
 GEMINI_EVENTS = (
     "BeforeAgent", "BeforeTool", "AfterTool", "AfterAgent", "Notification", "SessionEnd",

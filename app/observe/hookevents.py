@@ -79,19 +79,23 @@ class HookEvent:
     """What one hook call says about its agent.
 
     ``kind`` is one of KINDS; ``name`` is the CLI's own event name; ``detail`` is at most
-    DETAIL_MAX characters of one line with secrets masked; ``session_id`` is "" when unknown.
+    DETAIL_MAX characters of one line with secrets masked; ``session_id`` is "" when unknown;
+    ``transcript`` is the path of the agent's own conversation file its payload names ("" when
+    it names none). Both are the agent's data: only ever stored and shown, checked before use.
     """
 
-    __slots__ = ("cli", "detail", "kind", "name", "session_id")
+    __slots__ = ("cli", "detail", "kind", "name", "session_id", "transcript")
 
     def __init__(
-        self, cli: str, name: str, kind: str, detail: str = "", session_id: str = ""
+        self, cli: str, name: str, kind: str, detail: str = "", session_id: str = "",
+        transcript: str = "",
     ) -> None:
         self.cli = cli
         self.name = name
         self.kind = kind
         self.detail = detail
         self.session_id = session_id
+        self.transcript = transcript
 
     def as_dict(self) -> dict[str, str]:
         return {
@@ -126,20 +130,22 @@ def parse_event(cli: str | None, payload_text: str) -> HookEvent:
 
     if known == "codex" and not name:
         kind = _CODEX_NOTIFY_KINDS.get(notify_type, "other")
+        thread = _text(payload.get("thread-id")) or _text(payload.get("thread_id"))
         if _codex_title_turn(payload):
-            kind = "other"  # Codex's own side turn naming the thread, not the user's turn
-        return HookEvent(
-            "codex", notify_type, kind, _codex_detail(payload, notify_type),
-            _text(payload.get("thread-id")) or _text(payload.get("thread_id")),
-        )
+            # Codex's own side turn naming the thread, not the user's turn; its thread is not
+            # the conversation either, and must never be taken for the pane's session.
+            kind, thread = "other", ""
+        return HookEvent("codex", notify_type, kind, _codex_detail(payload, notify_type),
+                         thread)
     session_id = _text(payload.get("session_id"))
+    transcript = _one_path(_text(payload.get("transcript_path")))
     if known == "gemini":
         kind = _gemini_kind(name, payload)
     elif known in ("claude", "codex"):
         kind = _claude_kind(name, payload)
     else:
         kind = "other"
-    return HookEvent(known, name, kind, _detail(name, payload), session_id)
+    return HookEvent(known, name, kind, _detail(name, payload), session_id, transcript)
 
 
 def _load(payload_text: str) -> dict[str, Any]:
@@ -244,6 +250,13 @@ def _codex_detail(payload: dict[str, Any], notify_type: str) -> str:
     if isinstance(inputs, list) and inputs:
         return _clean(_text(inputs[-1]))
     return ""
+
+
+def _one_path(text: str) -> str:
+    """A transcript path as it was given, when it is one plausible absolute path; else ""."""
+    if not text.startswith("/") or len(text) > 4096 or not text.isprintable():
+        return ""
+    return text
 
 
 def _text(value: object) -> str:

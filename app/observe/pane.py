@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -49,6 +50,24 @@ def worker_id(socket_label: str, server_pid: int, pane_id: str) -> str:
     restart, so the server's pid and socket are part of the identity."""
     key = f"{socket_label}\0{server_pid}\0{pane_id}"
     return hashlib.blake2b(key.encode(), digest_size=5).hexdigest()
+
+
+# What worker_id makes: the only value a pane's ``@conductor-id`` option is taken as.
+WORKER_ID = re.compile(r"[0-9a-f]{10}")
+
+
+def panes_by_id(socket_label: str, server_pid: int, panes: Iterable[Pane]) -> dict[str, Pane]:
+    """The panes by worker id. A pane `restore` recreated for a stored row carries that row's
+    id (``@conductor-id``) and keeps it, so its history continues; a second pane claiming an id
+    already taken (a copy of the option) gets its own."""
+    found: dict[str, Pane] = {}
+    claimed = [p for p in panes if WORKER_ID.fullmatch(p.conductor_id)]
+    for pane in claimed:
+        found.setdefault(pane.conductor_id, pane)
+    for pane in panes:
+        if found.get(pane.conductor_id) is not pane:
+            found[worker_id(socket_label, server_pid, pane.pane_id)] = pane
+    return found
 
 
 @dataclass

@@ -30,13 +30,13 @@ from app.adapters.status import pid_alive
 from app.adapters.store import StoreWriter, public_row
 from app.adapters.tmux import Tmux
 from app.base.errors import TmuxServerNotRunning
-from app.base.model import Pane, Transition
+from app.base.model import Pane, State, Transition
 from app.base.settings import WatchSettings
 from app.base.termsignals import TermSignal
 from app.observe import views
 from app.observe.llm import AsyncLLM
 from app.observe.packs import Pack
-from app.observe.pane import EVENTS, POLL, PaneObserver, Tracked, worker_id
+from app.observe.pane import EVENTS, POLL, PaneObserver, Tracked, panes_by_id
 from app.run.clock import CaptureClock
 from app.run.events import EventReader
 from app.run.folders import folders, remove_folder, write_final_file
@@ -239,7 +239,7 @@ class Watcher:
             self._watched = self.control.watching()
         socket = self.tmux.label
         self.clock.listed({p.pane_id for p in listing.panes})
-        current = {worker_id(socket, listing.server_pid, p.pane_id): p for p in listing.panes}
+        current = panes_by_id(socket, listing.server_pid, listing.panes)
         self.own_views.conductor_views(current)
         return current
 
@@ -469,7 +469,8 @@ class Watcher:
             cli_forced=(registered or {}).get("cli_forced") or None,
         )
         restored = self._restored.get(wid)
-        if restored and restored.get("state"):
+        # An EXITED row with a live pane is one `restore` brought back: judged anew.
+        if restored and restored.get("state") and restored["state"] != State.EXITED.value:
             tracked.assessment = restored_assessment(restored)
             self.teller.known_before(tracked, tracked.assessment.state)
         return tracked

@@ -27,7 +27,7 @@ EXPECTED = {
     "daemon": ["name", "pid", "socket", "interval", "started_ts", "last_cycle_ts", "stopped_ts",
                "problem"],
     "events": ["seq", "ts", "kind", "event", "name", "cli", "pane_id", "server_pid", "socket",
-               "session_id", "detail"],
+               "session_id", "detail", "transcript"],
     "herd": ["id", "enabled", "rules", "dry_run", "goal", "nudges", "last_nudge_ts", "turn",
              "updated_ts", "check_cmd"],
     "nudges": ["seq", "id", "ts", "name", "eligible", "outcome", "reason", "rule_id", "text",
@@ -36,6 +36,7 @@ EXPECTED = {
              "state_ts", "expires_ts", "done_ts", "detail", "exit_code", "output", "decision",
              "directive", "timeline"],
     "transcript": ["seq", "id", "ts", "kind", "text"],
+    "herd_kept": ["id", "enabled", "rules", "dry_run", "goal", "check_cmd", "kept_ts"],
 }
 
 
@@ -51,7 +52,8 @@ def test_a_blank_store_migrates_to_exactly_the_schema_in_wal_mode(tmp_path: Path
     applied = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations")]
     assert applied == ["m001_initial", "m002_events_and_signals", "m003_herding", "m004_jobs",
                        "m005_declared_check", "m006_worktree", "m007_hosts",
-                       "m008_host_heartbeat"]
+                       "m008_host_heartbeat", "m009_session_identity",
+                       "m010_keep_herd_of_gone_panes"]
 
 
 def test_a_store_from_the_first_release_gains_events_and_keeps_its_rows(tmp_path: Path) -> None:
@@ -133,8 +135,12 @@ def test_a_store_of_the_cycle_release_gains_declared_checks_and_keeps_its_goals(
         tmp_path: Path) -> None:
     StoreWriter(tmp_path).close()
     conn = sqlite3.connect(tmp_path / "status.db")
+    # That release had no kept herd rows either (m010's trigger names check_cmd).
+    conn.execute("DROP TRIGGER herd_kept_on_delete")
+    conn.execute("DROP TABLE herd_kept")
     conn.execute("ALTER TABLE herd DROP COLUMN check_cmd")
-    conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm005_declared_check'")
+    conn.execute("DELETE FROM _sqlite_migrations WHERE name IN "
+                 "('m005_declared_check', 'm010_keep_herd_of_gone_panes')")
     conn.execute("INSERT INTO herd (id, goal) VALUES ('abc', 'tests pass')")
     conn.commit()
     conn.close()

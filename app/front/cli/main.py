@@ -191,6 +191,7 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, width: int | 
             click.echo(line, err=True)
         if as_json:
             now = time.time()
+            _add_sessions(obj.workers_dir, snap.workers)
             click.echo(render.as_json(snap.workers, now, grace, snap.stale_for(now)))
         else:
             click.echo(render.table(snap.workers, time.time(), grace, columns())
@@ -458,6 +459,7 @@ def explain(obj: Context, ident: str, lines: int) -> None:
     from app.adapters.status import find_worker
     from app.adapters.store import StoreReader
     from app.base.model import JobKind, JobState
+    from app.observe import sessions
     from app.observe.packs import detect_pack, load_packs
 
     reader = StoreReader(obj.workers_dir)
@@ -465,10 +467,12 @@ def explain(obj: Context, ident: str, lines: int) -> None:
         worker = find_worker(reader.workers(obj.socket_name), ident)
         history = reader.history(worker["id"], limit=lines) if lines else []
         jobs = reader.jobs(worker["id"], limit=20)
+        session = sessions.pane_session(reader, worker)
     finally:
         reader.close()
     for line in render.stored_assessment(worker, time.time()):
         echo_clean(line)
+    echo_clean(f"  {sessions.describe(session)}")
     from app.front.cli.cycle import cycle_line
 
     echo_clean(cycle_line(jobs))
@@ -494,6 +498,20 @@ def explain(obj: Context, ident: str, lines: int) -> None:
         click.echo("last transitions:")
         for row in history:
             echo_clean(f"  {_history(row)}")
+
+
+def _add_sessions(workers_dir: Path, workers: list[dict[str, Any]]) -> None:
+    """Each row's agent session (issue 33), read only for --json: the table has no room."""
+    from app.adapters.store import StoreReader
+    from app.observe.sessions import with_sessions
+
+    if not workers:
+        return
+    reader = StoreReader(workers_dir)
+    try:
+        with_sessions(reader, workers)
+    finally:
+        reader.close()
 
 
 def _live_screen(worker: dict[str, Any]) -> str | None:
@@ -614,11 +632,12 @@ def _register_groups() -> None:
     from app.front.cli.cycle import dispatch, pause, queue, report, resume
     from app.front.cli.herd import goal, herd
     from app.front.cli.hosts import hosts
+    from app.front.cli.restore import restore
     from app.front.cli.service import logs, service, stop
     from app.front.cli.worktree import worktree
 
     for command in (hook, hooks, mcp, report, queue, dispatch, pause, resume, herd, goal,
-                    stop, logs, service, worktree, hosts):
+                    stop, logs, service, worktree, hosts, restore):
         pty.add_command(command)
 
 

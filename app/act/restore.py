@@ -1,0 +1,322 @@
+"""``restore``: bring back the panes a dead tmux server (reboot, crash, kill-server) or an exit
+took, each agent in its own conversation.
+
+The plan is made from the store alone: each row's session, window, folder (its worktree when it
+has one) and CLI, and the session its agent's hooks named last (app.observe.sessions). An agent
+with a known, live session is resumed into exactly that one (never "the newest of the folder",
+which every pane of a repository shares); one whose id is unknown or whose session the person
+ended starts fresh, and the plan says so. Shells come back as shells in their folder.
+
+A recreated pane carries its row's id in the pane option ``@conductor-id``; the watcher honours
+it (app.observe.pane.panes_by_id), so the row, its history and its herd log continue.
+Names and folders reach tmux through :func:`literal`; a session id reaches a command line only
+after it fullmatched :data:`app.observe.sessions.SESSION_ID`, and as one shell-quoted word.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from app.adapters.store import StoreReader, StoreWriter
+from app.adapters.tmux import Tmux, find_session, literal
+from app.base.errors import ConductorError, TmuxServerNotRunning
+from app.base.model import Job, JobKind, JobState, stamp
+from app.observe.pane import WORKER_ID, panes_by_id
+from app.observe.sessions import SESSION_ID, pane_session
+
+# How each agent CLI starts: fresh, and back in one conversation ("{id}" is the session id).
+# The one place these live: a CLI missing here comes back as a shell in its folder.
+AGENT_COMMANDS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
+    "claude": (("claude",), ("claude", "--resume", "{id}")),
+    "codex": (("codex",), ("codex", "resume", "{id}")),
+    "gemini": (("gemini",), ("gemini", "--resume", "{id}")),
+    # No resume by id we could verify: these come back fresh, and the plan says so.
+    "qwen": (("qwen",), None),
+    "opencode": (("opencode",), None),
+    "aider": (("aider",), None),
+}
+
+RESUME, FRESH, SHELL, SKIP = "resume", "fresh", "shell", "skip"
+# What a new agent window runs until respawn-pane starts the agent, as Tmux.new_window does:
+# an agent that exits at once leaves a dead pane that shows why.
+_PLACEHOLDER = "sleep 2147483647"
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One row's way back. ``how`` is RESUME, FRESH, SHELL or SKIP; ``why`` says it in words."""
+
+    id: str
+    name: str
+    tmux_session: str
+    tmux_window: str
+    folder: str
+    cli: str
+    how: str
+    why: str
+    session_id: str = ""
+    transcript: str = ""
+    command: str = ""
+    host: str = "local"  # restored on that host's tmux (remote ones over its ssh connection)
+    # What comes back with the pane: its goal and herd opt-in, the messages still queued for it
+    # when it went, and whether a cycle was running (it comes back paused).
+    goal: str = ""
+    herd: bool = False
+    messages: int = 0
+    cycle_paused: bool = False
+
+    def line(self) -> str:
+        where = f"in {self.folder or 'its own folder'}" if self.how != SKIP else ""
+        what = {RESUME: f"resume {self.cli} session {self.session_id}",
+                FRESH: f"fresh {self.cli} ({self.why})", SHELL: f"shell ({self.why})",
+                SKIP: f"skipped: {self.why}"}[self.how]
+        carried = [*(["herd on"] if self.herd else []), *(["goal"] if self.goal else []),
+                   *([f"{self.messages} queued"] if self.messages else []),
+                   *(["cycle paused (needs you)"] if self.cycle_paused else [])]
+        with_it = f"  with {', '.join(carried)}" if carried and self.how != SKIP else ""
+        on = f"{self.host}:" if self.host != "local" else ""
+        return f"{self.name} ({self.id})  {on}{self.tmux_session}:{self.tmux_window}  {what}  " \
+               f"{where}{with_it}".rstrip()
+
+
+def skipped(row: Mapping[str, Any], why: str) -> Planned:
+    """A row that cannot come back (its host is not configured or does not answer)."""
+    return Planned(row["id"], str(row.get("name") or row["id"]),
+                   str(row.get("tmux_session") or ""), str(row.get("tmux_window") or ""),
+                   "", str(row.get("cli_type") or ""), SKIP, why,
+                   host=str(row.get("host") or "local"))
+
+
+def plan(reader: StoreReader, workers: Iterable[Mapping[str, Any]], live: Collection[str],
+         dead: Collection[str] = ()) -> list[Planned]:
+    """The way back of each row not running on the tmux server now (``live``: the ids that are;
+    ``dead``: those whose dead pane tmux kept, started again in place)."""
+    return [_with_belongings(reader, _plan_one(reader, row, row["id"] in dead))
+            for row in workers if row["id"] not in live]
+
+
+# The detail the cycle step gives the jobs of a pane that went away (app/act/cycle/step.py): only
+# those come back; one cancelled by hand stays cancelled.
+PANE_GONE = "the pane is gone"
+_REQUEUED = f"{PANE_GONE}; brought back by restore"
+
+
+def _gone_with_pane(jobs: Iterable[Job]) -> tuple[list[Job], Job | None]:
+    """The messages still queued when the pane went, and its latest cycle if it was running."""
+    messages = [j for j in jobs if j.kind is JobKind.MESSAGE and j.state is JobState.DROPPED
+                and j.detail == PANE_GONE]
+    cycles = [j for j in jobs if j.kind is JobKind.CYCLE]
+    latest = cycles[-1] if cycles else None
+    running = latest if latest is not None and latest.state is JobState.DROPPED \
+        and latest.detail == PANE_GONE else None
+    return messages, running
+
+
+def _with_belongings(reader: StoreReader, entry: Planned) -> Planned:
+    if entry.how == SKIP:
+        return entry
+    herd = reader.kept_herd(entry.id) or reader.herd().get(entry.id) or {}
+    messages, cycle = _gone_with_pane(reader.jobs(entry.id))
+    return replace(entry, goal=str(herd.get("goal") or ""), herd=bool(herd.get("enabled")),
+                   messages=len(messages), cycle_paused=cycle is not None)
+
+
+def _plan_one(reader: StoreReader, row: Mapping[str, Any], in_place: bool) -> Planned:
+    folder = str(row.get("worktree") or row.get("cwd") or "")
+    cli = str(row.get("cli_type") or "")
+    base = {"id": row["id"], "name": str(row.get("name") or row["id"]),
+            "tmux_session": str(row.get("tmux_session") or "conductor"),
+            "tmux_window": str(row.get("tmux_window") or row.get("name") or "restored"),
+            "folder": folder, "cli": cli, "host": str(row.get("host") or "local")}
+    host = str(row.get("host") or "local")
+    if cli == "conductor":
+        return Planned(**base, how=SKIP, why="conductor's own view")
+    if not WORKER_ID.fullmatch(str(row["id"])):
+        return Planned(**base, how=SKIP, why="not an id the watcher could keep")
+    # A dead pane has no current folder (tmux reports none): it starts again where it began.
+    # Another host's folders are that host's: tmux there starts in its home if one is gone.
+    missing = not folder or (host == "local" and not Path(folder).is_dir())
+    if missing and not (in_place and not folder):
+        return Planned(**base, how=SKIP, why=f"its folder {folder or '(none)'} is gone")
+    if cli not in AGENT_COMMANDS:
+        why = "was a shell" if cli in ("shell", "") else f"was running {cli}; comes back as a shell"
+        return Planned(**base, how=SHELL, why=why)
+    fresh, resume = AGENT_COMMANDS[cli]
+    found = pane_session(reader, row)
+    if found is None:
+        return Planned(**base, how=FRESH, why="its session id is unknown",
+                       command=shlex.join(fresh))
+    if found.ended:
+        return Planned(**base, how=FRESH, why=f"its session {found.id} had ended",
+                       command=shlex.join(fresh))
+    if resume is None:
+        return Planned(**base, how=FRESH, why=f"{cli} cannot be resumed by id",
+                       command=shlex.join(fresh))
+    if not found.resumable or not SESSION_ID.fullmatch(found.id):
+        return Planned(**base, how=FRESH, why="its session id is not a plain id",
+                       command=shlex.join(fresh))
+    argv = [found.id if part == "{id}" else part for part in resume]
+    return Planned(**base, how=RESUME, why="", session_id=found.id,
+                   transcript=found.transcript, command=shlex.join(argv))
+
+
+def as_json_rows(planned: Iterable[Planned]) -> list[dict[str, Any]]:
+    return [asdict(p) for p in planned]
+
+
+def dead_ids(tmux: Tmux) -> set[str]:
+    return set(_panes(tmux, dead=True))
+
+
+def live_ids(tmux: Tmux) -> set[str]:
+    """The ids of the panes running on the server now (none when no server runs); a dead pane
+    tmux keeps (remain-on-exit) is not one: restore starts it again in place."""
+    return set(_panes(tmux, dead=False))
+
+
+def _panes(tmux: Tmux, dead: bool) -> dict[str, str]:
+    """Pane ids by row id, of the dead panes or of the running ones."""
+    try:
+        listing = tmux.list_panes()
+    except TmuxServerNotRunning:
+        return {}
+    found = panes_by_id(tmux.label, listing.server_pid, listing.panes)
+    return {wid: pane.pane_id for wid, pane in found.items() if pane.dead is dead}
+
+
+@dataclass(frozen=True)
+class Restored:
+    planned: Planned
+    pane_id: str
+
+
+def carry_out(tmux: Tmux, workers_dir: Path, planned: Iterable[Planned]
+              ) -> tuple[list[Restored], list[Planned]]:
+    """Recreate the planned panes (SKIP ones aside) and point their rows at them; what came back,
+    and the entries that could not (as SKIP, with tmux's reason): one failure stops no other."""
+    done: list[Restored] = []
+    failed: list[Planned] = []
+    sessions: dict[str, str] = {}
+    dead = _panes(tmux, dead=True)
+    for entry in planned:
+        if entry.how == SKIP:
+            continue
+        try:
+            if entry.id in dead:
+                pane_id = _respawn(tmux, entry, dead[entry.id])
+            else:
+                pane_id = _recreate(tmux, entry, sessions)
+        except ConductorError as exc:
+            failed.append(replace(entry, how=SKIP, why=f"could not be recreated: {exc}"))
+            continue
+        done.append(Restored(entry, pane_id))
+    if done:
+        _record(tmux, workers_dir, done)
+    return done, failed
+
+
+def _recreate(tmux: Tmux, entry: Planned, sessions: dict[str, str]) -> str:
+    command = [_PLACEHOLDER] if entry.command else []
+    target = sessions.get(entry.tmux_session) or find_session(tmux, entry.tmux_session)
+    where = ["new-window", "-d", "-t", f"{target}:"] if target else \
+        ["new-session", "-d", "-s", literal(entry.tmux_session), "-x", "200", "-y", "50"]
+    done = tmux.run(*where, "-P", "-F", "#{session_id} #{pane_id}",
+                    "-n", literal(entry.tmux_window), "-c", literal(entry.folder), *command,
+                    check=False)
+    if done.returncode != 0:
+        raise ConductorError(' '.join(done.stderr.split())[:200] or "tmux failed")
+    session_id, _, pane_id = done.stdout.strip().partition(" ")
+    sessions[entry.tmux_session] = session_id
+    # Not expanded (no -F), and an id of ten hex digits: nothing in it for tmux to read.
+    tmux.run("set-option", "-p", "-t", pane_id, "@conductor-id", entry.id)
+    if entry.command:
+        tmux.run("set-option", "-w", "-t", pane_id, "remain-on-exit", "on")
+        tmux.run("respawn-pane", "-k", "-t", pane_id, "-c", literal(entry.folder),
+                 entry.command)
+    return pane_id
+
+
+def _respawn(tmux: Tmux, entry: Planned, pane_id: str) -> str:
+    """Start a dead pane (its program exited; tmux kept it) again in place."""
+    command = entry.command
+    if not command:
+        # Without a command tmux would run the pane's first program again: a shell is asked for.
+        shell = tmux.run("show-options", "-gv", "default-shell", check=False).stdout.strip()
+        command = shlex.quote(shell or "/bin/sh")
+    tmux.run("set-option", "-p", "-t", pane_id, "@conductor-id", entry.id)
+    where = ["-c", literal(entry.folder)] if entry.folder else []
+    tmux.run("respawn-pane", "-k", "-t", pane_id, *where, command)
+    return pane_id
+
+
+def _record(tmux: Tmux, workers_dir: Path, done: list[Restored]) -> None:
+    """The rows follow their new panes; a resumed one's session is known on its new pane before
+    its agent's first hook (kind "restore": the watcher's state rules read no such event)."""
+    now = time.time()
+    server_pid = tmux.list_panes().server_pid
+    store = StoreWriter(workers_dir)
+    try:
+        with store.transaction() as conn:
+            for item in done:
+                entry = item.planned
+                store.upsert_pty(conn, {
+                    "id": entry.id, "socket": tmux.label, "server_pid": server_pid,
+                    "pane_id": item.pane_id, "tmux_session": entry.tmux_session,
+                    "tmux_window": entry.tmux_window, "cwd": entry.folder, "last_seen_ts": now,
+                })
+                summary = f"restored: {entry.how}" + (f" ({entry.why})" if entry.why else "")
+                store.upsert_status(conn, [{
+                    "id": entry.id, "state": "UNKNOWN", "summary": summary, "actions_needed": "",
+                    "reasons": ["restored"], "rule_id": "restore", "classifier": "restore",
+                    "confidence": 0, "state_entered_ts": now, "last_change_ts": now,
+                    "last_snapshot_hash": None, "stable_count": 0, "signals": [],
+                }])
+                store.add_history(conn, [{
+                    "id": entry.id, "ts": now, "state": "UNKNOWN", "previous_state": "EXITED",
+                    "summary": summary, "actions_needed": "", "reasons": ["restored"],
+                    "rule_id": "restore", "classifier": "restore", "confidence": 0,
+                }])
+                if entry.how == RESUME:
+                    store.add_event(conn, {
+                        "ts": now, "kind": "restore", "event": "other", "name": "restore",
+                        "cli": entry.cli, "pane_id": item.pane_id, "server_pid": server_pid,
+                        "socket": tmux.label, "session_id": entry.session_id,
+                        "transcript": entry.transcript, "detail": "resumed by restore",
+                    })
+        for item in done:
+            _bring_back_belongings(store, item.planned.id, now)
+    finally:
+        store.close()
+
+
+def _bring_back_belongings(store: StoreWriter, wid: str, now: float) -> None:
+    """The herd row the pane left, its messages queued again, its running cycle paused (one
+    transaction of its own: the pane is back whether or not its belongings are)."""
+    with store.transaction() as conn:
+        kept = store.kept_herd(wid)
+        if kept is not None:
+            if wid not in store.herd_rows():
+                store.upsert_herd(conn, {
+                    "id": wid, "enabled": kept["enabled"], "rules": kept["rules"],
+                    "dry_run": kept["dry_run"], "goal": kept["goal"],
+                    "check_cmd": kept["check_cmd"], "updated_ts": now})
+            store.drop_kept_herd(conn, wid)
+        messages, cycle = _gone_with_pane(store.jobs_of(wid))
+        for job in messages:
+            store.add_job(conn, replace(job, seq=0, state=JobState.QUEUED, state_ts=now,
+                                        done_ts=None, detail="queued again by restore",
+                                        timeline=stamp(job.timeline, JobState.QUEUED, now)))
+            store.update_job(conn, job.seq, {"detail": _REQUEUED})
+        if cycle is not None:
+            # Whatever it was doing is stale now: it waits for the person (`resume`).
+            store.add_job(conn, replace(cycle, seq=0, state=JobState.PAUSED, state_ts=now,
+                                        done_ts=None, decision="paused",
+                                        detail="the pane was restored; resume it when ready",
+                                        timeline=stamp(cycle.timeline, JobState.PAUSED, now)))
+            store.update_job(conn, cycle.seq, {"detail": _REQUEUED})
+            store.set_cycle(conn, wid, JobState.PAUSED.shown)

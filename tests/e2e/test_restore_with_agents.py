@@ -1,0 +1,232 @@
+"""Issue 33's acceptance, with the real Claude Code and Codex against the fake model servers:
+panes in one folder, each in its own conversation; the tmux server is killed; `restore` brings
+each back in its own conversation (the model sees each pane's earlier messages, never the
+other's), or fresh when its session was never named, and the plan says so."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.adapters.store import StoreWriter
+from app.adapters.tmux import Tmux
+from app.base.settings import WatchSettings
+from app.observe.packs import load_packs
+from app.run.watcher import Watcher
+from tests.agents import (
+    IDLE_FOOTER,
+    AgentInTmux,
+    AgentUnavailable,
+    ClaudeInTmux,
+    CodexInTmux,
+    install_codex,
+)
+from tests.conftest import conductor
+from tests.scripted_model import Say
+from tests.waiting import retry_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.agent]
+
+START_S = 90.0
+
+
+def _idle(lab: AgentInTmux, pane_id: str) -> None:
+    retry_until(lambda: bool(IDLE_FOOTER.search(lab.tmux("capture-pane", "-p", "-t", pane_id))),
+                START_S, interval=0.2, message=f"claude in {pane_id} never idle")
+
+
+def _still(lab: AgentInTmux, pane_id: str, quiet_s: float = 1.0) -> None:
+    """Until the pane shows the idle footer on a screen unchanged for ``quiet_s``."""
+    last = [""]
+    since = [time.monotonic()]
+
+    def held() -> bool:
+        screen = lab.tmux("capture-pane", "-p", "-t", pane_id)
+        if screen != last[0]:
+            last[0], since[0] = screen, time.monotonic()
+        return bool(IDLE_FOOTER.search(screen)) and time.monotonic() - since[0] >= quiet_s
+
+    retry_until(held, START_S, interval=0.1, message=f"{pane_id} never held still")
+
+
+def _ask(lab: AgentInTmux, pane_id: str, text: str, turns: int) -> None:
+    last_typed = [time.monotonic()]
+
+    def typed() -> bool:
+        # A CLI busy redrawing (a resumed Codex under load) can drop keys: typed again then,
+        # once nothing of the last try showed for 3 s (never twice on screen).
+        screen = lab.tmux("capture-pane", "-p", "-t", pane_id)
+        if text in screen:
+            return True
+        if text[-8:] not in screen and time.monotonic() - last_typed[0] >= 3.0:
+            lab.tmux("send-keys", "-t", pane_id, "-l", text)
+            last_typed[0] = time.monotonic()
+        return False
+
+    lab.tmux("send-keys", "-t", pane_id, "-l", text)
+    retry_until(typed, 30, interval=0.1)
+    asked = len(lab.server.requests)
+    last_enter = [0.0]
+
+    def submitted() -> bool:
+        # Codex takes an Enter too close behind typed keys for part of a paste (a newline):
+        # Enter again until the model is asked.
+        if len(lab.server.requests) > asked:
+            return True
+        if time.monotonic() - last_enter[0] >= 3.0:
+            lab.tmux("send-keys", "-t", pane_id, "Enter")
+            last_enter[0] = time.monotonic()
+        return False
+
+    retry_until(submitted, 30, interval=0.1)
+    lab.server.wait_for_turn_end(turns, seconds=START_S)
+
+
+def _sent_with(lab: ClaudeInTmux, marker: str) -> str:
+    """Every user text of the newest main request that carries ``marker``."""
+    for body in reversed(lab.server.requests):
+        text = json.dumps(body.get("messages") or [])
+        if marker in text:
+            return text
+    raise AssertionError(f"no request carried {marker!r}")
+
+
+def _sessions(lab: AgentInTmux) -> dict[str, Any]:
+    done = conductor("-L", lab.socket_name, "pty", "status", "--json")
+    return {w["id"]: w["session"] for w in json.loads(done.stdout)} if done.returncode == 0 \
+        else {}
+
+
+def test_two_claude_panes_in_one_folder_each_come_back_in_their_own_conversation(
+        claude: ClaudeInTmux, tmp_path: Path, isolated_env: Path) -> None:
+    installed = conductor("-L", claude.socket_name, "pty", "hooks", "install", "--cli", "claude",
+                          "--path", str(claude.settings_path))
+    assert installed.returncode == 0, installed.stderr
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").symlink_to(claude.binary)
+    with claude:
+        first = claude.pane_id
+        second = claude.tmux("new-window", "-d", "-c", str(claude.project), "-P", "-F",
+                             "#{pane_id}", "--", str(claude.binary)).strip()
+        _idle(claude, second)
+        store = StoreWriter(isolated_env)
+        watcher = Watcher(Tmux(socket_name=claude.socket_name), store, load_packs(),
+                          WatchSettings(interval_s=1, ready_min_s=0))
+        try:
+            def both_claude() -> bool:
+                watcher.tick()
+                return sorted(t.pack.name if t.pack else "" for t in watcher.tracked.values()
+                              ) == ["claude", "claude"]
+
+            retry_until(both_claude, 30, interval=0.3)
+            ids = {t.pane.pane_id: wid for wid, t in watcher.tracked.items()}
+        finally:
+            watcher.close()
+            store.close()
+        claude.server.queue(Say("Noted alpha."), Say("Noted beta."))
+        _ask(claude, first, "Remember the word ALPHA-SEVEN", 1)
+        _ask(claude, second, "Remember the word BETA-NINE", 2)
+        retry_until(lambda: all(_sessions(claude).get(i) for i in ids.values()), 20,
+                    interval=0.3)
+        before = _sessions(claude)
+        assert before[ids[first]]["id"] != before[ids[second]]["id"]
+
+        claude.tmux("kill-server")
+        env = {**claude.pane_env(), "PATH": f"{bin_dir}{os.pathsep}{claude.pane_env()['PATH']}"}
+        done = conductor("-L", claude.socket_name, "pty", "restore", env=env)
+        assert done.returncode == 0, done.stderr
+        assert len(re.findall(r"resume claude session", done.stdout)) == 2, done.stdout
+
+        panes = dict(line.split(" ")[::-1] for line in claude.tmux(
+            "list-panes", "-a", "-F", "#{pane_id} #{@conductor-id}").split("\n") if line)
+        for pane_id in panes.values():
+            _idle(claude, pane_id)
+        claude.server.queue(Say("It was alpha."), Say("It was beta."))
+        _ask(claude, panes[ids[first]], "Which word? QUESTION-ONE", 3)
+        _ask(claude, panes[ids[second]], "Which word? QUESTION-TWO", 4)
+
+    one, two = _sent_with(claude, "QUESTION-ONE"), _sent_with(claude, "QUESTION-TWO")
+    assert "ALPHA-SEVEN" in one and "BETA-NINE" not in one
+    assert "BETA-NINE" in two and "ALPHA-SEVEN" not in two
+
+
+@pytest.fixture
+def codex(tmp_path: Path, isolated_env: Path) -> Iterator[CodexInTmux]:
+    try:
+        install = install_codex()
+    except AgentUnavailable as exc:
+        pytest.skip(str(exc))
+    lab = CodexInTmux(tmp_path / "agent", install.binary,
+                      env={"CONDUCTOR_WORKERS_DIR": str(isolated_env)})
+    yield lab
+    lab.close()
+
+
+def _sent_input_with(lab: CodexInTmux, marker: str) -> str:
+    for body in reversed(lab.server.requests):
+        text = json.dumps(body.get("input") or body.get("messages") or [])
+        if marker in text:
+            return text
+    raise AssertionError(f"no request carried {marker!r}")
+
+
+def test_codex_comes_back_in_its_own_thread_and_a_fresh_pane_says_so(
+        codex: CodexInTmux, tmp_path: Path, isolated_env: Path) -> None:
+    """Codex names its thread only in notify (after a turn): the pane that had a turn resumes
+    it; the one that never had one comes back fresh, and the plan said so."""
+    installed = conductor("-L", codex.socket_name, "pty", "hooks", "install", "--cli", "codex",
+                          "--path", str(codex.config_path))
+    assert installed.returncode == 0, installed.stderr
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "codex").symlink_to(codex.binary)
+    with codex:
+        first = codex.pane_id
+        second = codex.tmux("new-window", "-d", "-c", str(codex.project), "-P", "-F",
+                            "#{pane_id}", "--", *codex.command()).strip()
+        _idle(codex, second)
+        store = StoreWriter(isolated_env)
+        watcher = Watcher(Tmux(socket_name=codex.socket_name), store, load_packs(),
+                          WatchSettings(interval_s=1, ready_min_s=0))
+        try:
+            def both_codex() -> bool:
+                watcher.tick()
+                return sorted(t.pack.name if t.pack else "" for t in watcher.tracked.values()
+                              ) == ["codex", "codex"]
+
+            retry_until(both_codex, 30, interval=0.3)
+            ids = {t.pane.pane_id: wid for wid, t in watcher.tracked.items()}
+        finally:
+            watcher.close()
+            store.close()
+        codex.server.queue(Say("Noted gamma."))
+        _ask(codex, first, "Remember the word GAMMA-FOUR", 1)
+        retry_until(lambda: bool(_sessions(codex).get(ids[first])), 20, interval=0.3)
+
+        codex.tmux("kill-server")
+        env = {**codex.pane_env(), "PATH": f"{bin_dir}{os.pathsep}{codex.pane_env()['PATH']}"}
+        done = conductor("-L", codex.socket_name, "pty", "restore", env=env)
+        assert done.returncode == 0, done.stderr
+        lines = {line.split()[1].strip("()"): line for line in done.stdout.splitlines()[1:]}
+        assert "resume codex session" in lines[ids[first]]
+        assert "fresh codex (its session id is unknown)" in lines[ids[second]]
+
+        panes = dict(line.split(" ")[::-1] for line in codex.tmux(
+            "list-panes", "-a", "-F", "#{pane_id} #{@conductor-id}").split("\n") if line)
+        for pane_id in panes.values():
+            _idle(codex, pane_id)
+        # A resumed Codex draws its idle footer, then redraws the old thread for a while and
+        # drops keys typed meanwhile: type once its screen held still.
+        _still(codex, panes[ids[first]])
+        codex.server.queue(Say("It was gamma."))
+        _ask(codex, panes[ids[first]], "Which word? QUESTION-THREE", 2)
+
+    assert "GAMMA-FOUR" in _sent_input_with(codex, "QUESTION-THREE")

@@ -1,0 +1,129 @@
+"""Each pane's agent session (issue 33): hook payloads go through the real `conductor pty hook`
+into the store a real watcher keeps, and `status --json` / `explain` show the newest one."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from app.act.create import create_worker
+from app.adapters.store import StoreReader, StoreWriter, db_path
+from app.adapters.tmux import Tmux
+from app.observe.sessions import SESSION_ID, identity
+from app.run.watcher import Watcher
+from tests.conftest import conductor
+
+FIRST = "7f1c2a4e-0d3b-4c55-9a61-3e2f8b9c0d11"
+SECOND = "b2d5c1e0-5b8e-4a63-8d3a-6b1f0c2e9a77"
+
+
+def _pane(server: Any, watcher: Watcher, tmp_path: Path, cli: str, name: str) -> str:
+    """A registered pane whose CLI is ``cli`` (a stand-in process: only hooks matter here)."""
+    tmux = Tmux(socket_name=server.socket_name)
+    created = create_worker(tmux, watcher.workers_dir, tmp_path, name=name, cli=cli,
+                            command="cat")
+    watcher.tick()
+    return created.pane_id
+
+
+def _hook(server: Any, pane_id: str, payload: dict[str, Any], cli: str,
+          as_argument: bool = False) -> None:
+    server_pid = server.cmd("display-message", "-p", "#{pid}").stdout[0]
+    text = json.dumps(payload)
+    args = ["pty", "hook", "--cli", cli, *([text] if as_argument else [])]
+    done = conductor(*args, input_text=None if as_argument else text,
+                     env={"TMUX_PANE": pane_id, "TMUX": f"/tmp/x,{server_pid},0"})
+    assert (done.returncode, done.stdout) == (0, ""), done.stderr
+
+
+def _sessions(server: Any) -> dict[str, Any]:
+    done = conductor("-L", server.socket_name, "pty", "status", "--json")
+    assert done.returncode == 0, done.stderr
+    return {w["name"]: w["session"] for w in json.loads(done.stdout)}
+
+
+def test_claude_session_start_names_the_session_and_the_newest_one_wins(
+        server: Any, session: Any, watcher: Watcher, tmp_path: Path) -> None:
+    pane = _pane(server, watcher, tmp_path, "claude", "ann")
+    _pane(server, watcher, tmp_path, "claude", "bob")  # same folder, no hook yet
+    _hook(server, pane, {"hook_event_name": "SessionStart", "source": "startup",
+                         "session_id": FIRST, "transcript_path": f"/home/u/.claude/{FIRST}.jsonl",
+                         "cwd": str(tmp_path)}, "claude")
+    found = _sessions(server)
+    assert {name: found[name] for name in ("ann", "bob")} == {
+        "ann": {"id": FIRST, "transcript": f"/home/u/.claude/{FIRST}.jsonl", "cli": "claude",
+                "ended": False},
+        "bob": None,  # never guessed from the folder's newest conversation
+    }
+
+    # /clear: Claude ends the old session and starts another in the same process.
+    _hook(server, pane, {"hook_event_name": "SessionEnd", "reason": "clear",
+                         "session_id": FIRST}, "claude")
+    _hook(server, pane, {"hook_event_name": "SessionStart", "source": "clear",
+                         "session_id": SECOND, "transcript_path": f"/t/{SECOND}.jsonl"}, "claude")
+    assert _sessions(server)["ann"]["id"] == SECOND
+
+    explained = conductor("-L", server.socket_name, "pty", "explain", "ann", "-n", "0")
+    assert explained.returncode == 0, explained.stderr
+    assert f"session: claude {SECOND}, transcript /t/{SECOND}.jsonl" in explained.stdout
+
+
+def test_a_session_the_person_ended_is_marked_ended(server: Any, session: Any, watcher: Watcher,
+                                                     tmp_path: Path) -> None:
+    pane = _pane(server, watcher, tmp_path, "claude", "ann")
+    _hook(server, pane, {"hook_event_name": "UserPromptSubmit", "session_id": FIRST,
+                         "prompt": "hi"}, "claude")
+    _hook(server, pane, {"hook_event_name": "SessionEnd", "reason": "prompt_input_exit",
+                         "session_id": FIRST}, "claude")
+    assert _sessions(server)["ann"] == {"id": FIRST, "transcript": None, "cli": "claude",
+                                        "ended": True}
+
+
+def test_codex_notify_names_its_thread(server: Any, session: Any, watcher: Watcher,
+                                       tmp_path: Path) -> None:
+    pane = _pane(server, watcher, tmp_path, "codex", "cod")
+    # What Codex passes its notify program, as the last argument.
+    _hook(server, pane, {"type": "agent-turn-complete", "thread-id": SECOND, "turn-id": "1",
+                         "cwd": str(tmp_path), "input-messages": ["hi"],
+                         "last-assistant-message": "hello"}, "codex", as_argument=True)
+    assert _sessions(server)["cod"] == {"id": SECOND, "transcript": None, "cli": "codex",
+                                        "ended": False}
+
+
+def test_a_pane_whose_program_changed_forgets_the_old_session() -> None:
+    event = {"session_id": FIRST, "cli": "claude", "event": "other", "ts": 1.0}
+    assert identity({"cli_type": "shell"}, event) is None
+    found = identity({"cli_type": "claude"}, event)
+    assert found is not None and found.resumable
+
+
+def test_ids_that_could_be_anything_but_an_id_are_never_resumable() -> None:
+    for hostile in ("$(reboot)", "--help", "a b", "x;y", "", "a" * 200, "-x"):
+        found = identity({"cli_type": "claude"},
+                         {"session_id": hostile, "cli": "claude", "event": "other"})
+        assert found is None or not found.resumable, hostile
+    assert SESSION_ID.fullmatch(FIRST)
+
+
+def test_a_hook_on_a_store_from_before_transcripts_brings_it_up_to_date(
+        isolated_env: Path) -> None:
+    StoreWriter(isolated_env).close()
+    conn = sqlite3.connect(db_path(isolated_env))
+    conn.execute("ALTER TABLE events DROP COLUMN transcript")
+    conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm009_session_identity'")
+    conn.commit()
+    conn.close()
+    payload = json.dumps({"hook_event_name": "SessionStart", "session_id": FIRST,
+                          "transcript_path": "/t/x.jsonl"})
+    done = conductor("pty", "hook", "--cli", "claude", input_text=payload,
+                     env={"TMUX_PANE": "%7", "TMUX": "/tmp/x,4242,0"})
+    assert (done.returncode, done.stdout) == (0, ""), done.stderr
+    reader = StoreReader(isolated_env)
+    try:
+        found = reader.newest_session_event("%7", 4242)
+    finally:
+        reader.close()
+    assert found is not None and (found["session_id"], found["transcript"]) == (
+        FIRST, "/t/x.jsonl")
