@@ -2,9 +2,9 @@
 """The real Claude Code or Codex in tmux against a fake model: how soon after a turn truly ends
 does `conductor pty wait` return? Prints figures, asserts nothing.
 
-    .venv/bin/python scripts/agent_trial.py               # Claude: 5 turns without hooks, 5 with
-    .venv/bin/python scripts/agent_trial.py --cli codex   # the same for Codex (hook: `notify`)
-    .venv/bin/python scripts/agent_trial.py --screen-only # no conductor: what the screen shows
+    .venv/bin/python -m scripts.agent_trial               # Claude: 5 turns without hooks, 5 with
+    .venv/bin/python -m scripts.agent_trial --cli codex   # the same for Codex (hook: `notify`)
+    .venv/bin/python -m scripts.agent_trial --screen-only # no conductor: what the screen shows
 
 Figures, per mode (without hooks, with the CLI's hooks installed):
 - lag from the fake server's last byte of the turn to `wait --until READY` exiting (median,
@@ -37,11 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, str(REPO))
-
-from tests.agents import (  # noqa: E402
+from tests.agents import (
     AgentInTmux,
     ClaudeInTmux,
     CodexInTmux,
@@ -49,8 +45,10 @@ from tests.agents import (  # noqa: E402
     install_claude,
     install_codex,
 )
-from tests.scripted_model import Say  # noqa: E402
-from tests.waiting import retry_until  # noqa: E402
+from tests.scripted_model import Say
+from tests.waiting import retry_until
+
+REPO = Path(__file__).resolve().parent.parent
 
 BUSY = "esc to interrupt"  # both CLIs, while they wait for the model or run a tool
 

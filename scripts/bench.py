@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Benchmarks for conductor pty; prints figures, asserts nothing.
 
-    .venv/bin/python scripts/bench.py            # everything
-    .venv/bin/python scripts/bench.py --quick    # fewer repetitions
+    .venv/bin/python -m scripts.bench            # everything
+    .venv/bin/python -m scripts.bench --quick    # fewer repetitions
 
 Figures:
 - CPU per poll cycle for 10, 50 and 200 idle panes: our process plus its tmux client
@@ -45,14 +45,13 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from app.adapters.store import StoreWriter
+from app.adapters.tmux import Tmux
+from app.base.settings import WatchSettings
+from app.observe.packs import load_packs
+from app.run.watcher import Watcher
 
-from app.adapters.store import StoreWriter  # noqa: E402
-from app.adapters.tmux import Tmux  # noqa: E402
-from app.base.settings import WatchSettings  # noqa: E402
-from app.observe.packs import load_packs  # noqa: E402
-from app.run.watcher import Watcher  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 
 def tmux(socket: str, *args: str) -> str:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What herding costs the watcher; prints figures, asserts nothing.
 
-    .venv/bin/python scripts/bench_herd.py [--panes 50] [--ticks 30]
+    .venv/bin/python -m scripts.bench_herd [--panes 50] [--ticks 30]
 
 For N idle shell panes on a private tmux server, the CPU time (this process) of one steady-state
 poll cycle without herding, with herding on but nobody opted in, and with every pane opted in
@@ -12,22 +12,20 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from app.act.herd.eligibility import HerdSettings
+from app.act.herd.step import HerdStep
+from app.adapters.store import StoreWriter
+from app.adapters.tmux import Tmux
+from app.base.settings import WatchSettings
+from app.observe.packs import load_packs
+from app.run.watcher import Watcher
+from scripts.bench import tmux_server
 
-from app.act.herd.eligibility import HerdSettings  # noqa: E402
-from app.act.herd.step import HerdStep  # noqa: E402
-from app.adapters.store import StoreWriter  # noqa: E402
-from app.adapters.tmux import Tmux  # noqa: E402
-from app.base.settings import WatchSettings  # noqa: E402
-from app.observe.packs import load_packs  # noqa: E402
-from app.run.watcher import Watcher  # noqa: E402
-from scripts.bench import tmux_server  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 
 def per_tick(watcher: Watcher, ticks: int) -> float:

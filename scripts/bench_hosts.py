@@ -24,10 +24,9 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from tests.hosts.sshd import SshHost, keygen, short_folder
 
-from tests.hosts.sshd import SshHost, keygen, short_folder  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 PRINTER = "sh -c 'while :; do date; sleep 0.05; done'"
 # The stand-in Claude Code of the tests: `work S` is a turn of S seconds ending at its prompt.

@@ -2,9 +2,9 @@
 into a scratch folder, drive the standard cases through the lab (real CLI, tmux, a fake model on
 loopback), classify every capture with our packs and print what each case expected and got:
 
-    python scripts/drift_check.py                      # codex opencode gemini qwen aider
-    python scripts/drift_check.py opencode qwen --keep /tmp/drift   # keep captures and logs
-    python scripts/drift_check.py opencode --release opencode=1.2.27 --size 150x40
+    python -m scripts.drift_check                      # codex opencode gemini qwen aider
+    python -m scripts.drift_check opencode qwen --keep /tmp/drift   # keep captures and logs
+    python -m scripts.drift_check opencode --release opencode=1.2.27 --size 150x40
 
 Cases per CLI: ``idle`` after start-up (READY), ``busy`` while a reply streams (BUSY), ``done``
 once it has ended (READY), ``dialog`` when the model asks to run a shell command
@@ -38,12 +38,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, str(ROOT))
+from app.base.model import State
+from app.observe.packs import Pack, load_packs
 
-from app.base.model import State  # noqa: E402
-from app.observe.packs import Pack, load_packs  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 LAB = ROOT / "scripts" / "lab"
 OPENAI_GEMINI_SERVER = LAB / "fake_openai_gemini_server.py"

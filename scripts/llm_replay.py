@@ -1,8 +1,8 @@
 """Replay recorded timelines through the packs, the LLM and ``assess``, and count LLM calls.
 
-    python scripts/llm_replay.py                  # the shared timelines, 10 panes
-    python scripts/llm_replay.py --all            # every timeline under tests/corpus
-    python scripts/llm_replay.py --screens DIR    # timelines under DIR/<cli>/timeline-N/
+    python -m scripts.llm_replay                  # the shared timelines, 10 panes
+    python -m scripts.llm_replay --all            # every timeline under tests/corpus
+    python -m scripts.llm_replay --screens DIR    # timelines under DIR/<cli>/timeline-N/
 
 Each frame is one poll (the recordings are 0.5 s apart). The watcher's rule is applied: the LLM is
 asked only about a *stable* screen (unchanged for the pack's ``stable_polls`` polls) whose hash
@@ -28,18 +28,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, str(ROOT))
+from app.adapters.llm import LLMClient, LLMSettings
+from app.base.errors import LLMError
+from app.base.model import State
+from app.base.screen import normalise, screen_hash
+from app.observe.assess import Assessment, assess
+from app.observe.llm import LLMClassifier, merge, worth_asking
+from app.observe.packs import detect_pack, load_packs
+from tests.openrouter_server import OpenRouterServer, Recorded, Reply
 
-from app.adapters.llm import LLMClient, LLMSettings  # noqa: E402
-from app.base.errors import LLMError  # noqa: E402
-from app.base.model import State  # noqa: E402
-from app.base.screen import normalise, screen_hash  # noqa: E402
-from app.observe.assess import Assessment, assess  # noqa: E402
-from app.observe.llm import LLMClassifier, merge, worth_asking  # noqa: E402
-from app.observe.packs import detect_pack, load_packs  # noqa: E402
-from tests.openrouter_server import OpenRouterServer, Recorded, Reply  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SHARED = Path("/work/shared/screens")
 CORPUS = ROOT / "tests" / "corpus"

@@ -1,7 +1,7 @@
 """Capture real screens of plain programs in tmux for the corpus: pagers, editors, REPLs, a sudo
 password prompt, spinners, a failed ``make``, silent and full-screen commands.
 
-    python scripts/plain_lab.py OUT_DIR [--size 200x50] [--prefix plain]
+    python -m scripts.plain_lab OUT_DIR [--size 200x50] [--prefix plain]
 
 Each case runs in a fresh bash (no rc files) on a private tmux socket, in a folder whose name
 ends in a digit (``.../work1``: issue 10's prompt). The script waits for a mark on the screen

@@ -1,8 +1,8 @@
 """Rerun every numbered case of issue 19 and the earlier fault cases against the real thing, and
 print what held (issue 19's acceptance).
 
-    .venv/bin/python scripts/probe.py            # every case, a few minutes
-    .venv/bin/python scripts/probe.py --quick    # the cheap subset, under a minute
+    .venv/bin/python -m scripts.probe            # every case, a few minutes
+    .venv/bin/python -m scripts.probe --quick    # the cheap subset, under a minute
 
 Everything runs on a throwaway tmux server (``-L probe-<pid>``), a temporary store
 (CONDUCTOR_WORKERS_DIR) and config (CONDUCTOR_CONFIG): the real ``conductor`` CLI, a real
@@ -37,12 +37,11 @@ from typing import Any
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from app.act.cycle.check_reaper import MARKER, marked
+from app.act.cycle.checks import store_tag
+from app.base.redact import redact
 
-from app.act.cycle.check_reaper import MARKER, marked  # noqa: E402  # after the path set-up
-from app.act.cycle.checks import store_tag  # noqa: E402
-from app.base.redact import redact  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 VENV_CLI = REPO / ".venv" / "bin" / "conductor"
 CLI = [str(VENV_CLI)] if VENV_CLI.exists() else [sys.executable, "-m", "app"]
@@ -389,7 +388,6 @@ def case_bad_input(p: Probe, agent: str) -> None:
              not p.query("SELECT 1 FROM jobs WHERE kind = 'message'"), one_line(done))
     report = p.pty("report", "agent", EVIL, "--wait-cmd", "true")
     if report.returncode != 0:  # refused at the CLI: plant it as any writer might
-        sys.path.insert(0, str(REPO))
         from app.act.cycle import jobs
         from app.adapters.store import StoreWriter
         [(worker,)] = p.query("SELECT id FROM ptys WHERE name = 'agent'")
@@ -973,7 +971,6 @@ def case_hooks_install_hostile_files(p: Probe) -> None:
 
 
 def case_remote_hooks_install_hostile_files(p: Probe) -> None:
-    sys.path.insert(0, str(REPO))
     from tests.hosts.sshd import SshHost, SshUnavailable, keygen
 
     root = Path(tempfile.mkdtemp(prefix="cph-"))  # short: ssh's control socket lives here

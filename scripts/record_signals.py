@@ -9,16 +9,16 @@ tab-separated rows (phase, seconds, kind, text), the form the tests replay.
 
 Claude Code and Codex come from the test cache and talk to ``tests/agents.py``'s fakes:
 
-    .venv/bin/python scripts/record_signals.py claude 2.1.197
-    .venv/bin/python scripts/record_signals.py codex 0.169.0
+    .venv/bin/python -m scripts.record_signals claude 2.1.197
+    .venv/bin/python -m scripts.record_signals codex 0.169.0
 
 Gemini CLI, Qwen Code, opencode and aider run as the capture lab runs them (``scripts/lab``:
 ``labb_drive.py``'s settings, ``fake_openai_gemini_server.py`` on loopback), from a folder
 installed beforehand (``npm install --prefix DIR PKG@VERSION``; aider: a venv with
 ``aider-chat==VERSION``):
 
-    .venv/bin/python scripts/record_signals.py gemini 0.61.0 --install /tmp/gem-0.61.0
-    .venv/bin/python scripts/record_signals.py aider 0.86.2 --install /tmp/aider-0.86.2
+    .venv/bin/python -m scripts.record_signals gemini 0.61.0 --install /tmp/gem-0.61.0
+    .venv/bin/python -m scripts.record_signals aider 0.86.2 --install /tmp/aider-0.86.2
 
 ``--turn-ends N`` records nothing: it runs N plain turns and N/3 approval turns beside a real
 ``conductor pty watch`` and prints how soon each turn end read READY, and whether READY ever came
@@ -44,8 +44,6 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.adapters.control import decode_output, parse_notification
 from app.base.model import State
@@ -179,8 +177,7 @@ class LabSession:
             [sys.executable, str(LAB / "fake_openai_gemini_server.py"), "--port", str(self.port),
              "--logdir", str(self.logs)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         retry_until(self._server_up, 15)
-        sys.path.insert(0, str(LAB))
-        drive: Any = importlib.import_module("labb_drive")
+        drive: Any = importlib.import_module("scripts.lab.labb_drive")
         drive.A = argparse.Namespace(scratch=str(self.scratch), port=self.port)
         script, _work = getattr(drive, self.spec.start_script)("signals")
         self.pane = self.tmux("new-session", "-d", "-s", "agent", "-x", "200", "-y", "50",

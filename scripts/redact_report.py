@@ -1,7 +1,7 @@
 """Measure what redaction changes on real screens: every line it alters, per folder.
 
-    python scripts/redact_report.py                       # tests/corpus
-    python scripts/redact_report.py tests/corpus ../shared/screens
+    python -m scripts.redact_report                       # tests/corpus
+    python -m scripts.redact_report tests/corpus ../shared/screens
 
 Reads every ``*.txt`` screen and every ``*.ansi`` capture (its escapes removed first) under each
 folder, runs :func:`app.base.redact.redact` over it, and prints how many screens and lines it
@@ -18,11 +18,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, str(ROOT))
+from app.base.redact import redact
 
-from app.base.redact import redact  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 # Enough of ECMA-48 for tmux's captures: CSI, OSC (BEL or ST), charset selection, keypad modes.
 _ESCAPES = re.compile(r"\x1b\[[0-9;?<=>]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"

@@ -1,7 +1,7 @@
 """Soak the watcher and the store under faults, and print what held (issue 10's acceptance).
 
-    .venv/bin/python scripts/soak.py                    # 20 panes, 20 SIGKILLs, ~2-3 minutes
-    .venv/bin/python scripts/soak.py --panes 6 --kills 3 --no-disk
+    .venv/bin/python -m scripts.soak                    # 20 panes, 20 SIGKILLs, ~2-3 minutes
+    .venv/bin/python -m scripts.soak --panes 6 --kills 3 --no-disk
 
 On its own tmux server (``-L conductor-soak-<pid>``) and its own store folder, it runs:
 
@@ -37,11 +37,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from app.adapters.status import STALE_MIN_S, short_line, snapshot
+from app.front.hook import main as hook_main
 
-from app.adapters.status import STALE_MIN_S, short_line, snapshot  # noqa: E402
-from app.front.hook import main as hook_main  # noqa: E402  # after the path set-up above
+REPO = Path(__file__).resolve().parent.parent
 
 PRINTER = "sh -c 'i=0; while :; do i=$((i+1)); echo soak line $i; sleep 0.{n}; done'"
 IDLE = "env -i HOME={home} TERM=screen PS1='soak$ ' bash --norc --noprofile"

@@ -23,7 +23,6 @@ import traceback
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 os.environ.setdefault("LABB_SOCKET", "labV-codex")
 
 BUSY = r"esc to interrupt"

@@ -9,12 +9,13 @@ with its log dir at DIR/logs/server-PORT (run_lab_b.sh does all this).
 import argparse
 import json
 import os
-import sys
 import time
 import traceback
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import labb_tmux as L  # noqa: E402
+try:  # imported as scripts.lab.labb_drive (scripts/record_signals.py)
+    from . import labb_tmux as L
+except ImportError:  # run as a file: its folder is first on the import path
+    import labb_tmux as L
 
 A = None  # args
 

@@ -3,7 +3,7 @@
 first part of its file name (`footer-items-busy-streaming-200x50.txt` -> `footer-items`), as
 variations_drive.py and codex_variations.py name them; older captures count as `base-lab`.
 
-    scripts/lab/variation_table.py [--held-out-only] [SET_SUBSTRING ...]
+    python -m scripts.lab.variation_table [--held-out-only] [SET_SUBSTRING ...]
 
 Columns: screens, right, false READY (READY on a BUSY or dialog screen), dialogs found / dialogs,
 and "hook": finished turns read BUSY by a rule with reason no_end_mark (Codex before 0.16x draws
@@ -11,16 +11,12 @@ no end mark; its notify hook ends the turn), wrong from the screen alone but not
 """
 import argparse
 import re
-import sys
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import corpus_report as R  # noqa: E402
-from app.base.model import State  # noqa: E402
+from app.base.model import State
+from app.observe.packs import load_packs
+from scripts import corpus as R
 
 CASE = re.compile(r"-(?:ready|busy|confirm|error)-")
 
@@ -38,7 +34,7 @@ def main():
     a = ap.parse_args()
     cases = [c for c in R.load_cases() if (not a.sets or any(s in c.set_name for s in a.sets))
              and (c.held_out or not a.held_out_only)]
-    packs = R.load_packs()
+    packs = load_packs()
     no_end = {(name, rule.id) for name, pack in packs.items() for rule in pack.rules
               if rule.reason == "no_end_mark"}
     groups = defaultdict(list)

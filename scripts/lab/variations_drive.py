@@ -16,13 +16,11 @@ import argparse
 import json
 import os
 import re
-import sys
 import time
 import traceback
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import labb_drive as D  # noqa: E402
-import labb_tmux as L  # noqa: E402
+import labb_drive as D  # run as a file: its folder is first on the import path
+import labb_tmux as L
 
 PY_SLEEP = 'python3 -c "import time; time.sleep(8)" && echo lab-shell-done'
 

@@ -14,7 +14,7 @@ from tests.conftest import REPO
 
 @pytest.mark.slow
 def test_the_quick_probe_passes_every_case() -> None:
-    done = subprocess.run([sys.executable, str(REPO / "scripts" / "probe.py"), "--quick"],
+    done = subprocess.run([sys.executable, "-m", "scripts.probe", "--quick"],
                           capture_output=True, text=True, timeout=300, cwd=REPO, check=False)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     table = done.stdout.splitlines()

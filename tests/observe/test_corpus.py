@@ -1,6 +1,6 @@
 """Every labelled real screen and every recorded turn, through the shipped packs.
 
-The figures come from ``scripts/corpus_report.py`` (the same code prints them for people):
+The figures come from ``scripts/corpus.py`` (``scripts/corpus_report.py`` prints them for people):
 run ``pytest tests/observe/test_corpus.py -rP`` to see the confusion matrix of each CLI.
 """
 
@@ -11,7 +11,7 @@ import pytest
 from app.base.model import State
 from app.observe.assess import NO_END_MARK
 from app.observe.packs import Pack, load_packs
-from scripts.corpus_report import (
+from scripts.corpus import (
     CLI_PACK,
     DANGEROUS,
     ScreenCase,
@@ -19,15 +19,14 @@ from scripts.corpus_report import (
     by_cli,
     by_cli_version,
     classify_cases,
-    confusion_table,
     figures,
-    figures_line,
     load_cases,
     load_timelines,
     pack_for,
     replay,
     verdict_for,
 )
+from scripts.corpus_report import confusion_table, figures_line
 
 MIN_ACCURACY = 0.97  # per CLI, from the issue's acceptance
 CASES = load_cases()

@@ -20,7 +20,7 @@ import pytest
 from app.base.model import State
 from app.observe.assess import NO_END_MARK
 from app.observe.packs import Pack, load_packs
-from scripts.corpus_report import DANGEROUS, ScreenCase, classify_cases, load_cases
+from scripts.corpus import DANGEROUS, ScreenCase, classify_cases, load_cases
 from tests.observe.test_corpus import ENDS_ONLY_BY_HOOK
 
 MIN_ACCURACY = 0.97

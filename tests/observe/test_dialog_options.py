@@ -15,7 +15,7 @@ import pytest
 from app.base.model import Option, State
 from app.observe.options import REFUSE, hint, read_options
 from app.observe.packs import Pack, judge_for, load_packs
-from scripts.corpus_report import CORPUS, ScreenCase, load_cases, pack_for, verdict_for
+from scripts.corpus import CORPUS, ScreenCase, load_cases, pack_for, verdict_for
 from tests.conftest import conductor
 
 DIALOGS = CORPUS / "dialogs.tsv"

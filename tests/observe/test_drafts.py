@@ -15,7 +15,7 @@ import pytest
 from app.base.errors import PackError
 from app.base.model import State
 from app.observe.packs import Pack, load_packs, parse_pack
-from scripts.corpus_report import (
+from scripts.corpus import (
     DraftCase,
     draft_figures,
     draft_pack,

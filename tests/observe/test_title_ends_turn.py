@@ -162,7 +162,7 @@ def test_a_title_that_is_not_the_cli_stopping_keeps_it_busy(
 
 
 def test_the_corpus_scores_a_titled_screen_as_the_watcher_reports_it(tmp_path: Path) -> None:
-    from scripts.corpus_report import classify_cases, load_cases
+    from scripts.corpus import classify_cases, load_cases
 
     folder = tmp_path / "codex-0.142.5-lab"
     (folder / "codex").mkdir(parents=True)

@@ -364,10 +364,10 @@ def test_another_user_is_told_the_store_is_unreadable_not_missing(tmp_path: Path
     tmp_path.chmod(0o755)  # nobody may reach the folder; the folder itself stays private
     result = subprocess.run(
         ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-S",
-         "-c", "import sys; sys.path.insert(0, sys.argv[1]);"
-         " from app.adapters.status import short_line; print(short_line(sys.argv[2]))",
-         str(REPO), str(workers)],
-        capture_output=True, text=True, timeout=30, check=False)
+         "-c", "import sys; from app.adapters.status import short_line;"
+         " print(short_line(sys.argv[1]))", str(workers)],
+        # -S skips the editable install's .pth; `-c` puts the working folder, the checkout, first
+        cwd=REPO, capture_output=True, text=True, timeout=30, check=False)
     assert result.stdout.strip() == "[conductor: store unreadable]", result.stderr
 
 
