@@ -51,7 +51,7 @@ sys.path.insert(0, str(REPO))
 from app.adapters.store import StoreWriter  # noqa: E402
 from app.adapters.tmux import Tmux  # noqa: E402
 from app.base.settings import WatchSettings  # noqa: E402
-from app.observe.packs import load_packs  # noqa: E402
+from app.observe.pack_loading import load_packs  # noqa: E402
 from app.run.watcher import Watcher  # noqa: E402
 
 

@@ -25,7 +25,7 @@ from app.act.herd.step import HerdStep  # noqa: E402
 from app.adapters.store import StoreWriter  # noqa: E402
 from app.adapters.tmux import Tmux  # noqa: E402
 from app.base.settings import WatchSettings  # noqa: E402
-from app.observe.packs import load_packs  # noqa: E402
+from app.observe.pack_loading import load_packs  # noqa: E402
 from app.run.watcher import Watcher  # noqa: E402
 from scripts.bench import tmux_server  # noqa: E402
 

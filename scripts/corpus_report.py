@@ -38,7 +38,9 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 from app.base.model import State, Verdict  # noqa: E402
 from app.base.screen import normalise  # noqa: E402
 from app.observe.assess import Assessment, Signals, assess  # noqa: E402
-from app.observe.packs import Pack, detect_pack, judge_for, load_packs  # noqa: E402
+from app.observe.pack_detection import detect_pack, judge_for  # noqa: E402
+from app.observe.pack_loading import load_packs  # noqa: E402
+from app.observe.packs import Pack  # noqa: E402
 
 CORPUS = ROOT / "tests" / "corpus"
 HELDOUT_LIST = CORPUS / "heldout.txt"

@@ -43,7 +43,8 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from app.base.model import State  # noqa: E402
-from app.observe.packs import Pack, load_packs  # noqa: E402
+from app.observe.pack_loading import load_packs  # noqa: E402
+from app.observe.packs import Pack  # noqa: E402
 
 LAB = ROOT / "scripts" / "lab"
 OPENAI_GEMINI_SERVER = LAB / "fake_openai_gemini_server.py"

@@ -38,7 +38,8 @@ from app.base.model import State  # noqa: E402
 from app.base.screen import normalise, screen_hash  # noqa: E402
 from app.observe.assess import Assessment, assess  # noqa: E402
 from app.observe.llm import LLMClassifier, merge, worth_asking  # noqa: E402
-from app.observe.packs import detect_pack, load_packs  # noqa: E402
+from app.observe.pack_detection import detect_pack  # noqa: E402
+from app.observe.pack_loading import load_packs  # noqa: E402
 from tests.openrouter_server import OpenRouterServer, Recorded, Reply  # noqa: E402
 
 SHARED = Path("/work/shared/screens")

@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.adapters.tmux import decode_output, parse_notification
 from app.base.model import State
 from app.base.termsignals import SignalScanner
-from app.observe.packs import load_packs
+from app.observe.pack_loading import load_packs
 from tests import agents
 from tests.scripted_model import RunBash, Say
 from tests.tmux_sockets import socket_path

@@ -7,7 +7,8 @@ import pytest
 
 from app.base.model import State
 from app.observe.background import Background, background_of
-from app.observe.packs import Pack, load_packs
+from app.observe.pack_loading import load_packs
+from app.observe.packs import Pack
 
 RULE = "─" * 80
 
