@@ -18,11 +18,11 @@ from app.base.errors import PackError
 from app.base.model import SCREEN_STATES, State
 from app.observe.pack_patterns import BoundedPattern
 from app.observe.packs import (
-    _DRAFT_GROUP,
-    _PROJECT,
     DEFAULT_REASON,
+    DRAFT_GROUP,
     EVALUATION_ORDER,
     GENERIC_PACK,
+    PROJECT_FIELD,
     Anchor,
     Condition,
     Detect,
@@ -193,7 +193,7 @@ def _parse_stopped_titles(raw: Any, where: str, top: int | None) -> tuple[str, .
         raise PackError(where, top, "'stopped_titles' must be a list of regexes")
     for template in raw:
         try:
-            re.compile(template.replace(_PROJECT, "(?P<project>x)", 1))
+            re.compile(template.replace(PROJECT_FIELD, "(?P<project>x)", 1))
         except re.error as exc:
             raise PackError(where, top, f"stopped_titles: invalid regex /{template}/: {exc}") \
                 from None
@@ -433,9 +433,9 @@ def _parse_input(raw: Any, where: str, top: int | None,
     if not match:
         raise PackError(where, line, "input: 'match' is required")
     for pattern in match:
-        if _DRAFT_GROUP not in pattern.groupindex:
+        if DRAFT_GROUP not in pattern.groupindex:
             raise PackError(where, line, f"input.match: /{pattern.pattern}/ has no "
-                            f"(?P<{_DRAFT_GROUP}>…) group for the typed text")
+                            f"(?P<{DRAFT_GROUP}>…) group for the typed text")
     return InputBox(
         region=_parse_region(raw.get("region"), where, line, "input", anchors),
         match=match,

@@ -39,7 +39,7 @@ DEFAULT_REASON: dict[State, str] = {
 }
 
 GENERIC_PACK = "generic"
-_DRAFT_GROUP = "draft"
+DRAFT_GROUP = "draft"
 # The generic layer under every pack may only say NEEDS_CONFIRMATION or BUSY: it can tell that
 # something waits or works, never that a CLI it does not know is idle or failed.
 LAYER_CONFIDENCE = 60
@@ -229,7 +229,7 @@ class InputBox:
             found = pattern.search(area)
             if found is None:
                 continue
-            content = found.group(_DRAFT_GROUP)
+            content = found.group(DRAFT_GROUP)
             if content is None:
                 return None
             typed = " ".join(part for part in (self._trimmed(line) for line in content.split("\n"))
@@ -498,7 +498,7 @@ def _fill(template: str, groups: Mapping[str, str]) -> str:
 
 
 
-_PROJECT = "{project}"
+PROJECT_FIELD = "{project}"
 _TITLE_MAX = 300  # a title longer than this is no CLI's status: not read
 
 
@@ -508,7 +508,7 @@ _SHORTEST_CUT = 8  # fewer characters of the name than this prove nothing
 
 @functools.lru_cache(maxsize=64)
 def _title_pattern(template: str) -> re.Pattern[str]:
-    return re.compile(template.replace(_PROJECT, "(?P<project>[^\n]+?)", 1))
+    return re.compile(template.replace(PROJECT_FIELD, "(?P<project>[^\n]+?)", 1))
 
 
 def _same_project(named: str, project: str) -> bool:
