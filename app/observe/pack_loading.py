@@ -49,6 +49,7 @@ _ANCHOR_KEYS = {"pattern", "region"}
 # hint computed from the dialog's options on screen, the plain program in the foreground.
 _BUILTIN_FIELDS = frozenset({"line", "options", "program"})
 
+
 # libyaml's parser when PyYAML was built with it: every CLI command loads all packs, and the
 # pure-Python scanner alone took ~80 ms of a `wait` that should answer at once.
 try:
