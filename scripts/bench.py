@@ -48,7 +48,7 @@ from pathlib import Path
 from app.adapters.store import StoreWriter
 from app.adapters.tmux import Tmux
 from app.base.settings import WatchSettings
-from app.observe.packs import load_packs
+from app.observe.pack_loading import load_packs
 from app.run.watcher import Watcher
 
 REPO = Path(__file__).resolve().parent.parent

@@ -21,7 +21,7 @@ from app.act.herd.step import HerdStep
 from app.adapters.store import StoreWriter
 from app.adapters.tmux import Tmux
 from app.base.settings import WatchSettings
-from app.observe.packs import load_packs
+from app.observe.pack_loading import load_packs
 from app.run.watcher import Watcher
 from scripts.bench import tmux_server
 

@@ -27,7 +27,8 @@ from typing import NamedTuple
 from app.base.model import State, Verdict
 from app.base.screen import normalise
 from app.observe.assess import Assessment, Signals, assess
-from app.observe.packs import Pack, detect_pack, judge_for
+from app.observe.pack_detection import detect_pack, judge_for
+from app.observe.packs import Pack
 
 ROOT = Path(__file__).resolve().parent.parent
 

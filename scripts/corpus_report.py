@@ -15,7 +15,8 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from app.observe.packs import Pack, load_packs
+from app.observe.pack_loading import load_packs
+from app.observe.packs import Pack
 from scripts.corpus import (
     CLI_PACK,
     STATES,

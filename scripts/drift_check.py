@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.base.model import State
-from app.observe.packs import Pack, load_packs
+from app.observe.pack_loading import load_packs
+from app.observe.packs import Pack
 
 ROOT = Path(__file__).resolve().parent.parent
 

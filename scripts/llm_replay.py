@@ -34,7 +34,8 @@ from app.base.model import State
 from app.base.screen import normalise, screen_hash
 from app.observe.assess import Assessment, assess
 from app.observe.llm import LLMClassifier, merge, worth_asking
-from app.observe.packs import detect_pack, load_packs
+from app.observe.pack_detection import detect_pack
+from app.observe.pack_loading import load_packs
 from tests.openrouter_server import OpenRouterServer, Recorded, Reply
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -707,7 +707,7 @@ def case_answer_flipping_dialog(p: Probe) -> None:
     from app.adapters.tmux import Tmux
     from app.base.inputs import Refused
     from app.base.settings import WatchSettings
-    from app.observe.packs import load_packs
+    from app.observe.pack_loading import load_packs
 
     pane, log = flip_dialog(p, "flip")
     pid = int(p.tmux("display-message", "-p", "-t", pane, "#{pane_pid}").strip())

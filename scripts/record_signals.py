@@ -48,7 +48,7 @@ from typing import Any
 from app.adapters.control import decode_output, parse_notification
 from app.base.model import State
 from app.base.termsignals import SignalScanner
-from app.observe.packs import load_packs
+from app.observe.pack_loading import load_packs
 from tests import agents
 from tests.scripted_model import RunBash, Say
 from tests.tmux_sockets import socket_path

@@ -21,7 +21,7 @@ from app.adapters.notify_settings import COMMAND, NotifySettings
 from app.adapters.store import StoreWriter
 from app.adapters.tmux import Tmux
 from app.base.settings import WatchSettings
-from app.observe.packs import load_packs
+from app.observe.pack_loading import load_packs
 from app.run.daemon import _notify_with
 from app.run.watcher import Watcher
 from tests.agents import AgentUnavailable, ClaudeInTmux, Install, install_claude

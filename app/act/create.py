@@ -49,7 +49,7 @@ def create_worker(tmux: Tmux, workers_dir: Path, directory: Path, name: str | No
         what = "is not a directory" if directory.exists() else "does not exist"
         raise ConductorError(f"{directory} {what}; nothing created")
     if cli is not None:
-        from app.observe.packs import load_packs
+        from app.observe.pack_loading import load_packs
 
         known = load_packs()
         if cli not in known:

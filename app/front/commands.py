@@ -20,7 +20,7 @@ from app.act.cycle import jobs
 from app.base.errors import ConductorError
 from app.base.model import JobKind, JobState, State
 from app.base.redact import redact
-from app.observe.packs import load_packs
+from app.observe.pack_loading import load_packs
 
 if TYPE_CHECKING:
     import threading

@@ -21,15 +21,9 @@ from app.base.settings import WatchSettings
 from app.base.termsignals import TermSignal
 from app.observe.assess import NO_SIGNALS, Assessment, Policy, Signals, assess
 from app.observe.llm import AsyncLLM, merge, worth_asking
-from app.observe.packs import (
-    GENERIC_PACK,
-    Pack,
-    PatternTimeout,
-    detect_pack,
-    judge_for,
-    plain_program,
-    time_limit,
-)
+from app.observe.pack_detection import detect_pack, judge_for, plain_program
+from app.observe.pack_patterns import PatternTimeout, time_limit
+from app.observe.packs import GENERIC_PACK, Pack
 from app.observe.signals import TERMINAL, TerminalWatch
 
 log = logging.getLogger(__name__)

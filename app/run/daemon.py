@@ -43,7 +43,8 @@ from app.base.files import write_atomic
 from app.base.model import Note, State, Transition
 from app.base.settings import WatchSettings
 from app.observe.llm import AsyncLLM, LLMClassifier
-from app.observe.packs import Pack, load_packs
+from app.observe.pack_loading import load_packs
+from app.observe.packs import Pack
 from app.observe.pane import Tracked
 from app.run.hosts import HostWatches, WatcherFactory
 from app.run.imports import import_everything

@@ -15,7 +15,8 @@ from app.base.model import State, Transition, Verdict
 from app.base.render import SERVER_ENDED, clean_text
 from app.observe import views
 from app.observe.assess import Assessment
-from app.observe.packs import GENERIC_PACK, Pack, plain_program
+from app.observe.pack_detection import plain_program
+from app.observe.packs import GENERIC_PACK, Pack
 from app.observe.pane import POLL, Tracked
 
 _STABLE_COUNT_CAP = 10

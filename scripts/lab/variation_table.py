@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from app.base.model import State
-from app.observe.packs import load_packs
+from app.observe.pack_loading import load_packs
 from scripts import corpus as R
 
 CASE = re.compile(r"-(?:ready|busy|confirm|error)-")

@@ -22,7 +22,7 @@ from app.act import gate, handoff
 from app.adapters.tmux import Tmux
 from app.base.inputs import Refused
 from app.base.settings import WatchSettings
-from app.observe.packs import load_packs
+from app.observe.pack_loading import load_packs
 from tests.conftest import REPO, conductor
 from tests.waiting import retry_until
 

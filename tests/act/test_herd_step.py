@@ -26,7 +26,7 @@ from app.adapters.store import StoreWriter
 from app.adapters.tmux import Tmux
 from app.base.model import Note, State
 from app.base.settings import WatchSettings
-from app.observe.packs import load_packs
+from app.observe.pack_loading import load_packs
 from app.observe.pane import Tracked
 from app.run.daemon import announce_with
 from app.run.watcher import Watcher

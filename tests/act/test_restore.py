@@ -17,7 +17,7 @@ from app.adapters.store import StoreReader, StoreWriter, db_path
 from app.adapters.tmux import Tmux
 from app.base.model import Job, JobKind, JobState, State
 from app.base.settings import WatchSettings
-from app.observe.packs import load_packs
+from app.observe.pack_loading import load_packs
 from app.run.watcher import Watcher
 from tests.conftest import conductor
 from tests.waiting import STARTS_WITHIN_S, retry_until

@@ -332,7 +332,7 @@ def test_send_and_wait_heed_the_watchers_confirmation_while_its_screen_is_up(
     from app.adapters.store import StoreWriter, record_event
     from app.adapters.tmux import Tmux
     from app.base.settings import WatchSettings
-    from app.observe.packs import load_packs
+    from app.observe.pack_loading import load_packs
     from app.run.watcher import Watcher
 
     pane = session.new_window(window_name="shell", attach=False).active_pane

@@ -15,7 +15,7 @@ from app.adapters.tmux import Tmux
 from app.base.model import State
 from app.base.settings import WatchSettings
 from app.observe.assess import Assessment
-from app.observe.packs import load_packs
+from app.observe.pack_loading import load_packs
 from tests.waiting import retry_until
 
 

@@ -25,7 +25,9 @@ from app.base.model import SCREEN_STATES, State, Verdict
 from app.base.redact import prepare_screen
 from app.base.screen import normalise, screen_hash
 from app.observe.llm import AsyncLLM, LLMClassifier, merge, worth_asking
-from app.observe.packs import Pack, detect_pack, load_packs, parse_pack
+from app.observe.pack_detection import detect_pack
+from app.observe.pack_loading import load_packs, parse_pack
+from app.observe.packs import Pack
 from tests.openrouter_server import OpenRouterServer, Recorded, Reply, completion, free_port
 
 KEY = "sk-or-v1-5ecret0000test0000key0000abcdef0123456789"

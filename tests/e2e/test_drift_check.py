@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from app.base.model import State
-from app.observe.packs import load_packs
+from app.observe.pack_loading import load_packs
 from scripts.drift_check import (
     CORPUS_NAMES,
     RECIPES,

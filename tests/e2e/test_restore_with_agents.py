@@ -18,7 +18,7 @@ import pytest
 from app.adapters.store import StoreWriter
 from app.adapters.tmux import Tmux
 from app.base.settings import WatchSettings
-from app.observe.packs import load_packs
+from app.observe.pack_loading import load_packs
 from app.run.watcher import Watcher
 from tests.agents import (
     IDLE_FOOTER,

@@ -17,7 +17,7 @@ from app.adapters.control import ControlMode
 from app.adapters.store import StoreReader, StoreWriter
 from app.adapters.tmux import Tmux
 from app.base.settings import WatchSettings
-from app.observe.packs import load_packs
+from app.observe.pack_loading import load_packs
 from app.run.watcher import Watcher
 from tests.agents import AgentInTmux, AgentUnavailable, ClaudeInTmux, CodexInTmux, install_codex
 from tests.scripted_model import RunBash, Say

@@ -644,7 +644,7 @@ def test_L_scopes_every_reader_to_that_servers_panes(
         TestServer: Any) -> None:
     from app.adapters.tmux import Tmux
     from app.base.settings import WatchSettings
-    from app.observe.packs import load_packs
+    from app.observe.pack_loading import load_packs
 
     mine, theirs = server.socket_name, TestServer()
     theirs.new_session(session_name="theirs", window_name="their-api")

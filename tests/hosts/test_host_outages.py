@@ -176,7 +176,7 @@ class CountingFactory:
         self.ticks = 0
 
     def __call__(self, tmux: Any, store: StoreWriter, control: Any) -> Any:
-        from app.observe.packs import load_packs
+        from app.observe.pack_loading import load_packs
         from app.run.watcher import Watcher
 
         watcher = Watcher(tmux, store, load_packs(), WatchSettings(interval_s=INTERVAL),

@@ -42,7 +42,7 @@ def test_the_wheel_carries_the_packs_and_finds_them_when_installed(tmp_path: Pat
          str(wheel)], capture_output=True, text=True, timeout=300, check=False,
     )
     assert installed.returncode == 0, installed.stderr
-    probe = ("from app.observe.packs import load_packs, packs_dirs; "
+    probe = ("from app.observe.pack_loading import load_packs, packs_dirs; "
              "from app.act.herd.rules import bundled_dir, load; "
              "print(packs_dirs()[0]); print(' '.join(sorted(load_packs()))); "
              "print(bundled_dir()); print(load('persistent').path)")

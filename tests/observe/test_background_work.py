@@ -11,7 +11,8 @@ import pytest
 from app.adapters.store import StoreWriter
 from app.base.background import Background, background_of
 from app.base.model import State
-from app.observe.packs import Pack, load_packs
+from app.observe.pack_loading import load_packs
+from app.observe.packs import Pack
 from tests.conftest import conductor
 
 RULE = "─" * 80

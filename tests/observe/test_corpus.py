@@ -10,7 +10,8 @@ import pytest
 
 from app.base.model import State
 from app.observe.assess import NO_END_MARK
-from app.observe.packs import Pack, load_packs
+from app.observe.pack_loading import load_packs
+from app.observe.packs import Pack
 from scripts.corpus import (
     CLI_PACK,
     DANGEROUS,

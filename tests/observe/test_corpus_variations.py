@@ -19,7 +19,8 @@ import pytest
 
 from app.base.model import State
 from app.observe.assess import NO_END_MARK
-from app.observe.packs import Pack, load_packs
+from app.observe.pack_loading import load_packs
+from app.observe.packs import Pack
 from scripts.corpus import DANGEROUS, ScreenCase, classify_cases, load_cases
 from tests.observe.test_corpus import ENDS_ONLY_BY_HOOK
 

@@ -14,7 +14,9 @@ import pytest
 
 from app.base.model import Option, State
 from app.observe.options import REFUSE, hint, read_options
-from app.observe.packs import Pack, judge_for, load_packs
+from app.observe.pack_detection import judge_for
+from app.observe.pack_loading import load_packs
+from app.observe.packs import Pack
 from scripts.corpus import CORPUS, ScreenCase, load_cases, pack_for, verdict_for
 from tests.conftest import conductor
 

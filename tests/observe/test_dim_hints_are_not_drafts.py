@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.base.screen import normalise, strip_ansi, without_dim
-from app.observe.packs import load_packs
+from app.observe.pack_loading import load_packs
 
 STYLED = Path(__file__).resolve().parents[1] / "corpus" / "styled"
 ROWS = [line.split("\t") for line in (STYLED / "drafts.tsv").read_text().splitlines()

@@ -14,7 +14,8 @@ import pytest
 
 from app.base.errors import PackError
 from app.base.model import State
-from app.observe.packs import Pack, load_packs, parse_pack
+from app.observe.pack_loading import load_packs, parse_pack
+from app.observe.packs import Pack
 from scripts.corpus import (
     DraftCase,
     draft_figures,

@@ -11,7 +11,8 @@ import pytest
 from app.base.errors import PackError
 from app.base.model import State
 from app.observe.assess import NO_END_MARK
-from app.observe.packs import Pack, load_packs, parse_pack
+from app.observe.pack_loading import load_packs, parse_pack
+from app.observe.packs import Pack
 
 BOXED = r"""
 name: boxed

@@ -10,7 +10,9 @@ import pytest
 
 from app.base.errors import PackError
 from app.base.model import State
-from app.observe.packs import Pack, detect_pack, load_pack, load_packs, packs_dirs, parse_pack
+from app.observe.pack_detection import detect_pack
+from app.observe.pack_loading import load_pack, load_packs, packs_dirs, parse_pack
+from app.observe.packs import Pack
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "shared"
 SHIPPED = ("aider", "claude", "codex", "gemini", "generic", "opencode", "qwen", "shell")

@@ -11,7 +11,7 @@ from typing import Any
 from app.adapters.store import StoreReader
 from app.base.model import State, Verdict
 from app.observe.assess import Assessment, Policy, assess
-from app.observe.packs import load_packs
+from app.observe.pack_loading import load_packs
 from app.run.watcher import Watcher
 from tests.conftest import conductor
 from tests.waiting import retry_until
@@ -168,7 +168,7 @@ def test_a_pager_started_from_a_shell_asks_for_a_person(
 
 def test_a_shell_running_a_silent_program_is_a_shell_pane_from_first_sight() -> None:
     """A watcher started while `sleep 30` runs: the CLI column says shell, the verdict BUSY."""
-    from app.observe.packs import detect_pack, judge_for
+    from app.observe.pack_detection import detect_pack, judge_for
 
     packs = load_packs()
     screen_text = "dev@host:/tmp/work1$ ls\nnotes.md\ndev@host:/tmp/work1$ sleep 30"
@@ -187,7 +187,7 @@ def test_an_agent_that_draws_its_screen_within_a_second_of_its_shell_is_still_fo
 
     from app.base.model import Pane
     from app.base.settings import WatchSettings
-    from app.observe.packs import load_packs
+    from app.observe.pack_loading import load_packs
     from app.observe.pane import REDETECT_S, PaneObserver, Tracked
 
     agent_screen = (Path(__file__).parents[1] / "corpus" / "claude-code-2.1.330" / "claude-code"

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from app.adapters.store import StoreReader
-from app.observe.packs import load_packs
+from app.observe.pack_loading import load_packs
 from app.run.watcher import Watcher
 from tests.waiting import retry_until
 

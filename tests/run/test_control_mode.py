@@ -27,7 +27,7 @@ from app.adapters.tmux import Tmux, tmux_version
 from app.base.errors import StoreError
 from app.base.model import State
 from app.base.settings import WatchSettings
-from app.observe.packs import load_packs
+from app.observe.pack_loading import load_packs
 from app.observe.pane import EVENTS, POLL
 from app.run.clock import STREAM_CAPTURE_S
 from app.run.watcher import Watcher

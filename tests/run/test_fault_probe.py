@@ -31,7 +31,7 @@ from app.base.render import table as render_table
 from app.base.settings import WatchSettings
 from app.front.hook import main as hook_main
 from app.observe.llm import LLMClassifier
-from app.observe.packs import load_packs
+from app.observe.pack_loading import load_packs
 from app.run.daemon import InstanceLock
 from app.run.watcher import Watcher
 from tests.conftest import REPO, conductor

@@ -17,7 +17,7 @@ from app.adapters.store import StoreReader, StoreWriter
 from app.adapters.tmux import Tmux
 from app.base.model import State
 from app.base.settings import WatchSettings
-from app.observe.packs import load_packs
+from app.observe.pack_loading import load_packs
 from app.run.clock import URGENT_S
 from app.run.watcher import Watcher
 from tests.conftest import REPO, conductor

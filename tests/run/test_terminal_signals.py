@@ -20,7 +20,7 @@ from app.base.model import State, Verdict
 from app.base.settings import WatchSettings
 from app.base.termsignals import BELL, NOTIFY, PROGRESS, TITLE, SignalScanner, TermSignal, scan
 from app.observe.assess import NO_SIGNALS, Assessment, Policy, assess
-from app.observe.packs import load_packs
+from app.observe.pack_loading import load_packs
 from app.observe.signals import ASKING, STOPPED, TERMINAL, WORKING, TerminalWatch, title_phase
 from app.run.watcher import Watcher
 from tests.waiting import retry_until, stays_false

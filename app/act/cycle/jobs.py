@@ -212,7 +212,8 @@ def prose_refusal(packs: Mapping[str, Pack], tracked: Tracked) -> str:
     """Why prose (a directive, a queued message) may not be typed into the pane now, or ""
     when its screen is an agent CLI's own: a shell would run it as a command, and a plain
     program (an editor, a REPL, ``less``) would take it as keys."""
-    from app.observe.packs import GENERIC_PACK, judge_for
+    from app.observe.pack_detection import judge_for
+    from app.observe.packs import GENERIC_PACK
 
     pane = tracked.pane
     if pane.dead:

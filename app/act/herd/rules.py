@@ -21,14 +21,8 @@ from typing import Any
 from app.act.herd.eligibility import WHENS
 from app.base.errors import PackError
 from app.base.model import State
-from app.observe.packs import (
-    Region,
-    _check_keys,
-    _compile,
-    _line,
-    _parse_region,
-    load_yaml,
-)
+from app.observe.pack_loading import _check_keys, _compile, _line, _parse_region, load_yaml
+from app.observe.packs import Region
 
 CONTEXT_VARIABLES = frozenset({
     "state", "summary", "actions_needed", "waiting_s", "inactive_s", "confidence", "reasons",

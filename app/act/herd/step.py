@@ -25,7 +25,8 @@ from app.act.steps import ActingStep
 from app.base.errors import ConductorError
 from app.base.model import Note, State
 from app.observe.one_pane import target_of
-from app.observe.packs import GENERIC_PACK, PatternTimeout, time_limit
+from app.observe.pack_patterns import PatternTimeout, time_limit
+from app.observe.packs import GENERIC_PACK
 
 if TYPE_CHECKING:
     from app.act.herd.llmrule import Asker

@@ -143,7 +143,7 @@ def dispatch(obj: Context, ident: str, words: tuple[str, ...], clear: bool,
     A `wait` after `dispatch` waits for TEXT's turn, never for the clear's.
     """
     from app.act.cycle import jobs
-    from app.observe.packs import load_packs
+    from app.observe.pack_loading import load_packs
 
     tmux, target = obj.resolve(ident)
     cfg = read_config()

@@ -90,7 +90,7 @@ def _not_an_agent(obj: Context, worker: dict[str, Any]) -> str:
     than an agent CLI; "" for an agent CLI or a pane not classified yet."""
     from app.act.herd.step import agent_cli
     from app.adapters.store import StoreReader
-    from app.observe.packs import load_packs
+    from app.observe.pack_loading import load_packs
 
     cli = worker.get("cli_type")
     if not cli:

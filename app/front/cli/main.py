@@ -460,7 +460,8 @@ def explain(obj: Context, ident: str, lines: int) -> None:
     from app.adapters.store import StoreReader
     from app.base.model import JobKind, JobState
     from app.observe import sessions
-    from app.observe.packs import detect_pack, load_packs
+    from app.observe.pack_detection import detect_pack
+    from app.observe.pack_loading import load_packs
 
     reader = StoreReader(obj.workers_dir)
     try:
@@ -544,7 +545,8 @@ def _live_screen(worker: dict[str, Any]) -> str | None:
 def classify(files: Sequence[str], cli_name: str | None, as_json: bool, explain: bool,
              use_llm: bool) -> None:
     """Classify captured screen text (FILE or - for stdin) with the daemon's packs."""
-    from app.observe.packs import detect_pack, load_packs
+    from app.observe.pack_detection import detect_pack
+    from app.observe.pack_loading import load_packs
 
     packs = load_packs()
     if cli_name is not None and cli_name not in packs:
