@@ -1,4 +1,4 @@
-"""The only SQLite user: ``status.db`` schema, migrations, the daemon's writer and the readers.
+"""The only SQLite user: the daemon's writer and the readers (the schema: migrations.py).
 
 One writer (the watcher, plus ``create`` registering a window) and any number of readers. Every
 connection uses WAL and a busy timeout, so readers never see "database is locked" while the
@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
+from app.adapters.migrations import MIGRATION_SET, migrations
 from app.base.errors import StoreError
 
 # typing costs ~5 ms to import; the status line imports this module on every refresh.
@@ -25,32 +26,10 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from sqlite_utils import Database
-    from sqlite_utils.db import Table
-    from sqlite_utils.migrations import Migrations
-
     from app.base.model import Job
 
 DB_NAME = "status.db"
 BUSY_TIMEOUT_MS = 5000
-
-# Columns of status.json and of `status --json`, in display order.
-PUBLIC_FIELDS = (
-    "id", "name", "tmux_session", "tmux_window", "window_index", "pane_id", "cwd", "cli_type",
-    # The tmux server: its socket (the -L name, "default", or a -S path) and its pid then.
-    "socket", "server_pid",
-    "state", "summary", "actions_needed", "confidence", "reasons", "rule_id", "classifier",
-    "state_entered_ts", "last_change_ts", "signals",
-    # Herding (app/herd): whether the watcher would nudge the pane now, else the gate that says
-    # no; and the pane's goal.
-    "eligible_for_herd", "herd_reason", "goal",
-    # The post-report cycle (app/cycle): the state of the pane's latest cycle, "" when none.
-    "cycle",
-    # The git worktree `create --worktree` made for the pane (a path), None when it has none.
-    "worktree",
-    # The machine the pane runs on: "local", or a [hosts.NAME] of the config file (over ssh).
-    "host",
-)
 
 # Rows of the events table: what happened to a pane besides its screen. ``kind`` is "send" (our
 # own `send`, or keys `answer` pressed), "hook" (an agent CLI's hook) or "refused" (the gate,
@@ -63,129 +42,13 @@ _MAX_SQL_INT = 2**63 - 1
 KNOWN_STATES = ("READY", "BUSY", "NEEDS_CONFIRMATION", "ERROR", "UNKNOWN", "EXITED")
 
 
-def _migrations() -> Migrations:
-    from sqlite_utils.migrations import Migrations
-
-    migrations = Migrations("conductor_pty")
-
-    def table(db: Database, name: str) -> Table:
-        return db.table(name)
-
-    @migrations()
-    def m001_initial(db: Database) -> None:
-        table(db, "ptys").create({
-            "id": str, "name": str, "socket": str, "server_pid": int, "pane_id": str,
-            "tmux_session": str, "tmux_window": str, "window_index": int, "pane_index": int,
-            "cwd": str, "cli_type": str, "cli_forced": str, "command": str, "created_by": str,
-            "first_seen_ts": float, "last_seen_ts": float,
-        }, pk="id")
-        table(db, "status").create({
-            "id": str, "state": str, "summary": str, "actions_needed": str, "confidence": int,
-            "reasons": str, "rule_id": str, "classifier": str, "last_snapshot_hash": str,
-            "state_entered_ts": float, "last_change_ts": float,
-            "stable_count": int,
-        }, pk="id")
-        table(db, "status_history").create({
-            "seq": int, "id": str, "ts": float, "state": str, "previous_state": str,
-            "summary": str, "actions_needed": str, "reasons": str, "rule_id": str,
-            "classifier": str, "confidence": int,
-        }, pk="seq")
-        table(db, "status_history").create_index(["id", "ts"])
-        table(db, "daemon").create({
-            "name": str, "pid": int, "socket": str, "interval": float, "started_ts": float,
-            "last_cycle_ts": float, "stopped_ts": float, "problem": str,
-        }, pk="name")
-
-    @migrations()
-    def m002_events_and_signals(db: Database) -> None:
-        # Hooks know their pane only as tmux does (TMUX_PANE plus the server pid from $TMUX), not
-        # by our id: the watcher maps (server_pid, pane_id) to its panes.
-        table(db, "events").create({
-            "seq": int, "ts": float, "kind": str, "event": str, "name": str, "cli": str,
-            "pane_id": str, "server_pid": int, "socket": str, "session_id": str, "detail": str,
-        }, pk="seq")
-        table(db, "events").create_index(["server_pid", "pane_id", "seq"])
-        table(db, "status").add_column("signals", str)
-
-    @migrations()
-    def m003_herding(db: Database) -> None:
-        # One row per pane someone opted in or gave a goal: the CLI writes the opt-in columns,
-        # the watcher the counters, each only its own (upserts name their columns).
-        table(db, "herd").create({
-            "id": str, "enabled": int, "rules": str, "dry_run": int, "goal": str,
-            "nudges": int, "last_nudge_ts": float, "turn": int, "updated_ts": float,
-        }, pk="id")
-        # Every herding decision that differed from the pane's previous one, and every nudge.
-        table(db, "nudges").create({
-            "seq": int, "id": str, "ts": float, "name": str, "eligible": int, "outcome": str,
-            "reason": str, "rule_id": str, "text": str, "state": str, "detail": str,
-        }, pk="seq")
-        table(db, "nudges").create_index(["id", "seq"])
-        table(db, "status").add_column("herd_eligible", int)
-        table(db, "status").add_column("herd_reason", str)
-
-    @migrations()
-    def m004_jobs(db: Database) -> None:
-        # Work for the daemon that outlives the command asking for it: queued messages
-        # (kind "message") and post-report cycles (kind "cycle"). Written by `send --queue`,
-        # `report`, `pause`/`resume` and the MCP server; advanced by the watcher.
-        table(db, "jobs").create({
-            "seq": int, "id": str, "kind": str, "state": str, "text": str, "wait_cmd": str,
-            "origin": str, "created_ts": float, "state_ts": float, "expires_ts": float,
-            "done_ts": float, "detail": str, "exit_code": int, "output": str,
-            "decision": str, "directive": str, "timeline": str,
-        }, pk="seq")
-        table(db, "jobs").create_index(["id", "seq"])
-        table(db, "jobs").create_index(["state"])
-        # What the assessor reads: the agent's reports and our directives, bounded per pane.
-        table(db, "transcript").create({
-            "seq": int, "id": str, "ts": float, "kind": str, "text": str,
-        }, pk="seq")
-        table(db, "transcript").create_index(["id", "seq"])
-        table(db, "status").add_column("cycle", str)
-
-    @migrations()
-    def m005_declared_check(db: Database) -> None:
-        # The check the person declared for a pane (`goal ID TEXT --check CMD`): the one
-        # command an agent's report may ask the watcher to run there.
-        table(db, "herd").add_column("check_cmd", str)
-
-    @migrations()
-    def m006_worktree(db: Database) -> None:
-        # The git worktree `create --worktree BRANCH` made for the pane (its path), so
-        # `worktree remove ID` finds it and `status --json` shows it.
-        table(db, "ptys").add_column("worktree", str)
-
-    migrations()(m007_hosts)
-    migrations()(m008_host_heartbeat)
-    return migrations
-
-
-def m007_hosts(db: Database) -> None:
-    """Several hosts (issue 23): the machine each pane runs on, and how each configured host
-    answered last (its panes are stale while it does not)."""
-    db.table("ptys").add_column("host", str, not_null_default="local")
-    db.table("hosts").create({
-        "name": str, "socket": str, "reachable": int, "problem": str, "checked_ts": float,
-        "reached_ts": float,
-    }, pk="name")
-
-
-def m008_host_heartbeat(db: Database) -> None:
-    """Freshness per host (issue 28): whether the running watcher watches the host at all (a
-    disabled one it does not), and since when a host is gone from the config. ``checked_ts`` is
-    the host's heartbeat: each of its full ticks writes it."""
-    db.table("hosts").add_column("watched", int)
-    db.table("hosts").add_column("removed_ts", float)
-
-
 def db_path(workers_dir: str | Path) -> str:
     return os.path.join(workers_dir, DB_NAME)
 
 
 CREATE_LOCK_NAME = "store.lock"
 # O_NOFOLLOW: a link planted in a shared store folder must not make us write through it.
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def make_private_dir(path: str | Path) -> None:
@@ -198,23 +61,19 @@ def make_private_dir(path: str | Path) -> None:
 def open_private(path: str, flags: int) -> int:
     """``os.open`` for our own files: created 0600, never through a symbolic link."""
     try:
-        return os.open(path, flags | os.O_CREAT | _NOFOLLOW, 0o600)
+        return os.open(path, flags | os.O_CREAT | NOFOLLOW, 0o600)
     except OSError as exc:
         if os.path.islink(path):
             raise OSError(f"{path} is a symbolic link; refusing to open it") from exc
         raise
 
 
-def _refuse_link(path: str) -> None:
+def refuse_link(path: str) -> None:
     if os.path.islink(path):
         raise StoreError(f"status store {path} is a symbolic link; refusing to open it")
 
 
-class StoreMissing(StoreError):
-    """There is no status.db yet."""
-
-
-def _configure(conn: sqlite3.Connection) -> None:
+def configure_connection(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
 
@@ -222,32 +81,11 @@ class StoreLocked(StoreError):
     """Another process held the database past the busy timeout (or SQLite would not wait)."""
 
 
-def _locked(exc: sqlite3.Error, path: str) -> StoreError:
+def store_error(exc: sqlite3.Error, path: str) -> StoreError:
     text = str(exc)
     if "locked" in text or "busy" in text:
         return StoreLocked(f"status store {path} is locked by another process; try again")
     return StoreError(f"status store {path}: {text}")
-
-
-def _half_made(exc: sqlite3.Error) -> bool:
-    """The error of a reader that looked while another process was still creating or migrating
-    the schema (each migration commits on its own, so a reader can see it half done)."""
-    text = str(exc)
-    return "no such table" in text or "no such column" in text
-
-
-def _wait_for_creator(path: str) -> None:
-    """Wait until no process holds the creation lock (the StoreWriter that creates and
-    migrates the schema holds it throughout); at once when there is no lock file."""
-    try:
-        fd = os.open(os.path.join(os.path.dirname(path), CREATE_LOCK_NAME),
-                     os.O_RDONLY | _NOFOLLOW)
-    except OSError:
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
-    finally:
-        os.close(fd)
 
 
 def _check_not_newer(conn: sqlite3.Connection, path: str) -> None:
@@ -255,12 +93,12 @@ def _check_not_newer(conn: sqlite3.Connection, path: str) -> None:
     every cycle would fail) rather than say so once."""
     try:
         applied = {row[0] for row in conn.execute(
-            "SELECT name FROM _sqlite_migrations WHERE migration_set = 'conductor_pty'")}
+            "SELECT name FROM _sqlite_migrations WHERE migration_set = ?", (MIGRATION_SET,))}
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):
             return  # a new or pre-migrations store
         raise
-    unknown = applied - {m.name for m in _migrations()._migrations}
+    unknown = applied - {m.name for m in migrations()._migrations}
     if unknown:
         raise StoreError(f"status store {path} was written by a newer conductor pty (migration "
                          f"{', '.join(sorted(unknown))}); upgrade conductor pty, or point "
@@ -271,15 +109,6 @@ def _check_not_newer(conn: sqlite3.Connection, path: str) -> None:
         raise StoreError(f"status store {path} holds states this release does not know "
                          f"({', '.join(strange)[:80]}): it was written by a newer conductor pty; "
                          "upgrade, or point --workers-dir at another folder")
-
-
-class HistoryRow:
-    __slots__ = ("id", "previous_state", "reasons", "seq", "state", "summary", "ts")
-
-    def __init__(self, seq: int, id: str, ts: float, state: str, previous_state: str | None,
-                 summary: str, reasons: list[str]) -> None:
-        self.seq, self.id, self.ts, self.state = seq, id, ts, state
-        self.previous_state, self.summary, self.reasons = previous_state, summary, reasons
 
 
 # Why nothing of ours ever opens or closes a plain descriptor of status.db (or its -wal and -shm)
@@ -305,9 +134,9 @@ _OPENING = _thread.allocate_lock()
 
 def _create_database_file(path: str) -> None:
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o600)
     except FileExistsError:
-        _refuse_link(path)
+        refuse_link(path)
         return
     os.close(fd)
 
@@ -366,7 +195,7 @@ class StoreWriter:
                 _create_database_file(self.path)
                 self.conn = self._connect()
         except sqlite3.Error as exc:
-            raise _locked(exc, self.path) from exc
+            raise store_error(exc, self.path) from exc
         except OSError as exc:
             raise StoreError(f"cannot create the status store in {workers_dir}: "
                              f"{exc.strerror or exc}") from exc
@@ -380,13 +209,13 @@ class StoreWriter:
         conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
                                isolation_level=None, check_same_thread=False)
         try:
-            _configure(conn)
+            configure_connection(conn)
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             # Plugins installed in the user's environment must not touch our database.
             self.db = Database(conn, execute_plugins=False)
             _check_not_newer(conn, self.path)
-            _migrations().apply(self.db)
+            migrations().apply(self.db)
         except BaseException:
             conn.close()
             raise
@@ -487,7 +316,7 @@ class StoreWriter:
                         del self._journal[mark:]
                     raise
             except sqlite3.Error as exc:
-                raise _locked(exc, self.path) from exc
+                raise store_error(exc, self.path) from exc
             except OverflowError as exc:  # an integer SQLite cannot hold (a setting out of range)
                 raise StoreError(f"status store {self.path}: {exc}") from exc
 
@@ -540,7 +369,7 @@ class StoreWriter:
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         """A read, under the writer's lock: another thread's transaction is never half seen."""
         with self._lock:
-            return _events(self.conn, sql, params)
+            return rows_as_dicts(self.conn, sql, params)
 
     def events_after(self, seq: int) -> list[dict[str, Any]]:
         return self._rows("SELECT * FROM events WHERE seq > ? ORDER BY seq", (seq,))
@@ -597,7 +426,7 @@ class StoreWriter:
             marks = ", ".join("?" for _ in wanted)
             rows = self._rows(f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY seq",
                               tuple(wanted))
-        return _jobs(rows)
+        return jobs_from_rows(rows)
 
     def set_cycle(self, conn: sqlite3.Connection, worker_id: str, shown: str) -> None:
         """The status row's ``cycle`` column, as the cycle step just moved it (``status`` reads
@@ -611,13 +440,13 @@ class StoreWriter:
             with self._lock:
                 return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
         except sqlite3.Error as exc:
-            raise _locked(exc, self.path) from exc
+            raise store_error(exc, self.path) from exc
 
     def latest_cycles(self) -> dict[str, Job]:
         """The newest cycle job of every pane that has one."""
         rows = self._rows("SELECT * FROM jobs WHERE seq IN (SELECT MAX(seq) FROM jobs "
                           "WHERE kind = 'cycle' GROUP BY id)")
-        return {job.pane: job for job in _jobs(rows)}
+        return {job.pane: job for job in jobs_from_rows(rows)}
 
     def add_transcript(self, conn: sqlite3.Connection, row: Mapping[str, Any],
                        keep: int) -> None:
@@ -663,17 +492,17 @@ class StoreWriter:
 
     def host_rows(self) -> dict[str, dict[str, Any]]:
         """The ``hosts`` table by name: what the watcher last recorded of each host."""
-        return {row["name"]: row for row in _events(self.conn, "SELECT * FROM hosts", ())}
+        return {row["name"]: row for row in rows_as_dicts(self.conn, "SELECT * FROM hosts", ())}
 
 
-def _jobs(rows: Iterable[Mapping[str, Any]]) -> list[Job]:
+def jobs_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Job]:
     # Here, not at the top: the status line imports this module and never reads a job.
     from app.base.model import Job
 
     return [Job.from_row(row) for row in rows]
 
 
-def _events(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]
+def rows_as_dicts(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]
             ) -> list[dict[str, Any]]:
     cursor = conn.execute(sql, params)
     names = [d[0] for d in cursor.description]
@@ -706,11 +535,11 @@ def record_event(workers_dir: str, row: Mapping[str, Any]) -> None:
 def _record_event_once(workers_dir: str, row: Mapping[str, Any]) -> None:
     path = db_path(workers_dir)
     if os.path.exists(path):
-        _refuse_link(path)
+        refuse_link(path)
         try:
             conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
             try:
-                _configure(conn)
+                configure_connection(conn)
                 conn.execute("BEGIN IMMEDIATE")
                 _insert(conn, "events", row)
                 conn.execute("COMMIT")
@@ -723,9 +552,9 @@ def _record_event_once(workers_dir: str, row: Mapping[str, Any]) -> None:
             # queues behind the creator's lock instead.
             text = str(exc)
             if not any(word in text for word in ("no such table", "locked", "busy")):
-                raise _locked(exc, path) from exc
+                raise store_error(exc, path) from exc
         except sqlite3.Error as exc:
-            raise _locked(exc, path) from exc
+            raise store_error(exc, path) from exc
     from pathlib import Path
 
     writer = StoreWriter(Path(workers_dir))  # creates the store and brings its schema up to date
@@ -773,199 +602,3 @@ def _cell(value: Any) -> Any:
         # then need no json module (~10 ms with its imports).
         return " ".join(str(v) for v in value)
     return value
-
-
-class StoreReader:
-    """Read-only access for every CLI command and the status line (stdlib sqlite3 only)."""
-
-    def __init__(self, workers_dir: str | Path) -> None:
-        self.path = db_path(workers_dir)
-        try:
-            os.stat(self.path)
-        except PermissionError:
-            # Another user's private store: it may well exist, but we may not look inside.
-            raise StoreError(f"cannot read the status store {self.path}: permission denied"
-                             ) from None
-        except OSError:
-            raise StoreMissing(f"no status store at {self.path}: start `conductor pty watch` "
-                               "first") from None
-        _refuse_link(self.path)
-        try:
-            try:
-                self.conn = self._open("mode=ro")
-            except sqlite3.OperationalError as exc:
-                if not _half_made(exc):
-                    raise
-                _wait_for_creator(self.path)
-                self.conn = self._open("mode=ro")
-        except sqlite3.OperationalError as exc:
-            # A read-only mount, or another user's store: SQLite cannot create the WAL's shared
-            # memory file beside it. Opened as immutable it reads the main file without it.
-            if os.access(os.path.dirname(self.path), os.W_OK):
-                raise _locked(exc, self.path) from exc
-            try:
-                self.conn = self._open("mode=ro&immutable=1")
-            except sqlite3.Error as again:
-                raise _locked(again, self.path) from again
-        except sqlite3.Error as exc:
-            raise _locked(exc, self.path) from exc
-
-    def _open(self, options: str) -> sqlite3.Connection:
-        # urllib.parse would cost the status line ~8 ms: these are the characters a URI path
-        # cannot carry as they are.
-        quoted = self.path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
-        conn = sqlite3.connect(f"file:{quoted}?{options}", uri=True,
-                               timeout=BUSY_TIMEOUT_MS / 1000)
-        try:
-            _configure(conn)
-            conn.row_factory = sqlite3.Row
-            conn.execute("SELECT 1 FROM ptys LIMIT 1")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def close(self) -> None:
-        self.conn.close()
-
-    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        try:
-            try:
-                return self.conn.execute(sql, params).fetchall()
-            except sqlite3.OperationalError as exc:
-                if not _half_made(exc):
-                    raise
-                _wait_for_creator(self.path)
-                return self.conn.execute(sql, params).fetchall()
-        except sqlite3.Error as exc:
-            raise _locked(exc, self.path) from exc
-
-    def workers(self, socket: str | None = None) -> list[dict[str, Any]]:
-        """Every known pane with its status, as plain dicts with :data:`PUBLIC_FIELDS`; only
-        the panes of one tmux socket (its label: the ``-L`` name or "default") when given, and
-        rows that name none."""
-        rows = self._query(
-            "SELECT p.id, p.name, p.tmux_session, p.tmux_window, p.window_index, p.pane_id, "
-            "p.cwd, p.cli_type, p.socket, p.server_pid, s.state, s.summary, s.actions_needed, "
-            "s.confidence, s.reasons, s.rule_id, s.classifier, s.state_entered_ts, "
-            "s.last_change_ts, s.signals, s.herd_eligible, s.herd_reason, h.goal, s.cycle, "
-            "p.worktree, p.host "
-            "FROM ptys p LEFT JOIN status s ON s.id = p.id LEFT JOIN herd h ON h.id = p.id "
-            # Another host's panes belong to every local socket's watcher.
-            "WHERE ? IS NULL OR p.socket = ? OR p.socket IS NULL OR p.host != 'local' "
-            "ORDER BY p.tmux_session, p.window_index, p.pane_index", (socket, socket)
-        )
-        return [public_row(dict(row)) for row in rows]
-
-    def history(self, worker_id: str, after_seq: int = 0, limit: int | None = None
-                ) -> list[HistoryRow]:
-        sql = "SELECT * FROM status_history WHERE id = ? AND seq > ? ORDER BY seq DESC"
-        params: tuple[Any, ...] = (worker_id, after_seq)
-        if limit is not None:
-            sql += " LIMIT ?"
-            params += (limit,)
-        rows = self._query(sql, params)
-        return [
-            HistoryRow(seq=r["seq"], id=r["id"], ts=r["ts"], state=r["state"],
-                       previous_state=r["previous_state"], summary=r["summary"] or "",
-                       reasons=_codes(r["reasons"]))
-            for r in reversed(rows)
-        ]
-
-    def pty(self, worker_id: str) -> dict[str, Any] | None:
-        rows = self._query("SELECT * FROM ptys WHERE id = ?", (worker_id,))
-        return dict(rows[0]) if rows else None
-
-    def status(self, worker_id: str) -> dict[str, Any] | None:
-        """The raw status row (with the screen hash the watcher judged), not the public view."""
-        rows = self._query("SELECT * FROM status WHERE id = ?", (worker_id,))
-        return dict(rows[0]) if rows else None
-
-    def events(self, pane_id: str, server_pid: int | None, after_seq: int = 0
-               ) -> list[dict[str, Any]]:
-        """The events of one pane, oldest first (none when the store predates events)."""
-        try:
-            return _events(self.conn, "SELECT * FROM events WHERE pane_id = ? AND "
-                           "(server_pid = ? OR ? IS NULL) AND seq > ? ORDER BY seq",
-                           (pane_id, server_pid, server_pid, after_seq))
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
-                return []
-            raise _locked(exc, self.path) from exc
-        except sqlite3.Error as exc:
-            raise _locked(exc, self.path) from exc
-
-    def daemon(self) -> dict[str, Any] | None:
-        rows = self._query("SELECT * FROM daemon WHERE name = 'watch'")
-        return dict(rows[0]) if rows else None
-
-    def hosts(self) -> dict[str, dict[str, Any]]:
-        """How each configured host answered last, by name (none before the first watch)."""
-        try:
-            return {row["name"]: dict(row) for row in self._query("SELECT * FROM hosts")}
-        except StoreError:
-            return {}  # a store no watcher of several hosts has opened yet
-
-    def herd(self) -> dict[str, dict[str, Any]]:
-        """Every herd row (opt-in, rules, goal, counters) by pane id."""
-        return {row["id"]: dict(row) for row in self._query("SELECT * FROM herd")}
-
-    def jobs(self, worker_id: str | None = None, open_only: bool = False,
-             limit: int | None = None) -> list[Job]:
-        """Queued messages and cycles, oldest first (the newest ``limit`` when given)."""
-        sql = "SELECT * FROM jobs WHERE 1"
-        params: tuple[Any, ...] = ()
-        if worker_id is not None:
-            sql += " AND id = ?"
-            params += (worker_id,)
-        if open_only:
-            sql += " AND done_ts IS NULL"
-        sql += " ORDER BY seq DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params += (limit,)
-        return _jobs(dict(row) for row in reversed(self._query(sql, params)))
-
-    def transcript(self, worker_id: str) -> list[dict[str, Any]]:
-        return [dict(row) for row in self._query(
-            "SELECT * FROM transcript WHERE id = ? ORDER BY seq", (worker_id,))]
-
-    def nudges(self, worker_id: str | None = None, after_seq: int = 0,
-               limit: int | None = None) -> list[dict[str, Any]]:
-        """The herding decisions log, oldest first (the newest ``limit`` when given)."""
-        sql = "SELECT * FROM nudges WHERE seq > ?"
-        params: tuple[Any, ...] = (after_seq,)
-        if worker_id is not None:
-            sql += " AND id = ?"
-            params += (worker_id,)
-        sql += " ORDER BY seq DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params += (limit,)
-        return [dict(row) for row in reversed(self._query(sql, params))]
-
-
-def _codes(text: str | None) -> list[str]:
-    return text.split() if text else []
-
-
-def public_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    out = {field: row.get(field) for field in PUBLIC_FIELDS}
-    reasons = row.get("reasons")
-    out["reasons"] = _codes(reasons) if isinstance(reasons, str) or reasons is None \
-        else list(reasons)
-    signals = row.get("signals")
-    out["signals"] = _codes(signals) if isinstance(signals, str) or signals is None \
-        else list(signals)
-    out["state"] = out["state"] or "UNKNOWN"
-    eligible = row.get("herd_eligible", row.get("eligible_for_herd"))
-    out["eligible_for_herd"] = bool(eligible) if eligible is not None else False
-    out["herd_reason"] = row.get("herd_reason") or ""
-    if out["state"] == "EXITED":
-        # The final row of a gone pane is written without the herd's step: no stale "eligible".
-        out["eligible_for_herd"], out["herd_reason"] = False, "pane_exited"
-    out["cycle"] = out["cycle"] or ""
-    out["host"] = out["host"] or "local"
-    out["summary"] = out["summary"] or ""
-    out["actions_needed"] = out["actions_needed"] or ""
-    return out

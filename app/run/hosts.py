@@ -22,7 +22,8 @@ from typing import Any, Protocol
 from app.act.steps import Step
 from app.adapters.ssh import DEFAULT_MAX_PANES, HostConfig
 from app.adapters.status import find_worker
-from app.adapters.store import StoreReader, StoreWriter
+from app.adapters.store import StoreWriter
+from app.adapters.store_read import StoreReader
 from app.adapters.tmux import (
     LOCAL_HOST,
     ControlMode,

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from app.adapters.store import StoreReader, StoreWriter
+from app.adapters.store import StoreWriter
+from app.adapters.store_read import StoreReader
 from app.base.errors import StoreError
 
 EXPECTED = {
@@ -185,7 +186,7 @@ def test_a_store_locked_by_another_writer_is_one_clear_error(tmp_path: Path) -> 
 
 
 def test_public_rows_carry_herd_eligibility_and_an_exited_pane_is_never_eligible() -> None:
-    from app.adapters.store import public_row
+    from app.adapters.store_read import public_row
 
     live = public_row({"id": "a", "state": "READY", "herd_eligible": 1, "herd_reason": ""})
     assert (live["eligible_for_herd"], live["herd_reason"]) == (True, "")

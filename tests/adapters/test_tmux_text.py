@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from app.adapters.store import StoreReader
+from app.adapters.store_read import StoreReader
 from app.adapters.tmux import ControlClient, ControlMode, Tmux, literal
 from app.base.errors import PaneNotFound
 from app.base.inputs import BadInput, Refused, check_text, goal, report_text

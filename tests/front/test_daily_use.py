@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from app.adapters.store import StoreReader
+from app.adapters.store_read import StoreReader
 from app.run.watcher import Watcher
 from tests.conftest import REPO, conductor
 from tests.waiting import retry_until, wait_for_exit_status

@@ -15,7 +15,8 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from app.adapters.store import StoreReader, StoreWriter
+from app.adapters.store import StoreWriter
+from app.adapters.store_read import StoreReader
 from app.adapters.tmux import (
     QUIET_S,
     ControlMode,

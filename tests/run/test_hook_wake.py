@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from app.adapters import hookmark
-from app.adapters.store import StoreReader, StoreWriter
+from app.adapters.store import StoreWriter
+from app.adapters.store_read import StoreReader
 from app.adapters.tmux import ControlMode, Tmux, parse_notification
 from app.base.model import State
 from app.base.settings import WatchSettings
