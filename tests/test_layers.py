@@ -18,7 +18,7 @@ NEIGHBOURS_FORBIDDEN = {("install", "observe"), ("install", "act"), ("act", "ins
 # Each outside resource has one owning module (or package).
 OWNERS = {
     "libtmux": ("app.adapters.tmux",),
-    "sqlite3": ("app.adapters.store", "app.adapters.store_read"),
+    "sqlite3": ("app.adapters.store", "app.adapters.store_read", "app.adapters.store_tables"),
     "sqlite_utils": ("app.adapters.store", "app.adapters.migrations"),
     "requests": ("app.adapters.llm",),
 }
@@ -32,7 +32,6 @@ LONG_MODULES = {
     "app/adapters/tmux.py", "app/observe/packs.py",
 }
 BIG_CLASSES = {
-    "app.adapters.store.StoreWriter",  # split pending (issue 30): its job and herd tables
     "app.adapters.tmux.Tmux",  # split pending (issue 30), with app/adapters/tmux.py
 }
 # Each part of a pane's memory (app.observe.pane.Tracked) has one writer: the modules that may

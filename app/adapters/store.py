@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
 from app.adapters.migrations import MIGRATION_SET, migrations
+from app.adapters.store_tables import EventTables, HerdTables, HostTables, JobTables
 from app.base.errors import StoreError
 
 # typing costs ~5 ms to import; the status line imports this module on every refresh.
@@ -25,8 +26,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
-
-    from app.base.model import Job
 
 DB_NAME = "status.db"
 BUSY_TIMEOUT_MS = 5000
@@ -184,6 +183,10 @@ class StoreWriter:
         # replayed into a reopened connection (see verify()).
         self._journal: list[tuple[str, tuple[Any, ...], bool]] | None = None
         self._identity: _Identity | None = None
+        self.herd = HerdTables(self)
+        self.jobs = JobTables(self)
+        self.hosts = HostTables(self)
+        self.events = EventTables(self)
         lock_fd = -1
         try:
             make_private_dir(workers_dir)
@@ -283,10 +286,11 @@ class StoreWriter:
                 count += 1
         return count
 
-    def _run(self, conn: sqlite3.Connection, sql: str, params: tuple[Any, ...] = (),
-             once: bool = False) -> sqlite3.Cursor:
-        """Every write goes through here: ``once`` marks a plain INSERT, replayed only when no
-        identical row is there."""
+    def run(self, conn: sqlite3.Connection, sql: str, params: tuple[Any, ...] = (),
+            once: bool = False) -> sqlite3.Cursor:
+        """Every write goes through here, the table classes' too (writer.herd, .jobs, .events,
+        .hosts), so the journal misses none: ``once`` marks a plain INSERT, replayed only when
+        no identical row is there."""
         cursor = conn.execute(sql, params)
         if self._journal is not None:
             if len(self._journal) >= _JOURNAL_MAX:
@@ -294,10 +298,10 @@ class StoreWriter:
             self._journal.append((sql, params, once))
         return cursor
 
-    def _insert(self, conn: sqlite3.Connection, table: str, row: Mapping[str, Any],
-                conflict_key: str | None = None) -> None:
+    def insert(self, conn: sqlite3.Connection, table: str, row: Mapping[str, Any],
+               conflict_key: str | None = None) -> None:
         sql, params = _insert_sql(table, row, conflict_key)
-        self._run(conn, sql, params, once=conflict_key is None)
+        self.run(conn, sql, params, once=conflict_key is None)
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -321,30 +325,26 @@ class StoreWriter:
                 raise StoreError(f"status store {self.path}: {exc}") from exc
 
     def upsert_pty(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
-        self._insert(conn, "ptys", row, conflict_key="id")
+        self.insert(conn, "ptys", row, conflict_key="id")
 
     def set_worktree(self, conn: sqlite3.Connection, worker_id: str, path: str | None) -> None:
-        self._run(conn, "UPDATE ptys SET worktree = ? WHERE id = ?", (path, worker_id))
+        self.run(conn, "UPDATE ptys SET worktree = ? WHERE id = ?", (path, worker_id))
 
     def upsert_status(self, conn: sqlite3.Connection, rows: Iterable[Mapping[str, Any]]) -> None:
         for row in rows:
-            self._insert(conn, "status", row, conflict_key="id")
+            self.insert(conn, "status", row, conflict_key="id")
 
     def add_history(self, conn: sqlite3.Connection, rows: Iterable[Mapping[str, Any]]) -> None:
         for row in rows:
-            self._insert(conn, "status_history", row)
+            self.insert(conn, "status_history", row)
 
     def remove(self, conn: sqlite3.Connection, ids: Iterable[str]) -> None:
         for worker_id in ids:
             for table in ("ptys", "status", "status_history"):
-                self._run(conn, f"DELETE FROM {table} WHERE id = ?", (worker_id,))
-
-    def set_host(self, conn: sqlite3.Connection, **fields: Any) -> None:
-        """How a configured host answered (``name`` required; the other columns given)."""
-        self._insert(conn, "hosts", fields, conflict_key="name")
+                self.run(conn, f"DELETE FROM {table} WHERE id = ?", (worker_id,))
 
     def heartbeat(self, conn: sqlite3.Connection, **fields: Any) -> None:
-        self._insert(conn, "daemon", {"name": "watch", **fields}, conflict_key="name")
+        self.insert(conn, "daemon", {"name": "watch", **fields}, conflict_key="name")
 
     def prune_history(self, conn: sqlite3.Connection, keep_per_pane: int,
                       older_than_ts: float) -> None:
@@ -352,86 +352,24 @@ class StoreWriter:
         (the newest row of each pane is kept whatever its age)."""
         keep_per_pane = min(keep_per_pane, _MAX_SQL_INT)
         older_than_ts = max(older_than_ts, -1e300)
-        self._run(
+        self.run(
             conn,
             "DELETE FROM status_history WHERE ts < ? AND seq NOT IN "
             "(SELECT MAX(seq) FROM status_history GROUP BY id)",
             (older_than_ts,),
         )
-        self._run(
+        self.run(
             conn,
             "DELETE FROM status_history WHERE seq IN (SELECT seq FROM (SELECT seq, ROW_NUMBER() "
             "OVER (PARTITION BY id ORDER BY seq DESC) AS n FROM status_history) WHERE n > ?)",
             (keep_per_pane,),
         )
-        self._run(conn, "DELETE FROM events WHERE ts < ?", (older_than_ts,))
+        self.run(conn, "DELETE FROM events WHERE ts < ?", (older_than_ts,))
 
-    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         """A read, under the writer's lock: another thread's transaction is never half seen."""
         with self._lock:
             return rows_as_dicts(self.conn, sql, params)
-
-    def events_after(self, seq: int) -> list[dict[str, Any]]:
-        return self._rows("SELECT * FROM events WHERE seq > ? ORDER BY seq", (seq,))
-
-    def add_event(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
-        self._insert(conn, "events", row)
-
-    # --- herding (app/herd) ---------------------------------------------------------------------
-
-    def herd_rows(self) -> dict[str, dict[str, Any]]:
-        return {row["id"]: row for row in self._rows("SELECT * FROM herd")}
-
-    def upsert_herd(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
-        self._insert(conn, "herd", row, conflict_key="id")
-
-    def add_nudge(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
-        self._insert(conn, "nudges", row)
-
-    def forget_herd(self, conn: sqlite3.Connection, ids: Iterable[str]) -> None:
-        """A pane that is gone takes its opt-in and counters with it; its log ages out."""
-        for worker_id in ids:
-            self._run(conn, "DELETE FROM herd WHERE id = ?", (worker_id,))
-
-    def prune_nudges(self, conn: sqlite3.Connection, older_than_ts: float) -> None:
-        self._run(conn, "DELETE FROM nudges WHERE ts < ?", (older_than_ts,))
-
-    def person_sends(self, since_ts: float) -> dict[tuple[str, int | None], float]:
-        """The newest send from anyone but the herd, per (pane_id, server_pid), after a time."""
-        rows = self._rows(
-            "SELECT pane_id, server_pid, MAX(ts) AS ts FROM events WHERE kind = 'send' AND "
-            "COALESCE(name, '') != 'herd' AND ts > ? GROUP BY pane_id, server_pid", (since_ts,))
-        return {(row["pane_id"], row["server_pid"]): row["ts"] for row in rows}
-
-    # --- jobs and the transcript (app/cycle) -------------------------------------------------
-
-    def add_job(self, conn: sqlite3.Connection, job: Job | Mapping[str, Any]) -> int:
-        """Store a new job (a :class:`Job` whose ``seq`` is 0, or its columns); its ``seq``."""
-        from app.base.model import Job
-
-        if isinstance(job, Job):
-            job = {k: v for k, v in job.row().items() if k != "seq"}
-        self._insert(conn, "jobs", job)
-        return int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
-
-    def update_job(self, conn: sqlite3.Connection, seq: int, fields: Mapping[str, Any]) -> None:
-        self._insert(conn, "jobs", {"seq": seq, **fields}, conflict_key="seq")
-
-    def open_jobs(self, states: Iterable[str] = ()) -> list[Job]:
-        """Jobs in one of ``states`` (default: every job not finished), oldest first."""
-        wanted = list(states)
-        if not wanted:
-            rows = self._rows("SELECT * FROM jobs WHERE done_ts IS NULL ORDER BY seq")
-        else:
-            marks = ", ".join("?" for _ in wanted)
-            rows = self._rows(f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY seq",
-                              tuple(wanted))
-        return jobs_from_rows(rows)
-
-    def set_cycle(self, conn: sqlite3.Connection, worker_id: str, shown: str) -> None:
-        """The status row's ``cycle`` column, as the cycle step just moved it (``status`` reads
-        it; the watcher would otherwise rewrite it only with the pane's next change)."""
-        self._run(conn, "UPDATE status SET cycle = ? WHERE id = ?", (shown, worker_id))
 
     def others_wrote(self) -> int:
         """A number that changes whenever another connection (a report, a hook, a send)
@@ -442,35 +380,13 @@ class StoreWriter:
         except sqlite3.Error as exc:
             raise store_error(exc, self.path) from exc
 
-    def latest_cycles(self) -> dict[str, Job]:
-        """The newest cycle job of every pane that has one."""
-        rows = self._rows("SELECT * FROM jobs WHERE seq IN (SELECT MAX(seq) FROM jobs "
-                          "WHERE kind = 'cycle' GROUP BY id)")
-        return {job.pane: job for job in jobs_from_rows(rows)}
-
-    def add_transcript(self, conn: sqlite3.Connection, row: Mapping[str, Any],
-                       keep: int) -> None:
-        """One report or directive; the pane keeps only its newest ``keep`` entries."""
-        self._insert(conn, "transcript", row)
-        self._run(conn, "DELETE FROM transcript WHERE id = ? AND seq NOT IN (SELECT seq FROM "
-                  "transcript WHERE id = ? ORDER BY seq DESC LIMIT ?)",
-                  (row["id"], row["id"], keep))
-
-    def transcript(self, worker_id: str) -> list[dict[str, Any]]:
-        return self._rows("SELECT * FROM transcript WHERE id = ? ORDER BY seq", (worker_id,))
-
-    def prune_jobs(self, conn: sqlite3.Connection, older_than_ts: float) -> None:
-        self._run(conn, "DELETE FROM jobs WHERE done_ts IS NOT NULL AND done_ts < ? AND seq "
-                  "NOT IN (SELECT MAX(seq) FROM jobs WHERE kind = 'cycle' GROUP BY id)",
-                  (older_than_ts,))
-
     def known_ids(self) -> set[str]:
-        return {row["id"] for row in self._rows("SELECT id FROM ptys")}
+        return {row["id"] for row in self.rows("SELECT id FROM ptys")}
 
     def live_ids(self, socket: str | None = None) -> set[str]:
         """Panes not yet given their final EXITED row (of one tmux socket, or of none known,
         when given)."""
-        return {row["id"] for row in self._rows(
+        return {row["id"] for row in self.rows(
             "SELECT p.id FROM ptys p LEFT JOIN status s ON s.id = p.id "
             "WHERE (s.state IS NULL OR s.state != 'EXITED') AND "
             "(? IS NULL OR p.socket = ? OR p.socket IS NULL)", (socket, socket))}
@@ -484,23 +400,11 @@ class StoreWriter:
         return ids
 
     def pty(self, worker_id: str) -> dict[str, Any] | None:
-        rows = self._rows("SELECT * FROM ptys WHERE id = ?", (worker_id,))
+        rows = self.rows("SELECT * FROM ptys WHERE id = ?", (worker_id,))
         return rows[0] if rows else None
 
     def statuses(self) -> dict[str, dict[str, Any]]:
-        return {row["id"]: row for row in self._rows("SELECT * FROM status")}
-
-    def host_rows(self) -> dict[str, dict[str, Any]]:
-        """The ``hosts`` table by name: what the watcher last recorded of each host."""
-        return {row["name"]: row for row in rows_as_dicts(self.conn, "SELECT * FROM hosts", ())}
-
-
-def jobs_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Job]:
-    # Here, not at the top: the status line imports this module and never reads a job.
-    from app.base.model import Job
-
-    return [Job.from_row(row) for row in rows]
-
+        return {row["id"]: row for row in self.rows("SELECT * FROM status")}
 
 def rows_as_dicts(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]
             ) -> list[dict[str, Any]]:
@@ -560,7 +464,7 @@ def _record_event_once(workers_dir: str, row: Mapping[str, Any]) -> None:
     writer = StoreWriter(Path(workers_dir))  # creates the store and brings its schema up to date
     try:
         with writer.transaction() as conn:
-            writer.add_event(conn, row)
+            writer.events.add_event(conn, row)
     finally:
         writer.close()
 

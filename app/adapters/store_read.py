@@ -17,11 +17,11 @@ from app.adapters.store import (
     NOFOLLOW,
     configure_connection,
     db_path,
-    jobs_from_rows,
     refuse_link,
     rows_as_dicts,
     store_error,
 )
+from app.adapters.store_tables import jobs_from_rows
 from app.base.errors import StoreError
 
 # typing costs ~5 ms to import; the status line imports this module on every refresh.

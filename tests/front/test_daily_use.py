@@ -701,9 +701,9 @@ def test_L_scopes_every_reader_to_that_servers_panes(
     assert "mine-api" in run(mine, "herd", "list").stdout
     with watcher.store.transaction() as conn:
         for name in ("mine-api", "their-api"):
-            watcher.store.add_nudge(conn, {"id": ids[name], "ts": time.time(), "name": name,
-                                           "eligible": 0, "outcome": "blocked",
-                                           "reason": "no_rule", "state": "READY"})
+            watcher.store.herd.add_nudge(conn, {"id": ids[name], "ts": time.time(), "name": name,
+                                                "eligible": 0, "outcome": "blocked",
+                                                "reason": "no_rule", "state": "READY"})
     assert [line.split()[2] for line in run(mine, "herd", "log").stdout.splitlines()] == \
         ["mine-api"]
     assert [line.split()[2] for line in

@@ -69,9 +69,9 @@ def herd_on(obj: Context, ident: str, rules_spec: str | None, dry_run: bool) -> 
     worker = _worker(obj, ident)
     program = _not_an_agent(obj, worker)
     with _writer(obj) as store, store.transaction() as conn:
-        store.upsert_herd(conn, {"id": worker["id"], "enabled": 1, "rules": stored,
-                                 "dry_run": int(dry_run), "nudges": 0, "turn": 0,
-                                 "updated_ts": time.time()})
+        store.herd.upsert_herd(conn, {"id": worker["id"], "enabled": 1, "rules": stored,
+                                      "dry_run": int(dry_run), "nudges": 0, "turn": 0,
+                                      "updated_ts": time.time()})
     mode = "dry run: decisions logged, nothing typed" if dry_run else "nudges typed"
     if program:
         # Opted in all the same: once an agent CLI runs at its prompt, it is herded.
@@ -117,7 +117,7 @@ def herd_off(obj: Context, ident: str) -> None:
     """Stop herding a pane (its goal and log stay)."""
     worker = _worker(obj, ident)
     with _writer(obj) as store, store.transaction() as conn:
-        store.upsert_herd(conn, {"id": worker["id"], "enabled": 0, "updated_ts": time.time()})
+        store.herd.upsert_herd(conn, {"id": worker["id"], "enabled": 0, "updated_ts": time.time()})
     click.echo(f"no longer herding {worker['name']} ({worker['id']})")
 
 
