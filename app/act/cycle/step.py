@@ -233,7 +233,8 @@ class CycleStep(ActingStep[CycleSettings]):
 
         try:
             handoff.send(self.tmux, target_of(pane), text, self.packs, self.watch_settings,
-                         self.store.workers_dir, origin=origin, agent_only=True)
+                         self.store.workers_dir, origin=origin, agent_only=True,
+                         writer=self.store)
         except ConductorError as exc:  # Refused, or the pane went away
             return str(exc)
         return ""

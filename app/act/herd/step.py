@@ -284,11 +284,12 @@ class HerdStep(ActingStep[HerdSettings]):
                 keystrokes.answer(self.tmux, target, text, self.packs, self.watch_settings,
                                   self.store.workers_dir, origin="herd",
                                   expect_screen=tracked.stability_hash,
-                                  confirm_s=_ANSWER_CONFIRM_S)
+                                  confirm_s=_ANSWER_CONFIRM_S, writer=self.store)
             else:
                 handoff.send(self.tmux, target, text, self.packs, self.watch_settings,
                              self.store.workers_dir, origin="herd",
-                             expect_screen=tracked.stability_hash, agent_only=True)
+                             expect_screen=tracked.stability_hash, agent_only=True,
+                             writer=self.store)
         except handoff.Refused as exc:
             return Outcome(BLOCKED, "refused", rule.id, text, str(exc))
         except ConductorError as exc:
