@@ -60,7 +60,8 @@ def main() -> None:
             if opt_in:
                 with store.transaction() as conn:
                     for wid in watcher.tracked:
-                        store.upsert_herd(conn, {"id": wid, "enabled": 1, "rules": "persistent"})
+                        store.herd.upsert_herd(
+                            conn, {"id": wid, "enabled": 1, "rules": "persistent"})
             ms = per_tick(watcher, args.ticks)
             print(f"{args.panes} idle panes, {label:<24} {ms:6.2f} ms CPU per cycle (median "
                   f"of {args.ticks})")

@@ -394,10 +394,11 @@ def case_bad_input(p: Probe, agent: str) -> None:
         store = StoreWriter(p.store)
         with store.transaction() as conn:
             now = time.time()
-            store.add_job(conn, {"id": worker, "kind": jobs.CYCLE, "state": jobs.PAUSED,
-                                 "text": EVIL, "wait_cmd": EVIL, "origin": "report",
-                                 "created_ts": now, "state_ts": now, "done_ts": now,
-                                 "detail": EVIL, "timeline": jobs.stamp(None, jobs.QUEUED, now)})
+            store.jobs.add_job(conn, {"id": worker, "kind": jobs.CYCLE, "state": jobs.PAUSED,
+                                      "text": EVIL, "wait_cmd": EVIL, "origin": "report",
+                                      "created_ts": now, "state_ts": now, "done_ts": now,
+                                      "detail": EVIL,
+                                      "timeline": jobs.stamp(None, jobs.QUEUED, now)})
         store.close()
     shown = p.pty("queue", "--all")
     p.record("6 queue prints a report text", "no escapes printed",

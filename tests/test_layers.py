@@ -18,8 +18,8 @@ NEIGHBOURS_FORBIDDEN = {("install", "observe"), ("install", "act"), ("act", "ins
 # Each outside resource has one owning module (or package).
 OWNERS = {
     "libtmux": ("app.adapters.tmux",),
-    "sqlite3": ("app.adapters.store",),
-    "sqlite_utils": ("app.adapters.store",),
+    "sqlite3": ("app.adapters.store", "app.adapters.store_read", "app.adapters.store_tables"),
+    "sqlite_utils": ("app.adapters.store", "app.adapters.migrations"),
     "requests": ("app.adapters.llm",),
 }
 MAX_TOP_MODULES = 8
@@ -27,13 +27,8 @@ MAX_FUNCTION_LINES = 100
 MAX_MODULE_LINES = 700
 MAX_CLASS_METHODS = 25
 # Over the limits today, each for a reason of its own; nothing else may be.
-LONG_MODULES = {
-    # Not split yet either (issue 30's migrations and the job tables); no branch has it yet.
-    "app/adapters/store.py",
-}
-BIG_CLASSES = {
-    "app.adapters.store.StoreWriter",  # as app/adapters/store.py above
-}
+LONG_MODULES: set[str] = set()
+BIG_CLASSES: set[str] = set()
 # Each part of a pane's memory (app.observe.pane.Tracked) has one writer: the modules that may
 # assign its fields or change its rows in place. Tracked itself may only start a part afresh.
 PART_WRITERS = {

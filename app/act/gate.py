@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.adapters import store, terminal
+from app.adapters.store import StoreWriter
 from app.adapters.tmux import Tmux
 from app.base.errors import ConductorError, PaneDead
 from app.base.inputs import Refused, check_text
@@ -95,14 +96,16 @@ class _Look:
 def type_text(tmux: Tmux, target: Target, text: str, packs: Mapping[str, Pack],
               settings: WatchSettings, workers_dir: Path, *, enter: bool = True,
               force: bool = False, origin: str = "send", expect_screen: str | None = None,
-              answer_dialog: bool = False, agent_only: bool = False) -> None:
+              answer_dialog: bool = False, agent_only: bool = False,
+              writer: StoreWriter | None = None) -> None:
     """Type ``text`` literally (then Enter) through every check of the gate (module doc), and
-    record the send so ``wait`` and the watcher know a new turn was asked for.
+    record the send so ``wait`` and the watcher know a new turn was asked for (through
+    ``writer`` when given: the daemon's one writer, see _OPENING in app/adapters/store.py).
 
     ``answer_dialog`` lets text into a pane asking for confirmation whose options cannot be read
     (a free-form question); a readable menu is refused all the same.
     """
-    with _refusals_recorded(tmux, target, workers_dir, origin):
+    with _refusals_recorded(tmux, target, workers_dir, origin, writer):
         check_text(text)  # even with force: it guards the paste itself, not the pane's state
         text = text.replace("\r\n", "\n")
         with pane_lock(tmux, target, workers_dir, verb="not sent"):
@@ -116,7 +119,7 @@ def type_text(tmux: Tmux, target: Target, text: str, packs: Mapping[str, Pack],
             # Recorded before typing: a Stop hook of the previous turn that lands while we type
             # must already be older than this send.
             _record(tmux, target, workers_dir, "send", origin,
-                    f"{len(text)} characters{'' if enter else ', no Enter'}")
+                    f"{len(text)} characters{'' if enter else ', no Enter'}", writer)
             try:
                 tmux.send_text(target.pane.pane_id, text, enter=enter)
             except PaneDead:
@@ -235,7 +238,8 @@ class Decision:
 def answer(tmux: Tmux, target: Target, choice: str, packs: Mapping[str, Pack],
            settings: WatchSettings, workers_dir: Path, *, origin: str = ORIGIN_ANSWER,
            expect_screen: str | None = None, confirm_s: float = CONFIRM_S,
-           decided_on: Decision | None = None, about: str | None = None) -> Answered:
+           decided_on: Decision | None = None, about: str | None = None,
+           writer: StoreWriter | None = None) -> Answered:
     """Answer the dialog on screen now with ``choice`` ("approve", "refuse", or one of its
     options by key or label) by pressing the dialog's own keys, then watch it leave the screen.
 
@@ -246,7 +250,7 @@ def answer(tmux: Tmux, target: Target, choice: str, packs: Mapping[str, Pack],
     the caller saw in the dialog it meant: a command, a file). :class:`NotAnswered` when the
     dialog is still up ``confirm_s`` later.
     """
-    with _refusals_recorded(tmux, target, workers_dir, origin), \
+    with _refusals_recorded(tmux, target, workers_dir, origin, writer), \
             pane_lock(tmux, target, workers_dir, verb="not answered"):
         look = _look(tmux, target, packs, settings, workers_dir, expect_screen, "not answered")
         decision = _decide(look, choice, target)
@@ -257,7 +261,7 @@ def answer(tmux: Tmux, target: Target, choice: str, packs: Mapping[str, Pack],
                           f"({decision.subject or 'its subject cannot be read'}); nothing "
                           "pressed")
         _check_reads_keys(tmux, look, target)
-        pressed = _press(tmux, target, decision, workers_dir, origin)
+        pressed = _press(tmux, target, decision, workers_dir, origin, writer)
         _confirm_left(tmux, look.watch, decision.dialog, confirm_s,
                       f"{decision.label!r} ({' '.join(pressed)})")
     return Answered(decision.label, decision.keys, decision.subject)
@@ -305,7 +309,7 @@ def _subject(look: _Look, face: tuple[str, ...], dialog: Dialog) -> str:
 
 
 def _press(tmux: Tmux, target: Target, decision: Decision, workers_dir: Path,
-           origin: str) -> tuple[str, ...]:
+           origin: str, writer: StoreWriter | None) -> tuple[str, ...]:
     """Press the decision's keys one by one, each right after a look that still shows the
     dialog decided on; the keys pressed."""
     pane_id = target.pane.pane_id
@@ -324,7 +328,7 @@ def _press(tmux: Tmux, target: Target, decision: Decision, workers_dir: Path,
     # Recorded before the keys (a Stop hook landing as they go in must be older than this
     # send), and looked at again after the store's write: the last look right before the key.
     _record(tmux, target, workers_dir, "send", origin,
-            f"answer {decision.label!r}: {' '.join(decision.keys)}")
+            f"answer {decision.label!r}: {' '.join(decision.keys)}", writer)
     for key in decision.keys:
         if pressed:
             time.sleep(KEY_GAP_S)
@@ -564,7 +568,7 @@ _recent: dict[tuple[str, int, str, str], tuple[str, float]] = {}
 
 @contextmanager
 def _refusals_recorded(tmux: Tmux, target: Target, workers_dir: Path,
-                       origin: str) -> Iterator[None]:
+                       origin: str, writer: StoreWriter | None) -> Iterator[None]:
     try:
         yield
     except Refused as exc:
@@ -581,19 +585,25 @@ def _refusals_recorded(tmux: Tmux, target: Target, workers_dir: Path,
                         del _recent[stale]
         if not repeat:
             try:
-                _record(tmux, target, workers_dir, "refused", origin, reason)
+                _record(tmux, target, workers_dir, "refused", origin, reason, writer)
             except (ConductorError, OSError) as error:  # the refusal itself still stands
                 log.warning("could not record a refusal for %s: %s", target.label, error)
         raise
 
 
 def _record(tmux: Tmux, target: Target, workers_dir: Path, kind: str, origin: str,
-            detail: str) -> None:
-    store.record_event(str(workers_dir), {
+            detail: str, writer: StoreWriter | None) -> None:
+    row = {
         "ts": time.time(), "kind": kind, "event": kind, "name": origin, "cli": "",
         "pane_id": target.pane.pane_id, "server_pid": target.server_pid, "socket": tmux.label,
         "session_id": "", "detail": detail,
-    })
+    }
+    if writer is None:
+        store.record_event(str(workers_dir), row)
+        return
+    # In the watcher: a second connection of its own process could drop the writer's locks.
+    with writer.transaction() as conn:
+        writer.events.add_event(conn, row)
 
 
 def _handle(target: Target) -> str:

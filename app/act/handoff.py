@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.act import gate
+from app.adapters.store import StoreWriter
 from app.adapters.tmux import Tmux
 from app.base.errors import ConductorError, PaneDead, PaneNotFound
 from app.base.inputs import Refused as Refused
@@ -38,7 +39,8 @@ TIMEOUT_EXIT = 124  # what timeout(1) returns, so scripts can tell a timeout fro
 def send(tmux: Tmux, target: Target, text: str, packs: Mapping[str, Pack],
          settings: WatchSettings, workers_dir: Path, *, enter: bool = True,
          force: bool = False, origin: str = "send", expect_screen: str | None = None,
-         answer_dialog: bool = False, agent_only: bool = False) -> None:
+         answer_dialog: bool = False, agent_only: bool = False,
+         writer: StoreWriter | None = None) -> None:
     """Type ``text`` into the pane literally (then Enter) through the gate in front of every
     keystroke (``app.act.gate.type_text``, which has the refusals); record the send so ``wait`` and
     the watcher know a new turn was asked for.
@@ -52,7 +54,7 @@ def send(tmux: Tmux, target: Target, text: str, packs: Mapping[str, Pack],
     """
     gate.type_text(tmux, target, text, packs, settings, workers_dir, enter=enter, force=force,
                    origin=origin, expect_screen=expect_screen, answer_dialog=answer_dialog,
-                   agent_only=agent_only)
+                   agent_only=agent_only, writer=writer)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from app.adapters.store import StoreReader, StoreWriter
+from app.adapters.store import StoreWriter
+from app.adapters.store_read import StoreReader
 from app.adapters.tmux import Tmux, find_session, literal
 from app.base.errors import ConductorError, TmuxServerNotRunning
 from app.base.model import Job, JobKind, JobState, stamp
@@ -282,7 +283,7 @@ def _record(tmux: Tmux, workers_dir: Path, done: list[Restored]) -> None:
                     "rule_id": "restore", "classifier": "restore", "confidence": 0,
                 }])
                 if entry.how == RESUME:
-                    store.add_event(conn, {
+                    store.events.add_event(conn, {
                         "ts": now, "kind": "restore", "event": "other", "name": "restore",
                         "cli": entry.cli, "pane_id": item.pane_id, "server_pid": server_pid,
                         "socket": tmux.label, "session_id": entry.session_id,
@@ -298,25 +299,25 @@ def _bring_back_belongings(store: StoreWriter, wid: str, now: float) -> None:
     """The herd row the pane left, its messages queued again, its running cycle paused (one
     transaction of its own: the pane is back whether or not its belongings are)."""
     with store.transaction() as conn:
-        kept = store.kept_herd(wid)
+        kept = store.herd.kept(wid)
         if kept is not None:
-            if wid not in store.herd_rows():
-                store.upsert_herd(conn, {
+            if wid not in store.herd.herd_rows():
+                store.herd.upsert_herd(conn, {
                     "id": wid, "enabled": kept["enabled"], "rules": kept["rules"],
                     "dry_run": kept["dry_run"], "goal": kept["goal"],
                     "check_cmd": kept["check_cmd"], "updated_ts": now})
-            store.drop_kept_herd(conn, wid)
-        messages, cycle = _gone_with_pane(store.jobs_of(wid))
+            store.herd.drop_kept(conn, wid)
+        messages, cycle = _gone_with_pane(store.jobs.of(wid))
         for job in messages:
-            store.add_job(conn, replace(job, seq=0, state=JobState.QUEUED, state_ts=now,
+            store.jobs.add_job(conn, replace(job, seq=0, state=JobState.QUEUED, state_ts=now,
                                         done_ts=None, detail="queued again by restore",
                                         timeline=stamp(job.timeline, JobState.QUEUED, now)))
-            store.update_job(conn, job.seq, {"detail": _REQUEUED})
+            store.jobs.update_job(conn, job.seq, {"detail": _REQUEUED})
         if cycle is not None:
             # Whatever it was doing is stale now: it waits for the person (`resume`).
-            store.add_job(conn, replace(cycle, seq=0, state=JobState.PAUSED, state_ts=now,
+            store.jobs.add_job(conn, replace(cycle, seq=0, state=JobState.PAUSED, state_ts=now,
                                         done_ts=None, decision="paused",
                                         detail="the pane was restored; resume it when ready",
                                         timeline=stamp(cycle.timeline, JobState.PAUSED, now)))
-            store.update_job(conn, cycle.seq, {"detail": _REQUEUED})
-            store.set_cycle(conn, wid, JobState.PAUSED.shown)
+            store.jobs.update_job(conn, cycle.seq, {"detail": _REQUEUED})
+            store.jobs.set_cycle(conn, wid, JobState.PAUSED.shown)

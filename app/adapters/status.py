@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from app.adapters.store import StoreReader
+from app.adapters.store_read import StoreReader
 from app.base.errors import PaneNotFound
 
 TYPE_CHECKING = False  # typing costs ~5 ms; this is on the status-line path
@@ -206,7 +206,7 @@ def short_line(workers_dir: str | Path, colour: bool = False, width: int | None 
                socket: str | None = None) -> str:
     """The tmux status-right line, at most ``width`` columns when given; never raises, so the
     status line stays clean."""
-    from app.adapters.store import StoreMissing
+    from app.adapters.store_read import StoreMissing
     from app.base import render
     from app.base.errors import ConductorError
 

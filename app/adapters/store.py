@@ -1,4 +1,4 @@
-"""The only SQLite user: ``status.db`` schema, migrations, the daemon's writer and the readers.
+"""The only SQLite user: the daemon's writer and the readers (the schema: migrations.py).
 
 One writer (the watcher, plus ``create`` registering a window) and any number of readers. Every
 connection uses WAL and a busy timeout, so readers never see "database is locked" while the
@@ -17,6 +17,8 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
+from app.adapters.migrations import MIGRATION_SET, migrations
+from app.adapters.store_tables import EventTables, HerdTables, HostTables, JobTables
 from app.base.errors import StoreError
 
 # typing costs ~5 ms to import; the status line imports this module on every refresh.
@@ -25,32 +27,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from sqlite_utils import Database
-    from sqlite_utils.db import Table
-    from sqlite_utils.migrations import Migrations
-
-    from app.base.model import Job
-
 DB_NAME = "status.db"
 BUSY_TIMEOUT_MS = 5000
-
-# Columns of status.json and of `status --json`, in display order.
-PUBLIC_FIELDS = (
-    "id", "name", "tmux_session", "tmux_window", "window_index", "pane_id", "cwd", "cli_type",
-    # The tmux server: its socket (the -L name, "default", or a -S path) and its pid then.
-    "socket", "server_pid",
-    "state", "summary", "actions_needed", "confidence", "reasons", "rule_id", "classifier",
-    "state_entered_ts", "last_change_ts", "signals",
-    # Herding (app/herd): whether the watcher would nudge the pane now, else the gate that says
-    # no; and the pane's goal.
-    "eligible_for_herd", "herd_reason", "goal",
-    # The post-report cycle (app/cycle): the state of the pane's latest cycle, "" when none.
-    "cycle",
-    # The git worktree `create --worktree` made for the pane (a path), None when it has none.
-    "worktree",
-    # The machine the pane runs on: "local", or a [hosts.NAME] of the config file (over ssh).
-    "host",
-)
 
 # Rows of the events table: what happened to a pane besides its screen. ``kind`` is "send" (our
 # own `send`, or keys `answer` pressed), "hook" (an agent CLI's hook) or "refused" (the gate,
@@ -63,152 +41,13 @@ _MAX_SQL_INT = 2**63 - 1
 KNOWN_STATES = ("READY", "BUSY", "NEEDS_CONFIRMATION", "ERROR", "UNKNOWN", "EXITED")
 
 
-def _migrations() -> Migrations:
-    from sqlite_utils.migrations import Migrations
-
-    migrations = Migrations("conductor_pty")
-
-    def table(db: Database, name: str) -> Table:
-        return db.table(name)
-
-    @migrations()
-    def m001_initial(db: Database) -> None:
-        table(db, "ptys").create({
-            "id": str, "name": str, "socket": str, "server_pid": int, "pane_id": str,
-            "tmux_session": str, "tmux_window": str, "window_index": int, "pane_index": int,
-            "cwd": str, "cli_type": str, "cli_forced": str, "command": str, "created_by": str,
-            "first_seen_ts": float, "last_seen_ts": float,
-        }, pk="id")
-        table(db, "status").create({
-            "id": str, "state": str, "summary": str, "actions_needed": str, "confidence": int,
-            "reasons": str, "rule_id": str, "classifier": str, "last_snapshot_hash": str,
-            "state_entered_ts": float, "last_change_ts": float,
-            "stable_count": int,
-        }, pk="id")
-        table(db, "status_history").create({
-            "seq": int, "id": str, "ts": float, "state": str, "previous_state": str,
-            "summary": str, "actions_needed": str, "reasons": str, "rule_id": str,
-            "classifier": str, "confidence": int,
-        }, pk="seq")
-        table(db, "status_history").create_index(["id", "ts"])
-        table(db, "daemon").create({
-            "name": str, "pid": int, "socket": str, "interval": float, "started_ts": float,
-            "last_cycle_ts": float, "stopped_ts": float, "problem": str,
-        }, pk="name")
-
-    @migrations()
-    def m002_events_and_signals(db: Database) -> None:
-        # Hooks know their pane only as tmux does (TMUX_PANE plus the server pid from $TMUX), not
-        # by our id: the watcher maps (server_pid, pane_id) to its panes.
-        table(db, "events").create({
-            "seq": int, "ts": float, "kind": str, "event": str, "name": str, "cli": str,
-            "pane_id": str, "server_pid": int, "socket": str, "session_id": str, "detail": str,
-        }, pk="seq")
-        table(db, "events").create_index(["server_pid", "pane_id", "seq"])
-        table(db, "status").add_column("signals", str)
-
-    @migrations()
-    def m003_herding(db: Database) -> None:
-        # One row per pane someone opted in or gave a goal: the CLI writes the opt-in columns,
-        # the watcher the counters, each only its own (upserts name their columns).
-        table(db, "herd").create({
-            "id": str, "enabled": int, "rules": str, "dry_run": int, "goal": str,
-            "nudges": int, "last_nudge_ts": float, "turn": int, "updated_ts": float,
-        }, pk="id")
-        # Every herding decision that differed from the pane's previous one, and every nudge.
-        table(db, "nudges").create({
-            "seq": int, "id": str, "ts": float, "name": str, "eligible": int, "outcome": str,
-            "reason": str, "rule_id": str, "text": str, "state": str, "detail": str,
-        }, pk="seq")
-        table(db, "nudges").create_index(["id", "seq"])
-        table(db, "status").add_column("herd_eligible", int)
-        table(db, "status").add_column("herd_reason", str)
-
-    @migrations()
-    def m004_jobs(db: Database) -> None:
-        # Work for the daemon that outlives the command asking for it: queued messages
-        # (kind "message") and post-report cycles (kind "cycle"). Written by `send --queue`,
-        # `report`, `pause`/`resume` and the MCP server; advanced by the watcher.
-        table(db, "jobs").create({
-            "seq": int, "id": str, "kind": str, "state": str, "text": str, "wait_cmd": str,
-            "origin": str, "created_ts": float, "state_ts": float, "expires_ts": float,
-            "done_ts": float, "detail": str, "exit_code": int, "output": str,
-            "decision": str, "directive": str, "timeline": str,
-        }, pk="seq")
-        table(db, "jobs").create_index(["id", "seq"])
-        table(db, "jobs").create_index(["state"])
-        # What the assessor reads: the agent's reports and our directives, bounded per pane.
-        table(db, "transcript").create({
-            "seq": int, "id": str, "ts": float, "kind": str, "text": str,
-        }, pk="seq")
-        table(db, "transcript").create_index(["id", "seq"])
-        table(db, "status").add_column("cycle", str)
-
-    @migrations()
-    def m005_declared_check(db: Database) -> None:
-        # The check the person declared for a pane (`goal ID TEXT --check CMD`): the one
-        # command an agent's report may ask the watcher to run there.
-        table(db, "herd").add_column("check_cmd", str)
-
-    @migrations()
-    def m006_worktree(db: Database) -> None:
-        # The git worktree `create --worktree BRANCH` made for the pane (its path), so
-        # `worktree remove ID` finds it and `status --json` shows it.
-        table(db, "ptys").add_column("worktree", str)
-
-    migrations()(m007_hosts)
-    migrations()(m008_host_heartbeat)
-    migrations()(m009_session_identity)
-    migrations()(m010_keep_herd_of_gone_panes)
-    return migrations
-
-
-def m007_hosts(db: Database) -> None:
-    """Several hosts (issue 23): the machine each pane runs on, and how each configured host
-    answered last (its panes are stale while it does not)."""
-    db.table("ptys").add_column("host", str, not_null_default="local")
-    db.table("hosts").create({
-        "name": str, "socket": str, "reachable": int, "problem": str, "checked_ts": float,
-        "reached_ts": float,
-    }, pk="name")
-
-
-def m008_host_heartbeat(db: Database) -> None:
-    """Freshness per host (issue 28): whether the running watcher watches the host at all (a
-    disabled one it does not), and since when a host is gone from the config. ``checked_ts`` is
-    the host's heartbeat: each of its full ticks writes it."""
-    db.table("hosts").add_column("watched", int)
-    db.table("hosts").add_column("removed_ts", float)
-
-
-def m009_session_identity(db: Database) -> None:
-    """Session identity (issue 33): the agent's own conversation file a hook payload names,
-    beside the session id the events table already keeps, so `restore` can resume each pane's
-    own conversation."""
-    db.table("events").add_column("transcript", str)
-
-
-def m010_keep_herd_of_gone_panes(db: Database) -> None:
-    """A pane that is gone takes its herd row (opt-in, rules, goal) with it; `restore` brings
-    the pane back, so the row is kept aside as it is deleted, for `restore` to put back."""
-    db.table("herd_kept").create({
-        "id": str, "enabled": int, "rules": str, "dry_run": int, "goal": str, "check_cmd": str,
-        "kept_ts": float,
-    }, pk="id")
-    db.execute(
-        "CREATE TRIGGER herd_kept_on_delete BEFORE DELETE ON herd BEGIN "
-        "INSERT OR REPLACE INTO herd_kept (id, enabled, rules, dry_run, goal, check_cmd, kept_ts) "
-        "VALUES (old.id, old.enabled, old.rules, old.dry_run, old.goal, old.check_cmd, "
-        "(julianday('now') - 2440587.5) * 86400.0); END")
-
-
 def db_path(workers_dir: str | Path) -> str:
     return os.path.join(workers_dir, DB_NAME)
 
 
 CREATE_LOCK_NAME = "store.lock"
 # O_NOFOLLOW: a link planted in a shared store folder must not make us write through it.
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def make_private_dir(path: str | Path) -> None:
@@ -221,23 +60,19 @@ def make_private_dir(path: str | Path) -> None:
 def open_private(path: str, flags: int) -> int:
     """``os.open`` for our own files: created 0600, never through a symbolic link."""
     try:
-        return os.open(path, flags | os.O_CREAT | _NOFOLLOW, 0o600)
+        return os.open(path, flags | os.O_CREAT | NOFOLLOW, 0o600)
     except OSError as exc:
         if os.path.islink(path):
             raise OSError(f"{path} is a symbolic link; refusing to open it") from exc
         raise
 
 
-def _refuse_link(path: str) -> None:
+def refuse_link(path: str) -> None:
     if os.path.islink(path):
         raise StoreError(f"status store {path} is a symbolic link; refusing to open it")
 
 
-class StoreMissing(StoreError):
-    """There is no status.db yet."""
-
-
-def _configure(conn: sqlite3.Connection) -> None:
+def configure_connection(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
 
@@ -245,32 +80,11 @@ class StoreLocked(StoreError):
     """Another process held the database past the busy timeout (or SQLite would not wait)."""
 
 
-def _locked(exc: sqlite3.Error, path: str) -> StoreError:
+def store_error(exc: sqlite3.Error, path: str) -> StoreError:
     text = str(exc)
     if "locked" in text or "busy" in text:
         return StoreLocked(f"status store {path} is locked by another process; try again")
     return StoreError(f"status store {path}: {text}")
-
-
-def _half_made(exc: sqlite3.Error) -> bool:
-    """The error of a reader that looked while another process was still creating or migrating
-    the schema (each migration commits on its own, so a reader can see it half done)."""
-    text = str(exc)
-    return "no such table" in text or "no such column" in text
-
-
-def _wait_for_creator(path: str) -> None:
-    """Wait until no process holds the creation lock (the StoreWriter that creates and
-    migrates the schema holds it throughout); at once when there is no lock file."""
-    try:
-        fd = os.open(os.path.join(os.path.dirname(path), CREATE_LOCK_NAME),
-                     os.O_RDONLY | _NOFOLLOW)
-    except OSError:
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
-    finally:
-        os.close(fd)
 
 
 def _check_not_newer(conn: sqlite3.Connection, path: str) -> None:
@@ -278,12 +92,12 @@ def _check_not_newer(conn: sqlite3.Connection, path: str) -> None:
     every cycle would fail) rather than say so once."""
     try:
         applied = {row[0] for row in conn.execute(
-            "SELECT name FROM _sqlite_migrations WHERE migration_set = 'conductor_pty'")}
+            "SELECT name FROM _sqlite_migrations WHERE migration_set = ?", (MIGRATION_SET,))}
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):
             return  # a new or pre-migrations store
         raise
-    unknown = applied - {m.name for m in _migrations()._migrations}
+    unknown = applied - {m.name for m in migrations()._migrations}
     if unknown:
         raise StoreError(f"status store {path} was written by a newer conductor pty (migration "
                          f"{', '.join(sorted(unknown))}); upgrade conductor pty, or point "
@@ -294,15 +108,6 @@ def _check_not_newer(conn: sqlite3.Connection, path: str) -> None:
         raise StoreError(f"status store {path} holds states this release does not know "
                          f"({', '.join(strange)[:80]}): it was written by a newer conductor pty; "
                          "upgrade, or point --workers-dir at another folder")
-
-
-class HistoryRow:
-    __slots__ = ("id", "previous_state", "reasons", "seq", "state", "summary", "ts")
-
-    def __init__(self, seq: int, id: str, ts: float, state: str, previous_state: str | None,
-                 summary: str, reasons: list[str]) -> None:
-        self.seq, self.id, self.ts, self.state = seq, id, ts, state
-        self.previous_state, self.summary, self.reasons = previous_state, summary, reasons
 
 
 # Why nothing of ours ever opens or closes a plain descriptor of status.db (or its -wal and -shm)
@@ -328,9 +133,9 @@ _OPENING = _thread.allocate_lock()
 
 def _create_database_file(path: str) -> None:
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o600)
     except FileExistsError:
-        _refuse_link(path)
+        refuse_link(path)
         return
     os.close(fd)
 
@@ -378,6 +183,10 @@ class StoreWriter:
         # replayed into a reopened connection (see verify()).
         self._journal: list[tuple[str, tuple[Any, ...], bool]] | None = None
         self._identity: _Identity | None = None
+        self.herd = HerdTables(self)
+        self.jobs = JobTables(self)
+        self.hosts = HostTables(self)
+        self.events = EventTables(self)
         lock_fd = -1
         try:
             make_private_dir(workers_dir)
@@ -389,7 +198,7 @@ class StoreWriter:
                 _create_database_file(self.path)
                 self.conn = self._connect()
         except sqlite3.Error as exc:
-            raise _locked(exc, self.path) from exc
+            raise store_error(exc, self.path) from exc
         except OSError as exc:
             raise StoreError(f"cannot create the status store in {workers_dir}: "
                              f"{exc.strerror or exc}") from exc
@@ -403,13 +212,13 @@ class StoreWriter:
         conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
                                isolation_level=None, check_same_thread=False)
         try:
-            _configure(conn)
+            configure_connection(conn)
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             # Plugins installed in the user's environment must not touch our database.
             self.db = Database(conn, execute_plugins=False)
             _check_not_newer(conn, self.path)
-            _migrations().apply(self.db)
+            migrations().apply(self.db)
         except BaseException:
             conn.close()
             raise
@@ -477,10 +286,11 @@ class StoreWriter:
                 count += 1
         return count
 
-    def _run(self, conn: sqlite3.Connection, sql: str, params: tuple[Any, ...] = (),
-             once: bool = False) -> sqlite3.Cursor:
-        """Every write goes through here: ``once`` marks a plain INSERT, replayed only when no
-        identical row is there."""
+    def run(self, conn: sqlite3.Connection, sql: str, params: tuple[Any, ...] = (),
+            once: bool = False) -> sqlite3.Cursor:
+        """Every write goes through here, the table classes' too (writer.herd, .jobs, .events,
+        .hosts), so the journal misses none: ``once`` marks a plain INSERT, replayed only when
+        no identical row is there."""
         cursor = conn.execute(sql, params)
         if self._journal is not None:
             if len(self._journal) >= _JOURNAL_MAX:
@@ -488,10 +298,10 @@ class StoreWriter:
             self._journal.append((sql, params, once))
         return cursor
 
-    def _insert(self, conn: sqlite3.Connection, table: str, row: Mapping[str, Any],
-                conflict_key: str | None = None) -> None:
+    def insert(self, conn: sqlite3.Connection, table: str, row: Mapping[str, Any],
+               conflict_key: str | None = None) -> None:
         sql, params = _insert_sql(table, row, conflict_key)
-        self._run(conn, sql, params, once=conflict_key is None)
+        self.run(conn, sql, params, once=conflict_key is None)
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -510,35 +320,31 @@ class StoreWriter:
                         del self._journal[mark:]
                     raise
             except sqlite3.Error as exc:
-                raise _locked(exc, self.path) from exc
+                raise store_error(exc, self.path) from exc
             except OverflowError as exc:  # an integer SQLite cannot hold (a setting out of range)
                 raise StoreError(f"status store {self.path}: {exc}") from exc
 
     def upsert_pty(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
-        self._insert(conn, "ptys", row, conflict_key="id")
+        self.insert(conn, "ptys", row, conflict_key="id")
 
     def set_worktree(self, conn: sqlite3.Connection, worker_id: str, path: str | None) -> None:
-        self._run(conn, "UPDATE ptys SET worktree = ? WHERE id = ?", (path, worker_id))
+        self.run(conn, "UPDATE ptys SET worktree = ? WHERE id = ?", (path, worker_id))
 
     def upsert_status(self, conn: sqlite3.Connection, rows: Iterable[Mapping[str, Any]]) -> None:
         for row in rows:
-            self._insert(conn, "status", row, conflict_key="id")
+            self.insert(conn, "status", row, conflict_key="id")
 
     def add_history(self, conn: sqlite3.Connection, rows: Iterable[Mapping[str, Any]]) -> None:
         for row in rows:
-            self._insert(conn, "status_history", row)
+            self.insert(conn, "status_history", row)
 
     def remove(self, conn: sqlite3.Connection, ids: Iterable[str]) -> None:
         for worker_id in ids:
             for table in ("ptys", "status", "status_history"):
-                self._run(conn, f"DELETE FROM {table} WHERE id = ?", (worker_id,))
-
-    def set_host(self, conn: sqlite3.Connection, **fields: Any) -> None:
-        """How a configured host answered (``name`` required; the other columns given)."""
-        self._insert(conn, "hosts", fields, conflict_key="name")
+                self.run(conn, f"DELETE FROM {table} WHERE id = ?", (worker_id,))
 
     def heartbeat(self, conn: sqlite3.Connection, **fields: Any) -> None:
-        self._insert(conn, "daemon", {"name": "watch", **fields}, conflict_key="name")
+        self.insert(conn, "daemon", {"name": "watch", **fields}, conflict_key="name")
 
     def prune_history(self, conn: sqlite3.Connection, keep_per_pane: int,
                       older_than_ts: float) -> None:
@@ -546,86 +352,24 @@ class StoreWriter:
         (the newest row of each pane is kept whatever its age)."""
         keep_per_pane = min(keep_per_pane, _MAX_SQL_INT)
         older_than_ts = max(older_than_ts, -1e300)
-        self._run(
+        self.run(
             conn,
             "DELETE FROM status_history WHERE ts < ? AND seq NOT IN "
             "(SELECT MAX(seq) FROM status_history GROUP BY id)",
             (older_than_ts,),
         )
-        self._run(
+        self.run(
             conn,
             "DELETE FROM status_history WHERE seq IN (SELECT seq FROM (SELECT seq, ROW_NUMBER() "
             "OVER (PARTITION BY id ORDER BY seq DESC) AS n FROM status_history) WHERE n > ?)",
             (keep_per_pane,),
         )
-        self._run(conn, "DELETE FROM events WHERE ts < ?", (older_than_ts,))
+        self.run(conn, "DELETE FROM events WHERE ts < ?", (older_than_ts,))
 
-    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         """A read, under the writer's lock: another thread's transaction is never half seen."""
         with self._lock:
-            return _events(self.conn, sql, params)
-
-    def events_after(self, seq: int) -> list[dict[str, Any]]:
-        return self._rows("SELECT * FROM events WHERE seq > ? ORDER BY seq", (seq,))
-
-    def add_event(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
-        self._insert(conn, "events", row)
-
-    # --- herding (app/herd) ---------------------------------------------------------------------
-
-    def herd_rows(self) -> dict[str, dict[str, Any]]:
-        return {row["id"]: row for row in self._rows("SELECT * FROM herd")}
-
-    def upsert_herd(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
-        self._insert(conn, "herd", row, conflict_key="id")
-
-    def add_nudge(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
-        self._insert(conn, "nudges", row)
-
-    def forget_herd(self, conn: sqlite3.Connection, ids: Iterable[str]) -> None:
-        """A pane that is gone takes its opt-in and counters with it; its log ages out."""
-        for worker_id in ids:
-            self._run(conn, "DELETE FROM herd WHERE id = ?", (worker_id,))
-
-    def prune_nudges(self, conn: sqlite3.Connection, older_than_ts: float) -> None:
-        self._run(conn, "DELETE FROM nudges WHERE ts < ?", (older_than_ts,))
-
-    def person_sends(self, since_ts: float) -> dict[tuple[str, int | None], float]:
-        """The newest send from anyone but the herd, per (pane_id, server_pid), after a time."""
-        rows = self._rows(
-            "SELECT pane_id, server_pid, MAX(ts) AS ts FROM events WHERE kind = 'send' AND "
-            "COALESCE(name, '') != 'herd' AND ts > ? GROUP BY pane_id, server_pid", (since_ts,))
-        return {(row["pane_id"], row["server_pid"]): row["ts"] for row in rows}
-
-    # --- jobs and the transcript (app/cycle) -------------------------------------------------
-
-    def add_job(self, conn: sqlite3.Connection, job: Job | Mapping[str, Any]) -> int:
-        """Store a new job (a :class:`Job` whose ``seq`` is 0, or its columns); its ``seq``."""
-        from app.base.model import Job
-
-        if isinstance(job, Job):
-            job = {k: v for k, v in job.row().items() if k != "seq"}
-        self._insert(conn, "jobs", job)
-        return int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
-
-    def update_job(self, conn: sqlite3.Connection, seq: int, fields: Mapping[str, Any]) -> None:
-        self._insert(conn, "jobs", {"seq": seq, **fields}, conflict_key="seq")
-
-    def open_jobs(self, states: Iterable[str] = ()) -> list[Job]:
-        """Jobs in one of ``states`` (default: every job not finished), oldest first."""
-        wanted = list(states)
-        if not wanted:
-            rows = self._rows("SELECT * FROM jobs WHERE done_ts IS NULL ORDER BY seq")
-        else:
-            marks = ", ".join("?" for _ in wanted)
-            rows = self._rows(f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY seq",
-                              tuple(wanted))
-        return _jobs(rows)
-
-    def set_cycle(self, conn: sqlite3.Connection, worker_id: str, shown: str) -> None:
-        """The status row's ``cycle`` column, as the cycle step just moved it (``status`` reads
-        it; the watcher would otherwise rewrite it only with the pane's next change)."""
-        self._run(conn, "UPDATE status SET cycle = ? WHERE id = ?", (shown, worker_id))
+            return rows_as_dicts(self.conn, sql, params)
 
     def others_wrote(self) -> int:
         """A number that changes whenever another connection (a report, a hook, a send)
@@ -634,37 +378,15 @@ class StoreWriter:
             with self._lock:
                 return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
         except sqlite3.Error as exc:
-            raise _locked(exc, self.path) from exc
-
-    def latest_cycles(self) -> dict[str, Job]:
-        """The newest cycle job of every pane that has one."""
-        rows = self._rows("SELECT * FROM jobs WHERE seq IN (SELECT MAX(seq) FROM jobs "
-                          "WHERE kind = 'cycle' GROUP BY id)")
-        return {job.pane: job for job in _jobs(rows)}
-
-    def add_transcript(self, conn: sqlite3.Connection, row: Mapping[str, Any],
-                       keep: int) -> None:
-        """One report or directive; the pane keeps only its newest ``keep`` entries."""
-        self._insert(conn, "transcript", row)
-        self._run(conn, "DELETE FROM transcript WHERE id = ? AND seq NOT IN (SELECT seq FROM "
-                  "transcript WHERE id = ? ORDER BY seq DESC LIMIT ?)",
-                  (row["id"], row["id"], keep))
-
-    def transcript(self, worker_id: str) -> list[dict[str, Any]]:
-        return self._rows("SELECT * FROM transcript WHERE id = ? ORDER BY seq", (worker_id,))
-
-    def prune_jobs(self, conn: sqlite3.Connection, older_than_ts: float) -> None:
-        self._run(conn, "DELETE FROM jobs WHERE done_ts IS NOT NULL AND done_ts < ? AND seq "
-                  "NOT IN (SELECT MAX(seq) FROM jobs WHERE kind = 'cycle' GROUP BY id)",
-                  (older_than_ts,))
+            raise store_error(exc, self.path) from exc
 
     def known_ids(self) -> set[str]:
-        return {row["id"] for row in self._rows("SELECT id FROM ptys")}
+        return {row["id"] for row in self.rows("SELECT id FROM ptys")}
 
     def live_ids(self, socket: str | None = None) -> set[str]:
         """Panes not yet given their final EXITED row (of one tmux socket, or of none known,
         when given)."""
-        return {row["id"] for row in self._rows(
+        return {row["id"] for row in self.rows(
             "SELECT p.id FROM ptys p LEFT JOIN status s ON s.id = p.id "
             "WHERE (s.state IS NULL OR s.state != 'EXITED') AND "
             "(? IS NULL OR p.socket = ? OR p.socket IS NULL)", (socket, socket))}
@@ -678,37 +400,13 @@ class StoreWriter:
         return ids
 
     def pty(self, worker_id: str) -> dict[str, Any] | None:
-        rows = self._rows("SELECT * FROM ptys WHERE id = ?", (worker_id,))
+        rows = self.rows("SELECT * FROM ptys WHERE id = ?", (worker_id,))
         return rows[0] if rows else None
 
     def statuses(self) -> dict[str, dict[str, Any]]:
-        return {row["id"]: row for row in self._rows("SELECT * FROM status")}
+        return {row["id"]: row for row in self.rows("SELECT * FROM status")}
 
-    def host_rows(self) -> dict[str, dict[str, Any]]:
-        """The ``hosts`` table by name: what the watcher last recorded of each host."""
-        return {row["name"]: row for row in self._rows("SELECT * FROM hosts")}
-
-    def jobs_of(self, worker_id: str) -> list[Job]:
-        """Every stored job of one pane, oldest first."""
-        return _jobs(self._rows("SELECT * FROM jobs WHERE id = ? ORDER BY seq", (worker_id,)))
-
-    def kept_herd(self, worker_id: str) -> dict[str, Any] | None:
-        """The herd row a gone pane left (migration m010), None when it left none."""
-        rows = self._rows("SELECT * FROM herd_kept WHERE id = ?", (worker_id,))
-        return rows[0] if rows else None
-
-    def drop_kept_herd(self, conn: sqlite3.Connection, worker_id: str) -> None:
-        self._run(conn, "DELETE FROM herd_kept WHERE id = ?", (worker_id,))
-
-
-def _jobs(rows: Iterable[Mapping[str, Any]]) -> list[Job]:
-    # Here, not at the top: the status line imports this module and never reads a job.
-    from app.base.model import Job
-
-    return [Job.from_row(row) for row in rows]
-
-
-def _events(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]
+def rows_as_dicts(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]
             ) -> list[dict[str, Any]]:
     cursor = conn.execute(sql, params)
     names = [d[0] for d in cursor.description]
@@ -741,11 +439,11 @@ def record_event(workers_dir: str, row: Mapping[str, Any]) -> None:
 def _record_event_once(workers_dir: str, row: Mapping[str, Any]) -> None:
     path = db_path(workers_dir)
     if os.path.exists(path):
-        _refuse_link(path)
+        refuse_link(path)
         try:
             conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
             try:
-                _configure(conn)
+                configure_connection(conn)
                 conn.execute("BEGIN IMMEDIATE")
                 _insert(conn, "events", row)
                 conn.execute("COMMIT")
@@ -758,15 +456,15 @@ def _record_event_once(workers_dir: str, row: Mapping[str, Any]) -> None:
             # queues behind the creator's lock instead.
             text = str(exc)
             if not any(word in text for word in ("no such table", "locked", "busy")):
-                raise _locked(exc, path) from exc
+                raise store_error(exc, path) from exc
         except sqlite3.Error as exc:
-            raise _locked(exc, path) from exc
+            raise store_error(exc, path) from exc
     from pathlib import Path
 
     writer = StoreWriter(Path(workers_dir))  # creates the store and brings its schema up to date
     try:
         with writer.transaction() as conn:
-            writer.add_event(conn, row)
+            writer.events.add_event(conn, row)
     finally:
         writer.close()
 
@@ -808,223 +506,3 @@ def _cell(value: Any) -> Any:
         # then need no json module (~10 ms with its imports).
         return " ".join(str(v) for v in value)
     return value
-
-
-class StoreReader:
-    """Read-only access for every CLI command and the status line (stdlib sqlite3 only)."""
-
-    def __init__(self, workers_dir: str | Path) -> None:
-        self.path = db_path(workers_dir)
-        try:
-            os.stat(self.path)
-        except PermissionError:
-            # Another user's private store: it may well exist, but we may not look inside.
-            raise StoreError(f"cannot read the status store {self.path}: permission denied"
-                             ) from None
-        except OSError:
-            raise StoreMissing(f"no status store at {self.path}: start `conductor pty watch` "
-                               "first") from None
-        _refuse_link(self.path)
-        try:
-            try:
-                self.conn = self._open("mode=ro")
-            except sqlite3.OperationalError as exc:
-                if not _half_made(exc):
-                    raise
-                _wait_for_creator(self.path)
-                self.conn = self._open("mode=ro")
-        except sqlite3.OperationalError as exc:
-            # A read-only mount, or another user's store: SQLite cannot create the WAL's shared
-            # memory file beside it. Opened as immutable it reads the main file without it.
-            if os.access(os.path.dirname(self.path), os.W_OK):
-                raise _locked(exc, self.path) from exc
-            try:
-                self.conn = self._open("mode=ro&immutable=1")
-            except sqlite3.Error as again:
-                raise _locked(again, self.path) from again
-        except sqlite3.Error as exc:
-            raise _locked(exc, self.path) from exc
-
-    def _open(self, options: str) -> sqlite3.Connection:
-        # urllib.parse would cost the status line ~8 ms: these are the characters a URI path
-        # cannot carry as they are.
-        quoted = self.path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
-        conn = sqlite3.connect(f"file:{quoted}?{options}", uri=True,
-                               timeout=BUSY_TIMEOUT_MS / 1000)
-        try:
-            _configure(conn)
-            conn.row_factory = sqlite3.Row
-            conn.execute("SELECT 1 FROM ptys LIMIT 1")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def close(self) -> None:
-        self.conn.close()
-
-    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        try:
-            try:
-                return self.conn.execute(sql, params).fetchall()
-            except sqlite3.OperationalError as exc:
-                if not _half_made(exc):
-                    raise
-                _wait_for_creator(self.path)
-                return self.conn.execute(sql, params).fetchall()
-        except sqlite3.Error as exc:
-            raise _locked(exc, self.path) from exc
-
-    def workers(self, socket: str | None = None) -> list[dict[str, Any]]:
-        """Every known pane with its status, as plain dicts with :data:`PUBLIC_FIELDS`; only
-        the panes of one tmux socket (its label: the ``-L`` name or "default") when given, and
-        rows that name none."""
-        rows = self._query(
-            "SELECT p.id, p.name, p.tmux_session, p.tmux_window, p.window_index, p.pane_id, "
-            "p.cwd, p.cli_type, p.socket, p.server_pid, s.state, s.summary, s.actions_needed, "
-            "s.confidence, s.reasons, s.rule_id, s.classifier, s.state_entered_ts, "
-            "s.last_change_ts, s.signals, s.herd_eligible, s.herd_reason, h.goal, s.cycle, "
-            "p.worktree, p.host "
-            "FROM ptys p LEFT JOIN status s ON s.id = p.id LEFT JOIN herd h ON h.id = p.id "
-            # Another host's panes belong to every local socket's watcher.
-            "WHERE ? IS NULL OR p.socket = ? OR p.socket IS NULL OR p.host != 'local' "
-            "ORDER BY p.tmux_session, p.window_index, p.pane_index", (socket, socket)
-        )
-        return [public_row(dict(row)) for row in rows]
-
-    def history(self, worker_id: str, after_seq: int = 0, limit: int | None = None
-                ) -> list[HistoryRow]:
-        sql = "SELECT * FROM status_history WHERE id = ? AND seq > ? ORDER BY seq DESC"
-        params: tuple[Any, ...] = (worker_id, after_seq)
-        if limit is not None:
-            sql += " LIMIT ?"
-            params += (limit,)
-        rows = self._query(sql, params)
-        return [
-            HistoryRow(seq=r["seq"], id=r["id"], ts=r["ts"], state=r["state"],
-                       previous_state=r["previous_state"], summary=r["summary"] or "",
-                       reasons=_codes(r["reasons"]))
-            for r in reversed(rows)
-        ]
-
-    def pty(self, worker_id: str) -> dict[str, Any] | None:
-        rows = self._query("SELECT * FROM ptys WHERE id = ?", (worker_id,))
-        return dict(rows[0]) if rows else None
-
-    def status(self, worker_id: str) -> dict[str, Any] | None:
-        """The raw status row (with the screen hash the watcher judged), not the public view."""
-        rows = self._query("SELECT * FROM status WHERE id = ?", (worker_id,))
-        return dict(rows[0]) if rows else None
-
-    def events(self, pane_id: str, server_pid: int | None, after_seq: int = 0
-               ) -> list[dict[str, Any]]:
-        """The events of one pane, oldest first (none when the store predates events)."""
-        try:
-            return _events(self.conn, "SELECT * FROM events WHERE pane_id = ? AND "
-                           "(server_pid = ? OR ? IS NULL) AND seq > ? ORDER BY seq",
-                           (pane_id, server_pid, server_pid, after_seq))
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
-                return []
-            raise _locked(exc, self.path) from exc
-        except sqlite3.Error as exc:
-            raise _locked(exc, self.path) from exc
-
-    def daemon(self) -> dict[str, Any] | None:
-        rows = self._query("SELECT * FROM daemon WHERE name = 'watch'")
-        return dict(rows[0]) if rows else None
-
-    def hosts(self) -> dict[str, dict[str, Any]]:
-        """How each configured host answered last, by name (none before the first watch)."""
-        try:
-            return {row["name"]: dict(row) for row in self._query("SELECT * FROM hosts")}
-        except StoreError:
-            return {}  # a store no watcher of several hosts has opened yet
-
-    def herd(self) -> dict[str, dict[str, Any]]:
-        """Every herd row (opt-in, rules, goal, counters) by pane id."""
-        return {row["id"]: dict(row) for row in self._query("SELECT * FROM herd")}
-
-    def jobs(self, worker_id: str | None = None, open_only: bool = False,
-             limit: int | None = None) -> list[Job]:
-        """Queued messages and cycles, oldest first (the newest ``limit`` when given)."""
-        sql = "SELECT * FROM jobs WHERE 1"
-        params: tuple[Any, ...] = ()
-        if worker_id is not None:
-            sql += " AND id = ?"
-            params += (worker_id,)
-        if open_only:
-            sql += " AND done_ts IS NULL"
-        sql += " ORDER BY seq DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params += (limit,)
-        return _jobs(dict(row) for row in reversed(self._query(sql, params)))
-
-    def transcript(self, worker_id: str) -> list[dict[str, Any]]:
-        return [dict(row) for row in self._query(
-            "SELECT * FROM transcript WHERE id = ? ORDER BY seq", (worker_id,))]
-
-    def nudges(self, worker_id: str | None = None, after_seq: int = 0,
-               limit: int | None = None) -> list[dict[str, Any]]:
-        """The herding decisions log, oldest first (the newest ``limit`` when given)."""
-        sql = "SELECT * FROM nudges WHERE seq > ?"
-        params: tuple[Any, ...] = (after_seq,)
-        if worker_id is not None:
-            sql += " AND id = ?"
-            params += (worker_id,)
-        sql += " ORDER BY seq DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params += (limit,)
-        return [dict(row) for row in reversed(self._query(sql, params))]
-
-    def newest_session_event(self, pane_id: str, server_pid: int | None
-                             ) -> dict[str, Any] | None:
-        """The newest hook event of one pane that names the agent's session (None: none does,
-        or the store predates events)."""
-        try:
-            rows = _events(self.conn, "SELECT * FROM events WHERE pane_id = ? AND "
-                           "server_pid IS ? AND kind IN ('hook', 'restore') AND session_id != '' "
-                           "ORDER BY seq DESC LIMIT 1", (pane_id, server_pid))
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
-                return None
-            raise _locked(exc, self.path) from exc
-        except sqlite3.Error as exc:
-            raise _locked(exc, self.path) from exc
-        return rows[0] if rows else None
-
-    def kept_herd(self, worker_id: str) -> dict[str, Any] | None:
-        """The herd row a gone pane left (None: none, or a store from before migration m010)."""
-        try:
-            rows = self._query("SELECT * FROM herd_kept WHERE id = ?", (worker_id,))
-        except StoreError:
-            return None
-        return dict(rows[0]) if rows else None
-
-
-def _codes(text: str | None) -> list[str]:
-    return text.split() if text else []
-
-
-def public_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    out = {field: row.get(field) for field in PUBLIC_FIELDS}
-    reasons = row.get("reasons")
-    out["reasons"] = _codes(reasons) if isinstance(reasons, str) or reasons is None \
-        else list(reasons)
-    signals = row.get("signals")
-    out["signals"] = _codes(signals) if isinstance(signals, str) or signals is None \
-        else list(signals)
-    out["state"] = out["state"] or "UNKNOWN"
-    eligible = row.get("herd_eligible", row.get("eligible_for_herd"))
-    out["eligible_for_herd"] = bool(eligible) if eligible is not None else False
-    out["herd_reason"] = row.get("herd_reason") or ""
-    if out["state"] == "EXITED":
-        # The final row of a gone pane is written without the herd's step: no stale "eligible".
-        out["eligible_for_herd"], out["herd_reason"] = False, "pane_exited"
-    out["cycle"] = out["cycle"] or ""
-    out["host"] = out["host"] or "local"
-    out["summary"] = out["summary"] or ""
-    out["actions_needed"] = out["actions_needed"] or ""
-    return out

@@ -124,7 +124,7 @@ def refuse_secret_in_check(command: str | None, what: str) -> None:
 def paused(workers_dir: Path, worker_id: str) -> bool:
     """The pane's latest cycle is PAUSED (by hand or by the assessor): nothing is typed into it.
     No store is no cycle; any other store problem raises (a caller that types fails closed)."""
-    from app.adapters.store import StoreMissing, StoreReader
+    from app.adapters.store_read import StoreMissing, StoreReader
 
     try:
         reader = StoreReader(workers_dir)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from app.adapters import store
+from app.adapters import store_read
 from app.adapters.status import find_worker
 from app.adapters.tmux import Tmux
 from app.base.errors import PaneNotFound, StoreError
@@ -48,7 +48,7 @@ def resolve(tmux: Tmux, workers_dir: Path, ident: str) -> Target:
     stored: dict[str, Any] | None = None
     registered: dict[str, Any] | None = None
     try:
-        reader = store.StoreReader(workers_dir)
+        reader = store_read.StoreReader(workers_dir)
     except StoreError:
         reader = None
     if reader is not None:
@@ -161,7 +161,7 @@ class PaneWatch:
     def _read_store(self) -> dict[str, Any] | None:
         """Fold in the pane's new events; return the watcher's status row for it, if any."""
         try:
-            reader = store.StoreReader(self.workers_dir)
+            reader = store_read.StoreReader(self.workers_dir)
         except StoreError:
             return None  # no store yet: no hooks have fired and nothing was sent
         try:

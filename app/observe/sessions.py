@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.adapters.store import StoreReader
+from app.adapters.store_read import StoreReader
 
 # Claude Code, Gemini CLI and Qwen Code use UUIDs, Codex a UUID-like thread id. Anything else
 # is not resumed: it never reaches a command line.

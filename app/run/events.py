@@ -23,7 +23,7 @@ class EventReader:
         """Fold new hook and send events into the signals of the panes they name, and the
         hook marks (pane id -> (ts, event)) control mode heard; the worker ids that got one."""
         first_read, self._events_read = not self._events_read, True
-        rows = self.store.events_after(self._event_seq)
+        rows = self.store.events.events_after(self._event_seq)
         if rows:
             self._event_seq = rows[-1]["seq"]
         by_pane = {pane.pane_id: wid for wid, pane in current.items()}

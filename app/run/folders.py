@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from app.adapters import statusfile
-from app.adapters.store import public_row
+from app.adapters.store_read import public_row
 from app.run.rows import FinalRow
 
 log = logging.getLogger(__name__)

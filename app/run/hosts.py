@@ -23,7 +23,8 @@ from app.act.steps import Step
 from app.adapters.control import ControlMode
 from app.adapters.ssh import DEFAULT_MAX_PANES, HostConfig
 from app.adapters.status import find_worker
-from app.adapters.store import StoreReader, StoreWriter
+from app.adapters.store import StoreWriter
+from app.adapters.store_read import StoreReader
 from app.adapters.tmux import LOCAL_HOST, PaneListing, Tmux, pane_id_checked, tmux_version
 from app.base.errors import (
     ConductorError,
@@ -312,7 +313,7 @@ class HostWatch:
             log.warning("host %s: %s", self.host.name, problem)
         self.reachable, self.problem = reachable, problem
         with self.store.transaction() as conn:
-            self.store.set_host(conn, name=self.host.name, socket=self.tmux.label,
+            self.store.hosts.set_host(conn, name=self.host.name, socket=self.tmux.label,
                                 reachable=int(reachable), problem=problem, checked_ts=now,
                                 watched=1, removed_ts=None,
                                 **({"reached_ts": now} if reachable else {}))
@@ -341,7 +342,7 @@ def record_hooks(store: StoreWriter, hooks: list[tuple[str, str, float]], socket
     if rows:
         with store.transaction() as conn:
             for row in rows:
-                store.add_event(conn, row)
+                store.events.add_event(conn, row)
 
 
 class HostWatches:
@@ -367,11 +368,11 @@ class HostWatches:
         known = {h.name: h for h in hosts}
         try:
             with store.transaction() as conn:
-                for name, row in store.host_rows().items():
+                for name, row in store.hosts.host_rows().items():
                     if name not in known and not row.get("removed_ts"):
-                        store.set_host(conn, name=name, watched=0, removed_ts=now)
+                        store.hosts.set_host(conn, name=name, watched=0, removed_ts=now)
                 for host in hosts:
-                    store.set_host(conn, name=host.name, watched=int(host.enabled),
+                    store.hosts.set_host(conn, name=host.name, watched=int(host.enabled),
                                    removed_ts=None, reachable=None, checked_ts=now,
                                    problem=NOT_REACHED_YET if host.enabled
                                    else "disabled in the config")

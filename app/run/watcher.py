@@ -27,7 +27,8 @@ from app.act.steps import Step
 from app.adapters import statusfile
 from app.adapters.control import ControlMode
 from app.adapters.status import pid_alive
-from app.adapters.store import StoreWriter, public_row
+from app.adapters.store import StoreWriter
+from app.adapters.store_read import public_row
 from app.adapters.tmux import Tmux
 from app.base.errors import TmuxServerNotRunning
 from app.base.model import Pane, State, Transition

@@ -152,7 +152,7 @@ def test_a_failing_check_types_exactly_one_directive_and_stands_by(lab: Lab) -> 
     assert lab.cycle_sends() == 1
     tracked = lab.tracked()
     assert tracked is not None and tracked.status_row is not None
-    kinds = [(r["kind"], r["text"]) for r in lab.store.transcript(tracked.worker_id)]
+    kinds = [(r["kind"], r["text"]) for r in lab.store.jobs.transcript(tracked.worker_id)]
     assert kinds == [("report", "implemented the parser"), ("directive", directive)]
     assert [(n.what, n.body) for n in lab.notes] == [("directive", directive)]
     assert tracked.status_row["cycle"] == "STANDBY"
@@ -256,10 +256,10 @@ def test_transcript_is_bounded_and_a_new_report_supersedes_the_old_cycle(lab: La
     for n in range(1, 8):
         jobs.report(lab.store.workers_dir, tracked.worker_id, f"report {n} key={KEY}", None,
                     FAST)
-    rows = lab.store.transcript(tracked.worker_id)
+    rows = lab.store.jobs.transcript(tracked.worker_id)
     assert [r["text"].split(" key=")[0] for r in rows] == [f"report {n}" for n in range(3, 8)]
     assert all(KEY not in r["text"] for r in rows)
-    open_cycles = [j for j in lab.store.open_jobs() if j.kind == "cycle"]
+    open_cycles = [j for j in lab.store.jobs.open_jobs() if j.kind == "cycle"]
     assert len(open_cycles) == 1 and lab.job(first)["state"] == "superseded"
 
 
@@ -287,7 +287,7 @@ def test_a_report_that_lands_while_the_step_works_is_not_overwritten(lab: Lab) -
     retry_until(reported, 10, interval=0.1)
     step.close()
     assert lab.job(first)["state"] == "superseded"
-    assert [j.seq for j in lab.store.open_jobs() if j.kind == "cycle"] == later
+    assert [j.seq for j in lab.store.jobs.open_jobs() if j.kind == "cycle"] == later
 
 
 # --- the LLM assessor ------------------------------------------------------------------------
@@ -315,7 +315,7 @@ def test_the_llm_gets_goal_transcript_output_and_screen_redacted_and_its_directi
     step = lab.start(llm=llm_for(openrouter))
     tracked = lab.settle()
     with lab.store.transaction() as conn:
-        lab.store.upsert_herd(conn, {"id": tracked.worker_id, "goal": "all tests pass"})
+        lab.store.herd.upsert_herd(conn, {"id": tracked.worker_id, "goal": "all tests pass"})
     lab.pane.send_keys(f"say my token is {TOKEN}", enter=True)
     seq = lab.report("parser done", f"echo 'FAILED test_read'; echo token={TOKEN}; exit 1")
     row = lab.run_until_done(seq)
@@ -474,7 +474,7 @@ def test_a_check_that_cannot_start_ends_its_job_once_and_the_queue_moves_on(
     now = time.time()
     # A store written before commands were checked at entry may hold a NUL: Popen refuses it.
     with lab.store.transaction() as conn:
-        seq = lab.store.add_job(conn, {
+        seq = lab.store.jobs.add_job(conn, {
             "id": tracked.worker_id, "kind": "cycle", "state": "queued",
             "text": "done \x1b]0;pwned\x07\x1b[2J \u202etxt.exe",
             "wait_cmd": "true\x00; echo", "origin": "mcp", "created_ts": now, "state_ts": now,

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from app.act import gate, handoff
+from app.adapters.store import StoreWriter
 from app.adapters.tmux import Tmux
 from app.base.errors import PaneDead
 from app.base.inputs import Refused
@@ -304,3 +305,28 @@ def test_agent_only_types_prose_into_an_agent_at_its_prompt_and_nowhere_else(
     ask(agent)
     with pytest.raises(Refused, match="conductor pty answer agent"):
         type_prose(agent)
+
+
+def test_the_daemons_writer_records_the_gates_sends_and_refusals_itself(
+        server: Any, agent: Any, shell: Any, isolated_env: Path) -> None:
+    """In the watcher the gate writes through the daemon's one writer, never a connection of its
+    own (see _OPENING in app/adapters/store.py): its rows are in that writer's journal."""
+    packs, settings = load_packs(), WatchSettings()
+    writer = StoreWriter(isolated_env)
+    try:
+        writer.keep_journal()
+        tmux, target = in_process(server, isolated_env, shell)
+        with pytest.raises(Refused, match="not an agent CLI"):
+            gate.type_text(tmux, target, "Go on.", packs, settings, isolated_env,
+                           origin="herd", agent_only=True, writer=writer)
+        tmux, target = in_process(server, isolated_env, agent)
+        gate.type_text(tmux, target, "Go on.", packs, settings, isolated_env, origin="herd",
+                       agent_only=True, writer=writer)
+        retry_until(lambda: "Answer to: Go on." in screen(agent), 10)
+        rows = writer.events.events_after(0)
+        journalled = [sql for sql, _, _ in writer.journal() if "INTO events" in sql]
+    finally:
+        writer.close()
+    assert [(r["kind"], r["pane_id"]) for r in rows] == [("refused", shell.pane_id),
+                                                         ("send", agent.pane_id)]
+    assert len(journalled) == 2

@@ -79,8 +79,8 @@ class Lab:
     def opt_in(self, rules: str = "conservative", goal: str = "") -> None:
         tracked = self.settle()
         with self.store.transaction() as conn:
-            self.store.upsert_herd(conn, {"id": tracked.worker_id, "enabled": 1, "rules": rules,
-                                          "goal": goal or None})
+            self.store.herd.upsert_herd(conn, {"id": tracked.worker_id, "enabled": 1,
+                                                    "rules": rules, "goal": goal or None})
 
     def send(self, text: str) -> None:
         """A turn asked for as a person or script would: the real `conductor pty send`."""

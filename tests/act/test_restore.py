@@ -13,7 +13,8 @@ from typing import Any
 
 from app.act.create import create_worker
 from app.act.restore import PANE_GONE
-from app.adapters.store import StoreReader, StoreWriter, db_path
+from app.adapters.store import StoreWriter, db_path
+from app.adapters.store_read import StoreReader
 from app.adapters.tmux import Tmux
 from app.base.model import Job, JobKind, JobState, State
 from app.base.settings import WatchSettings
@@ -182,15 +183,15 @@ def test_goal_herd_opt_in_queued_messages_and_a_running_cycle_come_back_with_the
     store = StoreWriter(isolated_env)
     try:
         with store.transaction() as conn:
-            store.upsert_herd(conn, {"id": ids["ann"], "enabled": 1, "rules": "default",
+            store.herd.upsert_herd(conn, {"id": ids["ann"], "enabled": 1, "rules": "default",
                                      "dry_run": 0, "goal": "ship the parser", "updated_ts": now})
             # What the watcher does when the panes go (app/act/herd, app/act/cycle).
-            store.forget_herd(conn, [ids["ann"]])
+            store.herd.forget_herd(conn, [ids["ann"]])
             for text, detail in (("run the tests", PANE_GONE), ("old idea", "dropped by hand")):
-                store.add_job(conn, Job(0, ids["bob"], JobKind.MESSAGE, JobState.DROPPED, text,
+                store.jobs.add_job(conn, Job(0, ids["bob"], JobKind.MESSAGE, JobState.DROPPED, text,
                                         origin="send", created_ts=now, state_ts=now,
                                         done_ts=now, detail=detail))
-            store.add_job(conn, Job(0, ids["cal"], JobKind.CYCLE, JobState.DROPPED, "done: A",
+            store.jobs.add_job(conn, Job(0, ids["cal"], JobKind.CYCLE, JobState.DROPPED, "done: A",
                                     origin="report", created_ts=now, state_ts=now, done_ts=now,
                                     detail=PANE_GONE))
     finally:

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from app.adapters.store import StoreReader, StoreWriter
+from app.adapters.store import StoreWriter
+from app.adapters.store_read import StoreReader
 from app.base.errors import StoreError
 
 EXPECTED = {
@@ -70,7 +71,7 @@ def test_a_store_from_the_first_release_gains_events_and_keeps_its_rows(tmp_path
     writer = StoreWriter(tmp_path)
     assert writer.statuses()["abc"]["state_entered_ts"] == 1.5
     assert writer.statuses()["abc"]["signals"] is None
-    assert writer.events_after(0) == []
+    assert writer.events.events_after(0) == []
     writer.close()
 
 
@@ -94,8 +95,8 @@ def test_a_store_of_the_previous_release_gains_herding_and_keeps_its_rows(
     writer = StoreWriter(tmp_path)
     assert writer.statuses()["abc"]["signals"] == "sent"
     assert writer.statuses()["abc"]["herd_eligible"] is None
-    assert writer.herd_rows() == {}
-    assert writer.person_sends(0.0) == {("%1", None): 2.0}
+    assert writer.herd.herd_rows() == {}
+    assert writer.herd.person_sends(0.0) == {("%1", None): 2.0}
     writer.close()
     reader = StoreReader(tmp_path)
     [worker] = reader.workers()
@@ -121,8 +122,8 @@ def test_a_store_of_the_herding_release_gains_jobs_and_keeps_its_rows(tmp_path: 
     writer = StoreWriter(tmp_path)
     assert writer.statuses()["abc"]["herd_reason"] == "busy"
     assert writer.statuses()["abc"]["cycle"] is None
-    assert writer.herd_rows()["abc"]["goal"] == "tests pass"
-    assert writer.open_jobs() == []
+    assert writer.herd.herd_rows()["abc"]["goal"] == "tests pass"
+    assert writer.jobs.open_jobs() == []
     writer.close()
     reader = StoreReader(tmp_path)
     [worker] = reader.workers()
@@ -146,8 +147,8 @@ def test_a_store_of_the_cycle_release_gains_declared_checks_and_keeps_its_goals(
     conn.close()
 
     writer = StoreWriter(tmp_path)
-    assert writer.herd_rows()["abc"]["goal"] == "tests pass"
-    assert writer.herd_rows()["abc"]["check_cmd"] is None
+    assert writer.herd.herd_rows()["abc"]["goal"] == "tests pass"
+    assert writer.herd.herd_rows()["abc"]["check_cmd"] is None
     writer.close()
 
 
@@ -191,7 +192,7 @@ def test_a_store_locked_by_another_writer_is_one_clear_error(tmp_path: Path) -> 
 
 
 def test_public_rows_carry_herd_eligibility_and_an_exited_pane_is_never_eligible() -> None:
-    from app.adapters.store import public_row
+    from app.adapters.store_read import public_row
 
     live = public_row({"id": "a", "state": "READY", "herd_eligible": 1, "herd_reason": ""})
     assert (live["eligible_for_herd"], live["herd_reason"]) == (True, "")
@@ -211,17 +212,17 @@ def test_a_job_goes_into_the_store_and_comes_back_the_same_job(tmp_path: Path) -
                  text="tests pass", wait_cmd="make test", origin="report", created_ts=100.0,
                  state_ts=100.0, timeline=stamp(None, JobState.QUEUED, 100.0))
     with writer.transaction() as conn:
-        seq = writer.add_job(conn, queued)
-    [stored] = writer.open_jobs()
+        seq = writer.jobs.add_job(conn, queued)
+    [stored] = writer.jobs.open_jobs()
     assert stored == replace(queued, seq=seq)
     assert stored.kind is JobKind.CYCLE and stored.state is JobState.QUEUED
 
     waited = stored.updated({"state": JobState.WAITING, "state_ts": 101.5,
                              "timeline": stamp(stored.timeline, JobState.WAITING, 101.5)})
     with writer.transaction() as conn:
-        writer.update_job(conn, seq, {k: v for k, v in waited.row().items()
-                                      if k not in ("seq", "id")})
-    assert writer.latest_cycles() == {"abc": waited}
+        writer.jobs.update_job(conn, seq, {k: v for k, v in waited.row().items()
+                                           if k not in ("seq", "id")})
+    assert writer.jobs.latest_cycles() == {"abc": waited}
     assert waited.steps() == [("queued", 100.0), ("WAITING", 101.5)]
     writer.close()
 
@@ -261,10 +262,10 @@ def test_jobs_written_by_hand_with_every_stored_state_read_as_typed_jobs(tmp_pat
                                                      "DECIDING", "STANDBY", "PAUSED", ""]
     assert jobs[0].kind is JobKind.MESSAGE and not jobs[0].finished and jobs[1].finished
     writer = StoreWriter(tmp_path)
-    assert [job.seq for job in writer.open_jobs()] == [1]
+    assert [job.seq for job in writer.jobs.open_jobs()] == [1]
     with writer.transaction() as conn:
-        later = writer.add_job(conn, {"id": "abc", "kind": "later_kind", "state": "queued"})
-    [job] = [job for job in writer.open_jobs() if job.seq == later]
+        later = writer.jobs.add_job(conn, {"id": "abc", "kind": "later_kind", "state": "queued"})
+    [job] = [job for job in writer.jobs.open_jobs() if job.seq == later]
     assert job.kind == "later_kind" and job.kind not in (JobKind.MESSAGE, JobKind.CYCLE)
     writer.close()
 
@@ -312,8 +313,8 @@ def _add_jobs_in_threads(workers_dir: Path, threads: int, out: Any) -> None:
         writer = StoreWriter(workers_dir)
         try:
             with writer.transaction() as conn:
-                writer.open_jobs()
-                seqs.append(writer.add_job(conn, Job(
+                writer.jobs.open_jobs()
+                seqs.append(writer.jobs.add_job(conn, Job(
                     seq=0, pane="abc", kind=JobKind.CYCLE, state=JobState.QUEUED, text="t",
                     origin="report", created_ts=1.0, state_ts=1.0)))
         finally:

@@ -27,7 +27,7 @@ record_event(sys.argv[1], {"ts": 1.0, "kind": "send", "event": "send", "pane_id"
 
 _OTHER_PROCESS_READS = """
 import sys
-from app.adapters.store import StoreReader
+from app.adapters.store_read import StoreReader
 reader = StoreReader(sys.argv[1])
 print(",".join(sorted(s for s in (w["summary"] for w in reader.workers()) if s)))
 """
@@ -35,7 +35,8 @@ print(",".join(sorted(s for s in (w["summary"] for w in reader.workers()) if s))
 
 _READ_ALL = """
 import json, sqlite3, sys
-from app.adapters.store import StoreReader, db_path
+from app.adapters.store import db_path
+from app.adapters.store_read import StoreReader
 reader = StoreReader(sys.argv[1])
 summaries = {w["id"]: w["summary"] for w in reader.workers()}
 history = [row.summary for row in reader.history("2")]

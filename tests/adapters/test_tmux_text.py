@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from app.adapters.control import ControlClient, ControlMode
-from app.adapters.store import StoreReader
+from app.adapters.store_read import StoreReader
 from app.adapters.tmux import Tmux, literal
 from app.base.errors import PaneNotFound
 from app.base.inputs import BadInput, Refused, check_text, goal, report_text

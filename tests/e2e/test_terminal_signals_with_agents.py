@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from app.adapters.control import ControlMode
-from app.adapters.store import StoreReader, StoreWriter
+from app.adapters.store import StoreWriter
+from app.adapters.store_read import StoreReader
 from app.adapters.tmux import Tmux
 from app.base.settings import WatchSettings
 from app.observe.pack_loading import load_packs

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from app.adapters.store import StoreReader
+from app.adapters.store_read import StoreReader
 from tests.conftest import REPO, conductor
 from tests.waiting import STARTS_WITHIN_S, retry_until, wait_for_exit_status
 

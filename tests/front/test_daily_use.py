@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from app.adapters.store import StoreReader
+from app.adapters.store_read import StoreReader
 from app.run.watcher import Watcher
 from tests.conftest import REPO, conductor
 from tests.waiting import retry_until, wait_for_exit_status
@@ -701,9 +701,9 @@ def test_L_scopes_every_reader_to_that_servers_panes(
     assert "mine-api" in run(mine, "herd", "list").stdout
     with watcher.store.transaction() as conn:
         for name in ("mine-api", "their-api"):
-            watcher.store.add_nudge(conn, {"id": ids[name], "ts": time.time(), "name": name,
-                                           "eligible": 0, "outcome": "blocked",
-                                           "reason": "no_rule", "state": "READY"})
+            watcher.store.herd.add_nudge(conn, {"id": ids[name], "ts": time.time(), "name": name,
+                                                "eligible": 0, "outcome": "blocked",
+                                                "reason": "no_rule", "state": "READY"})
     assert [line.split()[2] for line in run(mine, "herd", "log").stdout.splitlines()] == \
         ["mine-api"]
     assert [line.split()[2] for line in

@@ -57,22 +57,23 @@ def planted(server: Any, session: Any, watcher: Watcher, isolated_env: Path) -> 
             store.add_history(conn, [{"id": worker_id, "ts": now, "state": "READY",
                                       "previous_state": "BUSY", "summary": EVIL,
                                       "reasons": "prompt \x1b[2Jcleared"}])
-            store.upsert_herd(conn, {"id": worker_id, "enabled": 1, "rules": "conservative",
-                                     "dry_run": 0, "goal": EVIL, "nudges": 1, "turn": 0,
-                                     "last_nudge_ts": now, "updated_ts": now})
-            store.add_nudge(conn, {"id": worker_id, "ts": now, "name": EVIL_NAME, "eligible": 1,
-                                   "outcome": "nudged", "reason": "", "rule_id": "continue",
-                                   "text": EVIL, "state": "READY", "detail": EVIL})
-            store.add_job(conn, {"id": worker_id, "kind": jobs.CYCLE, "state": jobs.WAITING,
-                                 "text": EVIL, "wait_cmd": EVIL_CHECK, "origin": "report",
-                                 "created_ts": now, "state_ts": now,
-                                 "detail": f"running {EVIL_CHECK}",
-                                 "timeline": jobs.stamp(jobs.stamp(None, jobs.QUEUED, now),
-                                                        jobs.WAITING, now)})
-            store.add_job(conn, {"id": worker_id, "kind": jobs.MESSAGE, "state": jobs.QUEUED,
-                                 "text": EVIL, "origin": "send", "created_ts": now,
-                                 "state_ts": now, "expires_ts": now + 600,
-                                 "timeline": jobs.stamp(None, jobs.QUEUED, now)})
+            store.herd.upsert_herd(conn, {"id": worker_id, "enabled": 1, "rules": "conservative",
+                                          "dry_run": 0, "goal": EVIL, "nudges": 1, "turn": 0,
+                                          "last_nudge_ts": now, "updated_ts": now})
+            store.herd.add_nudge(conn, {"id": worker_id, "ts": now, "name": EVIL_NAME,
+                                        "eligible": 1, "outcome": "nudged", "reason": "",
+                                        "rule_id": "continue",
+                                        "text": EVIL, "state": "READY", "detail": EVIL})
+            store.jobs.add_job(conn, {"id": worker_id, "kind": jobs.CYCLE, "state": jobs.WAITING,
+                                      "text": EVIL, "wait_cmd": EVIL_CHECK, "origin": "report",
+                                      "created_ts": now, "state_ts": now,
+                                      "detail": f"running {EVIL_CHECK}",
+                                      "timeline": jobs.stamp(jobs.stamp(None, jobs.QUEUED, now),
+                                                             jobs.WAITING, now)})
+            store.jobs.add_job(conn, {"id": worker_id, "kind": jobs.MESSAGE, "state": jobs.QUEUED,
+                                      "text": EVIL, "origin": "send", "created_ts": now,
+                                      "state_ts": now, "expires_ts": now + 600,
+                                      "timeline": jobs.stamp(None, jobs.QUEUED, now)})
     finally:
         store.close()
     return worker_id

@@ -80,11 +80,11 @@ def test_queue_prints_queued_text_and_checks_masked(
     try:
         now = time.time()
         with store.transaction() as conn:
-            store.add_job(conn, {"id": worker_id, "kind": jobs.CYCLE, "state": jobs.WAITING,
-                                 "text": "done", "wait_cmd": f"mysql -p{SECRET} -e 1",
-                                 "origin": "report", "created_ts": now, "state_ts": now,
-                                 "detail": f"running mysql -p{SECRET} -e 1",
-                                 "timeline": jobs.stamp(None, jobs.QUEUED, now)})
+            store.jobs.add_job(conn, {"id": worker_id, "kind": jobs.CYCLE, "state": jobs.WAITING,
+                                      "text": "done", "wait_cmd": f"mysql -p{SECRET} -e 1",
+                                      "origin": "report", "created_ts": now, "state_ts": now,
+                                      "detail": f"running mysql -p{SECRET} -e 1",
+                                      "timeline": jobs.stamp(None, jobs.QUEUED, now)})
     finally:
         store.close()
 

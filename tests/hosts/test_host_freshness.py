@@ -44,7 +44,7 @@ def write_store(workers: Path, hosts: dict[str, dict[str, Any]], *, watcher: boo
                     "id": wid, "state": "READY", "summary": "", "state_entered_ts": now - 30,
                     "last_change_ts": now - 30, "herd_eligible": 1, "herd_reason": ""}])
             for name, row in hosts.items():
-                store.set_host(conn, name=name, socket=f"{name}:default", **row)
+                store.hosts.set_host(conn, name=name, socket=f"{name}:default", **row)
     finally:
         store.close()
 
@@ -121,7 +121,7 @@ def test_the_watcher_marks_disabled_and_removed_hosts_at_start(isolated_env: Pat
         watches = HostWatches((HostConfig("off", "off", enabled=False),), store,
                               WatchSettings(), lambda *_: pytest.fail("nothing to watch"))
         watches.close()
-        rows = store.host_rows()
+        rows = store.hosts.host_rows()
     finally:
         store.close()
     assert rows["gone"]["removed_ts"] and not rows["gone"]["watched"]
@@ -138,7 +138,7 @@ def test_hook_values_from_a_host_are_read_strictly(isolated_env: Path) -> None:
                              ("%1", "12 claude", 1.0), ("1", "12 claude Stop", 1.0),
                              ("%1\n", "12 claude Stop", 1.0), ("%2", "12 claude Stop", 2.0)],
                      "a:default")
-        events = store.events_after(0)
+        events = store.events.events_after(0)
     finally:
         store.close()
     assert [(e["pane_id"], e["server_pid"]) for e in events] == [("%2", 12)]

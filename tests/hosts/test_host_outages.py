@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from app.adapters.ssh import HostConfig
-from app.adapters.store import StoreMissing, StoreReader, StoreWriter
+from app.adapters.store import StoreWriter
+from app.adapters.store_read import StoreMissing, StoreReader
 from app.base.settings import WatchSettings
 from app.run.hosts import CappedTmux, HostWatch
 from app.run.runner import QuietRepeats

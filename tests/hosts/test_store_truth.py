@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from app.adapters.store import StoreReader, db_path
+from app.adapters.store import db_path
+from app.adapters.store_read import StoreReader
 from tests.conftest import conductor
 from tests.hosts.conftest import write_hosts
 from tests.hosts.sshd import SshHost

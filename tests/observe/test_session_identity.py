@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from app.act.create import create_worker
-from app.adapters.store import StoreReader, StoreWriter, db_path
+from app.adapters.store import StoreWriter, db_path
+from app.adapters.store_read import StoreReader
 from app.adapters.tmux import Tmux
 from app.observe.sessions import SESSION_ID, identity
 from app.run.watcher import Watcher

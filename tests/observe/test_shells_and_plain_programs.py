@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.adapters.store import StoreReader
+from app.adapters.store_read import StoreReader
 from app.base.model import State, Verdict
 from app.observe.assess import Assessment, Policy, assess
 from app.observe.pack_loading import load_packs

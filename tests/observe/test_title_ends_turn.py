@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from app.adapters.store import StoreReader
+from app.adapters.store_read import StoreReader
 from app.observe.pack_loading import load_packs
 from app.run.watcher import Watcher
 from tests.waiting import retry_until

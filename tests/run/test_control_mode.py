@@ -22,7 +22,8 @@ from app.adapters.control import (
     decode_output,
     parse_notification,
 )
-from app.adapters.store import StoreReader, StoreWriter
+from app.adapters.store import StoreWriter
+from app.adapters.store_read import StoreReader
 from app.adapters.tmux import Tmux, tmux_version
 from app.base.errors import StoreError
 from app.base.model import State

@@ -13,7 +13,8 @@ import pytest
 
 from app.adapters.notify import NotificationEvent, Notifier, Receiver
 from app.adapters.notify_settings import TERMINAL, NotifySettings
-from app.adapters.store import StoreReader, StoreWriter
+from app.adapters.store import StoreWriter
+from app.adapters.store_read import StoreReader
 from app.adapters.tmux import Tmux
 from app.base.model import State
 from app.base.settings import WatchSettings

@@ -14,7 +14,8 @@ from typing import Any, NamedTuple
 import pytest
 
 from app.adapters.control import ControlMode
-from app.adapters.store import StoreReader, StoreWriter
+from app.adapters.store import StoreWriter
+from app.adapters.store_read import StoreReader
 from app.adapters.tmux import Tmux
 from app.base.model import State, Verdict
 from app.base.settings import WatchSettings

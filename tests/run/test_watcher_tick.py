@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from app.adapters.notify import NotificationEvent, format_message
-from app.adapters.store import StoreReader, record_event
+from app.adapters.store import record_event
+from app.adapters.store_read import StoreReader
 from app.base.model import State, Transition
 from app.observe.pane import Tracked
 from app.run.watcher import Watcher

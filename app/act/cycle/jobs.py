@@ -109,7 +109,7 @@ def queue_message(workers_dir: Path, worker_id: str, text: str, ttl_s: float,
     store = _writer(workers_dir)
     try:
         with store.transaction() as conn:
-            return store.add_job(conn, Job(
+            return store.jobs.add_job(conn, Job(
                 seq=0, pane=worker_id, kind=MESSAGE, state=QUEUED, text=text, origin=origin,
                 created_ts=now, state_ts=now, expires_ts=now + ttl_s,
                 timeline=stamp(None, QUEUED, now)))
@@ -162,21 +162,21 @@ def _report(workers_dir: Path, worker_id: str, text: str, wait_cmd: str | None,
     store = _writer(workers_dir)
     try:
         with store.transaction() as conn:
-            declared = (store.herd_rows().get(worker_id) or {}).get("check_cmd") or None
+            declared = (store.herd.herd_rows().get(worker_id) or {}).get("check_cmd") or None
             command, declined = proposed or declared, None
             if proposed and not trusted and proposed != declared and \
                     proposed not in settings.allowed_checks:
                 command, declined = declared, proposed
-            for job in store.open_jobs():
+            for job in store.jobs.open_jobs():
                 if job.pane == worker_id and job.kind is CYCLE:
-                    store.update_job(conn, job.seq, {
+                    store.jobs.update_job(conn, job.seq, {
                         "state": SUPERSEDED, "done_ts": now, "detail": "a newer report came",
                         "timeline": stamp(job.timeline, SUPERSEDED, now)})
-            store.add_transcript(conn, {"id": worker_id, "ts": now, "kind": "report",
-                                        "text": text}, keep=settings.transcript_entries)
+            store.jobs.add_transcript(conn, {"id": worker_id, "ts": now, "kind": "report",
+                                             "text": text}, keep=settings.transcript_entries)
             detail = None if declined is None else \
                 f"the agent's check was not run (not declared for this pane): {redact(declined)}"
-            seq = store.add_job(conn, Job(
+            seq = store.jobs.add_job(conn, Job(
                 seq=0, pane=worker_id, kind=CYCLE, state=QUEUED, text=text, wait_cmd=command,
                 origin=origin, created_ts=now, state_ts=now, detail=detail,
                 timeline=stamp(None, QUEUED, now)))
@@ -197,8 +197,8 @@ def set_goal(workers_dir: Path, worker_id: str, goal: str | None = None,
     store = _writer(workers_dir)
     try:
         with store.transaction() as conn:
-            store.upsert_herd(conn, fields)
-        row = store.herd_rows().get(worker_id) or {}
+            store.herd.upsert_herd(conn, fields)
+        row = store.herd.herd_rows().get(worker_id) or {}
         return {"goal": row.get("goal"), "check": row.get("check_cmd")}
     finally:
         store.close()
@@ -238,20 +238,20 @@ def pause(workers_dir: Path, worker_id: str) -> str:
     now = time.time()
     store = _writer(workers_dir)
     try:
-        latest = store.latest_cycles().get(worker_id)
+        latest = store.jobs.latest_cycles().get(worker_id)
         with store.transaction() as conn:
             if latest is not None and latest.state is PAUSED:
                 return "already paused"
             fields = {"state": PAUSED, "state_ts": now, "done_ts": now,
                       "detail": "paused by hand", "decision": "paused"}
             if latest is not None and not latest.finished:
-                store.update_job(conn, latest.seq, {
+                store.jobs.update_job(conn, latest.seq, {
                     **fields, "timeline": stamp(latest.timeline, PAUSED, now)})
                 return f"paused its cycle (was {latest.state})"
-            store.add_job(conn, Job(seq=0, pane=worker_id, kind=CYCLE, origin="pause",
-                                    created_ts=now, state=PAUSED, state_ts=now, done_ts=now,
-                                    detail="paused by hand", decision="paused",
-                                    timeline=stamp(None, PAUSED, now)))
+            store.jobs.add_job(conn, Job(seq=0, pane=worker_id, kind=CYCLE, origin="pause",
+                                         created_ts=now, state=PAUSED, state_ts=now, done_ts=now,
+                                         detail="paused by hand", decision="paused",
+                                         timeline=stamp(None, PAUSED, now)))
             return "paused"
     finally:
         store.close()
@@ -263,11 +263,11 @@ def resume(workers_dir: Path, worker_id: str) -> str:
     now = time.time()
     store = _writer(workers_dir)
     try:
-        latest = store.latest_cycles().get(worker_id)
+        latest = store.jobs.latest_cycles().get(worker_id)
         if latest is None or latest.state is not PAUSED:
             return "not paused"
         with store.transaction() as conn:
-            store.update_job(conn, latest.seq, {
+            store.jobs.update_job(conn, latest.seq, {
                 "state": RESUMED, "state_ts": now,
                 "timeline": stamp(latest.timeline, RESUMED, now)})
         return "resumed"
@@ -280,13 +280,13 @@ def drop(workers_dir: Path, seq: int) -> Job:
     now = time.time()
     store = _writer(workers_dir)
     try:
-        rows = [j for j in store.open_jobs() if j.seq == seq]
+        rows = [j for j in store.jobs.open_jobs() if j.seq == seq]
         if not rows:
             raise ConductorError(f"no unfinished job {seq}; see `conductor pty queue`")
         with store.transaction() as conn:
-            store.update_job(conn, seq, {"state": DROPPED, "state_ts": now, "done_ts": now,
-                                         "detail": "dropped by hand",
-                                         "timeline": stamp(rows[0].timeline, DROPPED, now)})
+            store.jobs.update_job(conn, seq, {"state": DROPPED, "state_ts": now, "done_ts": now,
+                                              "detail": "dropped by hand",
+                                              "timeline": stamp(rows[0].timeline, DROPPED, now)})
         return rows[0]
     finally:
         store.close()

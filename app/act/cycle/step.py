@@ -89,7 +89,7 @@ class CycleStep(ActingStep[CycleSettings]):
         try:
             if self._tick != now:
                 self._tick = now
-                self._latest = self.store.latest_cycles()
+                self._latest = self.store.jobs.latest_cycles()
         except ConductorError as exc:
             log.error("cycle: cannot read jobs: %s", exc)
             return {}
@@ -126,9 +126,9 @@ class CycleStep(ActingStep[CycleSettings]):
              ) -> dict[str, dict[str, Any]]:
         # Before reading the jobs: a job queued while we work makes the version move again.
         self._store_version = self.store.others_wrote()
-        jobs = self.store.open_jobs()
+        jobs = self.store.jobs.open_jobs()
         self._end_checks_of_ended_cycles(jobs)
-        latest = self.store.latest_cycles()
+        latest = self.store.jobs.latest_cycles()
         updates: list[tuple[int, dict[str, Any]]] = []
         transcript: list[dict[str, Any]] = []
         typed: set[str] = set()
@@ -192,20 +192,20 @@ class CycleStep(ActingStep[CycleSettings]):
             return {}
         with self.store.transaction() as conn:
             # In the transaction: what is unfinished now, not when this turn read the jobs.
-            still_open = {job.seq for job in self.store.open_jobs()} if updates else set()
+            still_open = {job.seq for job in self.store.jobs.open_jobs()} if updates else set()
             for seq, fields in updates:
                 if seq not in still_open:
                     # Read open, ended since by another process (a newer report superseded
                     # it, a person dropped or paused it): theirs is the last word.
                     log.info("cycle: job %s ended meanwhile; its step is not written", seq)
                     continue
-                self.store.update_job(conn, seq, fields)
+                self.store.jobs.update_job(conn, seq, fields)
             for wid, state in shown.items():
-                self.store.set_cycle(conn, wid, state)
+                self.store.jobs.set_cycle(conn, wid, state)
             for row in transcript:
-                self.store.add_transcript(conn, row, keep=self.settings.transcript_entries)
+                self.store.jobs.add_transcript(conn, row, keep=self.settings.transcript_entries)
             if prune:
-                self.store.prune_jobs(conn, now - _KEEP_DONE_S)
+                self.store.jobs.prune_jobs(conn, now - _KEEP_DONE_S)
                 self._pruned_at = now
         # What the watcher last wrote is kept true with it: it rewrites status.json from it.
         return {wid: {"cycle": state} for wid, state in shown.items()}
@@ -233,7 +233,8 @@ class CycleStep(ActingStep[CycleSettings]):
 
         try:
             handoff.send(self.tmux, target_of(pane), text, self.packs, self.watch_settings,
-                         self.store.workers_dir, origin=origin, agent_only=True)
+                         self.store.workers_dir, origin=origin, agent_only=True,
+                         writer=self.store)
         except ConductorError as exc:  # Refused, or the pane went away
             return str(exc)
         return ""
@@ -363,9 +364,9 @@ class CycleStep(ActingStep[CycleSettings]):
                 return None
             del self._decisions[seq]
             return future.result()
-        goal = (self.store.herd_rows().get(pane.worker_id) or {}).get("goal") or ""
+        goal = (self.store.herd.herd_rows().get(pane.worker_id) or {}).get("goal") or ""
         facts = decide.Facts(
-            goal=str(goal), transcript=self.store.transcript(pane.worker_id),
+            goal=str(goal), transcript=self.store.jobs.transcript(pane.worker_id),
             wait_cmd=job.wait_cmd or None, exit_code=job.exit_code,
             output=clean_output(job.output or ""), screen=redact(pane.text))
         llm = self.llm

@@ -95,11 +95,11 @@ class HerdStep(ActingStep[HerdSettings]):
         if self._tick != now:
             self._tick = now
             self._pending.clear()
-            self._rows = self.store.herd_rows()
+            self._rows = self.store.herd.herd_rows()
             # Only counters that could be reset need to know who sent what since their nudge.
             counting = [r.get("last_nudge_ts") or 0.0 for r in self._rows.values()
                         if r.get("enabled") and (r.get("nudges") or r.get("turn"))]
-            self._person_sends = self.store.person_sends(min(counting)) if counting else {}
+            self._person_sends = self.store.herd.person_sends(min(counting)) if counting else {}
         a = tracked.assessment
         if a is None:
             return {}
@@ -191,12 +191,12 @@ class HerdStep(ActingStep[HerdSettings]):
             return
         with self.store.transaction() as conn:
             for update in updates:
-                self.store.upsert_herd(conn, update)
+                self.store.herd.upsert_herd(conn, update)
             for row in log_rows:
-                self.store.add_nudge(conn, row)
-            self.store.forget_herd(conn, removed)
+                self.store.herd.add_nudge(conn, row)
+            self.store.herd.forget_herd(conn, removed)
             if prune:
-                self.store.prune_nudges(conn, now - _KEEP_LOG_S)
+                self.store.herd.prune_nudges(conn, now - _KEEP_LOG_S)
                 self._pruned_at = now
         for wid in removed:
             self._logged.pop(wid, None)
@@ -285,11 +285,12 @@ class HerdStep(ActingStep[HerdSettings]):
                 keystrokes.answer(self.tmux, target, text, self.packs, self.watch_settings,
                                   self.store.workers_dir, origin="herd",
                                   expect_screen=tracked.stability_hash,
-                                  confirm_s=_ANSWER_CONFIRM_S)
+                                  confirm_s=_ANSWER_CONFIRM_S, writer=self.store)
             else:
                 handoff.send(self.tmux, target, text, self.packs, self.watch_settings,
                              self.store.workers_dir, origin="herd",
-                             expect_screen=tracked.stability_hash, agent_only=True)
+                             expect_screen=tracked.stability_hash, agent_only=True,
+                             writer=self.store)
         except handoff.Refused as exc:
             return Outcome(BLOCKED, "refused", rule.id, text, str(exc))
         except ConductorError as exc:

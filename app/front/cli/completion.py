@@ -19,7 +19,7 @@ def complete_panes(ctx: click.Context, param: click.Parameter, incomplete: str
     before exited ones. Each carries its state as help (zsh and fish show it)."""
     from click.shell_completion import CompletionItem
 
-    from app.adapters.store import StoreReader
+    from app.adapters.store_read import StoreReader
     from app.base import settings
     from app.base.errors import ConductorError
 

@@ -79,7 +79,7 @@ def queue(obj: Context, args: tuple[str, ...], show_all: bool, as_json: bool) ->
     cancels one."""
     from app.act.cycle import jobs
     from app.adapters.status import find_worker
-    from app.adapters.store import StoreReader
+    from app.adapters.store_read import StoreReader
 
     if args[:1] == ("drop",):
         if len(args) != 2 or not args[1].isdigit():

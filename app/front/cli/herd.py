@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 def _worker(obj: Context, ident: str) -> dict[str, Any]:
     from app.adapters.status import find_worker
-    from app.adapters.store import StoreReader
+    from app.adapters.store_read import StoreReader
 
     reader = StoreReader(obj.workers_dir)
     try:
@@ -69,9 +69,9 @@ def herd_on(obj: Context, ident: str, rules_spec: str | None, dry_run: bool) -> 
     worker = _worker(obj, ident)
     program = _not_an_agent(obj, worker)
     with _writer(obj) as store, store.transaction() as conn:
-        store.upsert_herd(conn, {"id": worker["id"], "enabled": 1, "rules": stored,
-                                 "dry_run": int(dry_run), "nudges": 0, "turn": 0,
-                                 "updated_ts": time.time()})
+        store.herd.upsert_herd(conn, {"id": worker["id"], "enabled": 1, "rules": stored,
+                                      "dry_run": int(dry_run), "nudges": 0, "turn": 0,
+                                      "updated_ts": time.time()})
     mode = "dry run: decisions logged, nothing typed" if dry_run else "nudges typed"
     if program:
         # Opted in all the same: once an agent CLI runs at its prompt, it is herded.
@@ -89,7 +89,7 @@ def _not_an_agent(obj: Context, worker: dict[str, Any]) -> str:
     """What the pane runs ("a shell (bash)") when the watcher last saw it run something other
     than an agent CLI; "" for an agent CLI or a pane not classified yet."""
     from app.act.herd.step import agent_cli
-    from app.adapters.store import StoreReader
+    from app.adapters.store_read import StoreReader
     from app.observe.pack_loading import load_packs
 
     cli = worker.get("cli_type")
@@ -117,7 +117,7 @@ def herd_off(obj: Context, ident: str) -> None:
     """Stop herding a pane (its goal and log stay)."""
     worker = _worker(obj, ident)
     with _writer(obj) as store, store.transaction() as conn:
-        store.upsert_herd(conn, {"id": worker["id"], "enabled": 0, "updated_ts": time.time()})
+        store.herd.upsert_herd(conn, {"id": worker["id"], "enabled": 0, "updated_ts": time.time()})
     click.echo(f"no longer herding {worker['name']} ({worker['id']})")
 
 
@@ -127,7 +127,7 @@ def herd_off(obj: Context, ident: str) -> None:
 @friendly_errors
 def herd_list(obj: Context, as_json: bool) -> None:
     """Panes opted in to herding, with their rules, counters and what blocks a nudge now."""
-    from app.adapters.store import StoreReader
+    from app.adapters.store_read import StoreReader
 
     reader = StoreReader(obj.workers_dir)
     try:
@@ -190,7 +190,7 @@ def _verdict_now(worker: Mapping[str, Any], logged: Mapping[str, Any] | None) ->
 @friendly_errors
 def herd_log(obj: Context, ident: str | None, lines: int, follow: bool, as_json: bool) -> None:
     """Every herding decision: what was typed, or the gate or rule step that said no."""
-    from app.adapters.store import StoreReader
+    from app.adapters.store_read import StoreReader
     from app.observe.views import mark_own_pane
 
     worker_id = _worker(obj, ident)["id"] if ident else None

@@ -261,7 +261,7 @@ def _terminal_width() -> int | None:
 def tail(obj: Context, ident: str, lines: int, follow: bool) -> None:
     """The state history of a pane, newest last."""
     from app.adapters.status import find_worker
-    from app.adapters.store import StoreReader
+    from app.adapters.store_read import StoreReader
     from app.observe.views import mark_own_pane
 
     reader = StoreReader(obj.workers_dir)
@@ -457,7 +457,7 @@ def explain(obj: Context, ident: str, lines: int) -> None:
     """Why a pane has its state: the stored assessment, the live screen's verdict, the rule that
     decided and the lines it matched, every rule tried, and the last transitions."""
     from app.adapters.status import find_worker
-    from app.adapters.store import StoreReader
+    from app.adapters.store_read import StoreReader
     from app.base.model import JobKind, JobState
     from app.observe import sessions
     from app.observe.pack_detection import detect_pack
@@ -503,7 +503,7 @@ def explain(obj: Context, ident: str, lines: int) -> None:
 
 def _add_sessions(workers_dir: Path, workers: list[dict[str, Any]]) -> None:
     """Each row's agent session (issue 33), read only for --json: the table has no room."""
-    from app.adapters.store import StoreReader
+    from app.adapters.store_read import StoreReader
     from app.observe.sessions import with_sessions
 
     if not workers:

@@ -31,7 +31,7 @@ def restore(obj: Context, idents: tuple[str, ...], dry_run: bool, as_json: bool)
     unknown or had ended (the plan says which)."""
     from app.act import restore as restoring
     from app.adapters.status import find_worker
-    from app.adapters.store import StoreReader
+    from app.adapters.store_read import StoreReader
 
     local = obj.tmux()
     reader = StoreReader(obj.workers_dir)

@@ -27,7 +27,8 @@ def worktree_remove(obj: Context, ident: str) -> None:
     """Remove the pane's worktree (git worktree remove); refuses a tree with changes."""
     from app.act.worktree import remove_worktree
     from app.adapters.status import find_worker
-    from app.adapters.store import StoreReader, StoreWriter
+    from app.adapters.store import StoreWriter
+    from app.adapters.store_read import StoreReader
 
     reader = StoreReader(obj.workers_dir)
     try:
