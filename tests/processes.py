@@ -29,3 +29,17 @@ def running(pid: int) -> bool:
 def pids_in(path: Path) -> list[int]:
     """The numbers a check wrote to ``path``, one a line."""
     return [int(word) for word in path.read_text().split()] if path.exists() else []
+
+
+def deleted_store_files(pid: int | str = "self") -> list[str]:
+    """Files of a store the process still holds open though they were unlinked: a watcher
+    writing into a WAL that another process deleted (issue 28)."""
+    found = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = str(fd.readlink())
+        except OSError:
+            continue
+        if "status.db" in target and target.endswith("(deleted)"):
+            found.append(target)
+    return found

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from app.adapters.store import StoreWriter, db_path
+from tests.processes import deleted_store_files
 
 # What `send`, `answer` and an agent's hook do in their own process: open the store, write one
 # row, close. Closing the last connection it believes exists checkpoints and deletes the WAL.
@@ -59,17 +60,6 @@ def _write_pane(store: StoreWriter, worker_id: str, summary: str) -> None:
         store.upsert_status(conn, [{"id": worker_id, "state": "READY", "summary": summary}])
 
 
-def _deleted_store_files() -> list[str]:
-    """Files of the store this process still has open though they were unlinked."""
-    found = []
-    for fd in Path("/proc/self/fd").iterdir():
-        try:
-            target = str(fd.readlink())
-        except OSError:
-            continue
-        if "status.db" in target and target.endswith("(deleted)"):
-            found.append(target)
-    return found
 
 
 def test_a_second_writer_in_the_process_leaves_the_first_ones_writes_visible(
@@ -85,7 +75,7 @@ def test_a_second_writer_in_the_process_leaves_the_first_ones_writes_visible(
     _in_other_process(_OTHER_PROCESS_WRITES, isolated_env)
     _write_pane(watcher_store, "2", "after")
 
-    assert _deleted_store_files() == []
+    assert deleted_store_files() == []
     assert _in_other_process(_OTHER_PROCESS_READS, isolated_env) == "after,before"
     for store in (*opened, watcher_store):
         store.close()

@@ -26,6 +26,7 @@ from tests.conftest import REPO, conductor
 from tests.hosts.conftest import write_hosts
 from tests.hosts.sshd import SshHost
 from tests.hosts.test_watch_hosts import AGENT, agent_on, rows
+from tests.processes import deleted_store_files
 from tests.waiting import STARTS_WITHIN_S, retry_until, stop_process
 
 SOAK_S = 60.0
@@ -49,16 +50,6 @@ def _integrity(workers: Path) -> str:
         conn.close()
 
 
-def _deleted_store_files(pid: int) -> list[str]:
-    found = []
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = str(fd.readlink())
-        except OSError:
-            continue
-        if "status.db" in target and target.endswith("(deleted)"):
-            found.append(target)
-    return found
 
 
 def ours_on(host: SshHost) -> list[str]:
@@ -198,7 +189,7 @@ def test_a_minute_of_sends_answers_hooks_readers_and_a_host_lost_leaves_the_stor
     assert traffic.counts.get("hooks", 0) >= HOOK_BURST
     retry_until(lambda: not any(w.get("stale") for w in rows(server).values()), 60,
                 interval=0.5, message=f"stale rows: {rows(server)}")
-    assert _deleted_store_files(proc.pid) == []
+    assert deleted_store_files(proc.pid) == []
     logged = _logged_transitions(isolated_env)
     history, ids = _stored_transitions(isolated_env)
     assert logged, "the soak made no transition at all"

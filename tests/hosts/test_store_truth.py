@@ -16,6 +16,7 @@ from app.adapters.store_read import StoreReader
 from tests.conftest import conductor
 from tests.hosts.conftest import write_hosts
 from tests.hosts.sshd import SshHost
+from tests.processes import deleted_store_files
 from tests.waiting import STARTS_WITHIN_S, retry_until
 
 BASH = "env -i PATH=/usr/bin:/bin HOME={home} TERM=screen PS1='lab$ ' bash --norc --noprofile"
@@ -28,16 +29,6 @@ def _states(server: Any) -> dict[str, str]:
     return {w["name"]: w["state"] for w in json.loads(done.stdout) if w["host"] == "local"}
 
 
-def _deleted_store_files(pid: int) -> list[str]:
-    found = []
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = str(fd.readlink())
-        except OSError:
-            continue
-        if "status.db" in target and target.endswith("(deleted)"):
-            found.append(target)
-    return found
 
 
 def _hook(server: Any, pane_id: str) -> None:
@@ -67,11 +58,11 @@ def test_with_a_host_configured_sends_and_hooks_leave_the_watchers_writes_visibl
     for _ in range(5):
         _hook(server, "%999")  # a pane of no one's: what matters is the other process's write
     retry_until(lambda: _states(server).get("bash") == "READY", STARTS_WITHIN_S, interval=0.3)
-    assert _deleted_store_files(proc.pid) == []
+    assert deleted_store_files(proc.pid) == []
 
     pane.send_keys("ls /nope", enter=True)
     retry_until(lambda: _states(server).get("bash") == "ERROR", STARTS_WITHIN_S, interval=0.3)
-    assert _deleted_store_files(proc.pid) == []
+    assert deleted_store_files(proc.pid) == []
 
 
 @pytest.mark.slow
