@@ -59,9 +59,11 @@ echo "installed: $(.venv/bin/conductor --version)"
 # imports everything then), so installing under it is safe; it runs the new code once restarted.
 watchers=()
 if command -v pgrep >/dev/null 2>&1; then
+  # The checkout's path as a literal in pgrep's regex (a folder may hold '.', '+', '(' ...).
+  here=$(printf '%s' "$PWD" | sed 's/[][\.*^$+?(){}|]/\\&/g')
   while read -r pid; do
     [ -n "$pid" ] && [ "$pid" != "$$" ] && watchers+=("$pid")
-  done < <(pgrep -f "^$PWD/\.venv/bin/python[0-9.]* .* ?pty watch( |\$)" || true)
+  done < <(pgrep -f "^$here/\.venv/bin/python[0-9.]* .* ?pty watch( |\$)" || true)
 fi
 for pid in "${watchers[@]}"; do
   if [ "$restart" = 0 ]; then
