@@ -32,6 +32,7 @@ table.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import logging
 import os
 import re
@@ -227,6 +228,13 @@ class Decision:
     label: str
     keys: tuple[str, ...]
 
+    @property
+    def fingerprint(self) -> str:
+        """A digest of what :meth:`same_dialog` compares (the options and the dialog's rows), for
+        a link or a notification to name this dialog by."""
+        rows = repr((_option_rows(self.dialog), self.face))
+        return hashlib.sha256(rows.encode()).hexdigest()[:32]
+
     def same_dialog(self, text: str) -> bool:
         """Whether ``text`` (a normalised screen) shows this dialog still, wherever its
         highlight is now; a line ticking outside the dialog does not count."""
@@ -275,10 +283,33 @@ def decide(tmux: Tmux, target: Target, choice: str, packs: Mapping[str, Pack],
     return _decide(look, choice, target)
 
 
-def _decide(look: _Look, choice: str, target: Target) -> Decision:
+def offer(tmux: Tmux, target: Target, packs: Mapping[str, Pack], settings: WatchSettings,
+          workers_dir: Path) -> list[Decision]:
+    """Every option of the dialog on screen now that a key can pick, each as what ``answer``
+    would press for it, from one look: what a page or a notification offers the person."""
+    look = _look(tmux, target, packs, settings, workers_dir, None, "not answered")
+    _check_asking(look, target)
+    dialog = read_options(look.watch.text)
+    if dialog is None:
+        return []
+    offered: list[Decision] = []
+    for option in dialog.options:
+        try:
+            decision = decision_on(look.watch.text, option.label, target.label)
+        except Refused:
+            continue  # no key known for it: the person answers that one in the pane
+        offered.append(replace(decision, subject=_subject(look, decision.face, dialog)))
+    return offered
+
+
+def _check_asking(look: _Look, target: Target) -> None:
     if look.assessment.state is not State.NEEDS_CONFIRMATION:
         raise Refused(f"not answered: {target.label} is {look.assessment.state.value}, "
                       "not asking anything")
+
+
+def _decide(look: _Look, choice: str, target: Target) -> Decision:
+    _check_asking(look, target)
     decision = decision_on(look.watch.text, choice, target.label)
     return replace(decision, subject=_subject(look, decision.face, decision.dialog))
 

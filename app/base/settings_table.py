@@ -264,6 +264,23 @@ TABLE: tuple[Setting, ...] = (
             "globs allowed, e.g.\n[\"reviewer\", \"%7\"]; [\"*\"] = every pane of its tmux "
             "server. Read on every call.",
             "McpSettings.send_to"),
+
+    Setting("serve.address", "127.0.0.1", Rule(words="an IP address of this machine"),
+            "`conductor pty serve` (the answer page for a phone) listens here only when you run "
+            "it; another\naddress than 127.0.0.1 (a Tailscale one, say) only when you name it, "
+            "here or with --bind.",
+            "ServeSettings.address"),
+    Setting("serve.port", 8765, Rule(0, 65535),
+            "Its TCP port (0: any free port, printed at start).",
+            "ServeSettings.port"),
+    Setting("serve.link_ttl", 600.0, POSITIVE,
+            "Seconds an answer link stays valid; each works once, and only on the dialog it "
+            "was made for.",
+            "ServeSettings.link_ttl_s"),
+    Setting("serve.bad_requests_per_minute", 20, AT_LEAST_ONE,
+            "Bad links or page keys from one address per minute before it is refused (429) "
+            "for a while.",
+            "ServeSettings.bad_per_minute"),
 )
 
 BY_KEY: dict[str, Setting] = {setting.key: setting for setting in TABLE}

@@ -20,6 +20,7 @@ Environment variables that name a setting win over the file. For the LLM that ha
 from __future__ import annotations
 
 import fnmatch
+import ipaddress
 import logging
 import math
 import os
@@ -124,6 +125,27 @@ class McpSettings:
 
 
 @dataclass(frozen=True)
+class ServeSettings:
+    """The ``[serve]`` table: where ``conductor pty serve`` listens when it is run (the watcher
+    never does), and how long its answer links live."""
+
+    address: str = settings_table.default("serve.address", str)
+    port: int = settings_table.default("serve.port", int)
+    link_ttl_s: float = settings_table.default("serve.link_ttl", float)
+    bad_per_minute: int = settings_table.default("serve.bad_requests_per_minute", int)
+
+
+def check_address(address: str) -> str:
+    """``address`` as an IP address to listen on; :class:`ConfigError` when it is none (a host
+    name would be looked up, and could name another machine tomorrow)."""
+    try:
+        return str(ipaddress.ip_address(address.strip()))
+    except ValueError:
+        raise ConfigError(f"{address!r} is not an IP address (say 127.0.0.1, or this "
+                          "machine's Tailscale address)") from None
+
+
+@dataclass(frozen=True)
 class Config:
     """Everything the file decides. ``added`` lists the dotted keys this load wrote into the
     file, for one log line; it is empty when nothing was missing or the file could not be
@@ -143,6 +165,7 @@ class Config:
     created: bool = False
     mcp: McpSettings = field(default_factory=McpSettings)
     hosts: tuple[HostConfig, ...] = ()  # [hosts.NAME]: other machines, watched over ssh
+    serve: ServeSettings = field(default_factory=ServeSettings)
 
 
 def load_config(
@@ -388,6 +411,11 @@ def _check(user: dict[str, Any], defaults: dict[str, Any], path: Path) -> dict[s
     if any(not entry.strip() for entry in values.get("mcp.send_to", ())):
         raise ConfigError(f"{path}: mcp.send_to must list pane names or ids, got an empty one")
     _check_allowed_checks(values.get("cycle.allowed_checks", []), path)
+    if "serve.address" in values:
+        try:
+            check_address(values["serve.address"])
+        except ConfigError as e:
+            raise ConfigError(f"{path}: serve.address: {e}") from None
     try:
         worktree.check_worktrees_pattern(values.get("create.worktrees", "{repo}"))
     except ConductorError as e:
@@ -540,4 +568,10 @@ def _settings(values: dict[str, Any], path: Path, added: tuple[str, ...], create
         added=added,
         created=created,
         mcp=McpSettings(send_to=tuple(entry.strip() for entry in values["mcp.send_to"])),
+        serve=ServeSettings(
+            address=check_address(values["serve.address"]),
+            port=values["serve.port"],
+            link_ttl_s=values["serve.link_ttl"],
+            bad_per_minute=values["serve.bad_requests_per_minute"],
+        ),
     )

@@ -21,7 +21,7 @@ from app.base.errors import ConfigError
 from app.base.model import State
 from app.base.settings import WatchSettings
 from app.base.settings_table import BY_KEY, TABLE, Setting, rule_words
-from app.run.configfile import DEFAULT_DOCUMENT, Config, McpSettings, load_config
+from app.run.configfile import DEFAULT_DOCUMENT, Config, McpSettings, ServeSettings, load_config
 
 PAGE = Path(__file__).resolve().parents[2] / "design" / "config.md"
 _ROW = re.compile(r"^\| `(?P<key>[\w.]+)` \| `(?P<default>[^|]*)` \| (?P<rule>[^|]*) \| "
@@ -110,6 +110,7 @@ def _object_default(setting: Setting) -> Any:
         "WatchSettings": WatchSettings(), "NotifySettings": NotifySettings(),
         "LLMSettings": LLMSettings(), "HerdSettings": HerdSettings(),
         "CycleSettings": CycleSettings(), "McpSettings": McpSettings(),
+        "ServeSettings": ServeSettings(),
     }
     owner, _, name = setting.goes_to.partition(".")
     kind = setting.key.split(".")[1] if setting.key.count(".") == 2 else ""
@@ -141,6 +142,7 @@ def test_a_config_from_no_file_is_the_objects_defaults(tmp_path: Path) -> None:
     assert (cfg.watch, cfg.notify, cfg.llm_defaults) == (WatchSettings(), NotifySettings(),
                                                         LLMSettings())
     assert (cfg.herd, cfg.cycle, cfg.mcp) == (HerdSettings(), CycleSettings(), McpSettings())
+    assert cfg.serve == ServeSettings()
     assert (cfg.remain_on_exit, cfg.worktrees, cfg.wait_poll_s) == (
         BY_KEY["create.remain_on_exit"].default, BY_KEY["create.worktrees"].default,
         BY_KEY["wait.poll_interval"].default)

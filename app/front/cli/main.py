@@ -635,11 +635,12 @@ def _register_groups() -> None:
     from app.front.cli.herd import goal, herd
     from app.front.cli.hosts import hosts
     from app.front.cli.restore import restore
+    from app.front.cli.serve import serve
     from app.front.cli.service import logs, service, stop
     from app.front.cli.worktree import worktree
 
     for command in (hook, hooks, mcp, report, queue, dispatch, pause, resume, herd, goal,
-                    stop, logs, service, worktree, hosts, restore):
+                    stop, logs, service, worktree, hosts, restore, serve):
         pty.add_command(command)
 
 
