@@ -4,7 +4,8 @@
 #   scripts/install.sh --mcp    the tool with its MCP extra (`conductor pty mcp`)
 #   scripts/install.sh --test   the tool, its test extras (the MCP extra among them), and what the
 #                               tests use (dbus, notify-send, npm to fetch the real agent CLIs the
-#                               e2e tests run, sshd for the several-hosts tests)
+#                               e2e tests run, sshd for the several-hosts tests, chromium and
+#                               chromedriver for the answer page's browser test)
 #   scripts/install.sh --restart  also restart the watchers this checkout runs (below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,9 @@ if [ "$with_tests" = 1 ]; then
   command -v npm >/dev/null 2>&1 || need_apt+=(npm)
   # The several-hosts tests start real sshd on loopback.
   [ -x /usr/sbin/sshd ] || command -v sshd >/dev/null 2>&1 || need_apt+=(openssh-server)
+  # The answer page (`conductor pty serve`) is tested in a real headless browser.
+  command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+  command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
 fi
 if [ "${#need_apt[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then

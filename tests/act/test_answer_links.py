@@ -3,7 +3,6 @@ their owner reads."""
 
 from __future__ import annotations
 
-import os
 import stat
 import threading
 from pathlib import Path
@@ -96,7 +95,7 @@ def test_spent_links_are_forgotten_once_expired_and_never_before(tmp_path: Path)
 def test_a_key_others_can_read_or_a_symlink_is_refused(tmp_path: Path) -> None:
     LinkKeys(tmp_path)
     key = tmp_path / KEY_FILE
-    os.chmod(key, 0o644)
+    key.chmod(0o644)
     with pytest.raises(ConductorError, match="mode 0600"):
         LinkKeys(tmp_path)
 

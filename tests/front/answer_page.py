@@ -29,7 +29,7 @@ class Asking:
     pid: int
     log: Path
 
-    def keys(self) -> list[str]:
+    def keys_read(self) -> list[str]:
         return self.log.read_text().splitlines() if self.log.exists() else []
 
     def screen(self) -> str:

@@ -53,21 +53,21 @@ def test_the_page_lists_the_asking_pane_and_deny_refuses_it_once(
         assert "default-src 'none'" in page.headers["Content-Security-Policy"]
         assert "api" in page.text and "ls -la" in page.text
         links = options(page.text)
-        assert {"Yes", "No"} <= set(links), page.text
+        assert {"Yes", "No"} <= links.keys(), page.text
 
         # A GET only asks: link previews and prefetches press nothing.
         confirm = requests.get(base(url) + links["No"], timeout=10)
         assert confirm.status_code == 200 and "Press it" in confirm.text
-        assert asking.keys() == []
+        assert asking.keys_read() == []
 
         pressed = requests.post(base(url) + links["No"], timeout=30)
         assert pressed.status_code == 200, pressed.text
-        retry_until(lambda: "PICKED No FOR ls -la" in asking.keys(), 10)
+        retry_until(lambda: "PICKED No FOR ls -la" in asking.keys_read(), 10)
 
         again = requests.post(base(url) + links["No"], timeout=30)
         assert again.status_code == 410 and "used already" in again.text
         assert "used already" in requests.get(base(url) + links["No"], timeout=10).text
-    assert asking.keys().count("PICKED No FOR ls -la") == 1
+    assert asking.keys_read().count("PICKED No FOR ls -la") == 1
     assert any("pressed 'No'" in p for p in presses(isolated_env))
     assert any("used already" in p for p in presses(isolated_env))
 
@@ -88,7 +88,7 @@ def test_a_link_to_a_dialog_that_changed_presses_nothing(
         # The page now offers the new dialog, whose links are new ones.
         fresh = requests.get(url, timeout=10).text
         assert "curl" in fresh and options(fresh)["Yes"] != links["Yes"]
-    assert asking.keys() == []
+    assert asking.keys_read() == []
 
 
 def test_tampered_expired_and_a_flood_of_bad_links_press_nothing(
@@ -115,7 +115,7 @@ def test_tampered_expired_and_a_flood_of_bad_links_press_nothing(
         assert set(codes) <= {403, 429} and codes.count(429) >= 900
         # The flooding address is refused even the page with its key, for now.
         assert requests.get(url, timeout=10).status_code == 429
-    assert asking.keys() == []
+    assert asking.keys_read() == []
     assert "Do you want to proceed?" in asking.screen()
 
 
@@ -145,7 +145,7 @@ def _listening_sockets(pid: int) -> set[str]:
     held = set()
     for fd in Path(f"/proc/{pid}/fd").iterdir():
         try:
-            target = os.readlink(fd)
+            target = str(fd.readlink())
         except OSError:
             continue
         if target.startswith("socket:["):
