@@ -58,18 +58,22 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def serve(address: str, record_file: Path) -> None:
+def serve(address: str, record_file: Path, draws_buttons: bool = False) -> None:
     """Own ``org.freedesktop.Notifications`` on ``address`` and record each Notify call forever.
 
     Writes ``<record_file>.ready`` once the name is owned, so a starter knows when a notification
-    can no longer miss us.
+    can no longer miss us. With ``draws_buttons`` it says it draws buttons (GetCapabilities), and each
+    line ``ID ACTION`` appended to ``<record_file>.press`` is a person pressing that button:
+    ActionInvoked, then NotificationClosed (reason 2, dismissed), as notification servers do.
     """
     # jeepney ships no type information; it is a test-only dependency.
     from jeepney import (  # type: ignore[import-untyped]
+        DBusAddress,
         HeaderFields,
         MessageType,
         new_error,
         new_method_return,
+        new_signal,
     )
     from jeepney.bus_messages import message_bus  # type: ignore[import-untyped]
     from jeepney.io.blocking import open_dbus_connection  # type: ignore[import-untyped]
@@ -81,10 +85,27 @@ def serve(address: str, record_file: Path) -> None:
         raise SystemExit(f"could not own {NOTIFICATIONS_NAME}: RequestName returned {reply.body}")
     Path(f"{record_file}.ready").touch()
 
+    emitter = DBusAddress(NOTIFICATIONS_PATH, interface=NOTIFICATIONS_NAME)
+    presses = Path(f"{record_file}.press")
+    pressed = 0  # lines of the press file already pressed
+
+    def press_new() -> None:
+        nonlocal pressed
+        lines = presses.read_text().splitlines() if presses.exists() else []
+        for line in lines[pressed:]:
+            ident, action = line.split(" ", 1)
+            conn.send(new_signal(emitter, "ActionInvoked", "us", (int(ident), action)))
+            conn.send(new_signal(emitter, "NotificationClosed", "uu", (int(ident), 2)))
+        pressed = len(lines)
+
     next_id = 0
     with record_file.open("a", encoding="utf-8") as out:
         while True:
-            msg = conn.receive()
+            try:
+                msg = conn.receive(timeout=0.05)
+            except TimeoutError:
+                press_new()
+                continue
             if msg.header.message_type != MessageType.method_call:
                 continue
             member = msg.header.fields.get(HeaderFields.member)
@@ -107,7 +128,8 @@ def serve(address: str, record_file: Path) -> None:
                 out.flush()
                 conn.send(new_method_return(msg, "u", (next_id,)))
             elif member == "GetCapabilities":
-                conn.send(new_method_return(msg, "as", (["body"],)))
+                drawn = ["body", "actions"] if draws_buttons else ["body"]
+                conn.send(new_method_return(msg, "as", (drawn,)))
             elif member == "GetServerInformation":
                 info = ("conductor-test", "conductor", "1", "1.2")
                 conn.send(new_method_return(msg, "ssss", info))
@@ -131,8 +153,9 @@ class NotificationBus:
     :meth:`start` raises :class:`BusUnavailable` with a reason when this machine cannot do it.
     """
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, *, actions: bool = False) -> None:
         self.workdir = workdir
+        self.actions = actions  # the server draws buttons; :meth:`press` presses one
         self.record_file = workdir / "notifications.jsonl"
         self.address = ""
         self._bus: subprocess.Popen[str] | None = None
@@ -171,7 +194,8 @@ class NotificationBus:
         self.address = line
         self._listener_err = (self.workdir / "listener.err").open("wb")
         self._listener = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), self.address, str(self.record_file)],
+            [sys.executable, str(Path(__file__).resolve()), self.address, str(self.record_file),
+             *(["--actions"] if self.actions else [])],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=self._listener_err,
@@ -197,6 +221,11 @@ class NotificationBus:
             with contextlib.suppress(json.JSONDecodeError):
                 out.append(json.loads(line))
         return out
+
+    def press(self, notification_id: int, action: str) -> None:
+        """A person presses the button ``action`` of notification ``notification_id``."""
+        with Path(f"{self.record_file}.press").open("a", encoding="utf-8") as out:
+            out.write(f"{notification_id} {action}\n")
 
     def env(self) -> dict[str, str]:
         """The process environment with the session bus pointed at our private one."""
@@ -252,8 +281,9 @@ def _run_bus(workdir: Path) -> None:
 
 
 if __name__ == "__main__":
-    # "bus DIR": a bus for people; "ADDRESS RECORD_FILE": the listener, as NotificationBus runs it.
+    # "bus DIR": a bus for people; "ADDRESS RECORD_FILE [--actions]": the listener, as
+    # NotificationBus runs it.
     if sys.argv[1:2] == ["bus"]:
         _run_bus(Path(sys.argv[2]))
     else:
-        serve(sys.argv[1], Path(sys.argv[2]))
+        serve(sys.argv[1], Path(sys.argv[2]), draws_buttons="--actions" in sys.argv[3:])

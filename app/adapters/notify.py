@@ -30,6 +30,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from app.adapters.desktop_actions import ActionWaiter
 from app.adapters.notify_settings import COMMAND, DESKTOP, TERMINAL, TMUX, NotifySettings
 from app.adapters.termnotify import Terminals
 from app.adapters.tmux import LOCAL_HOST
@@ -74,6 +75,9 @@ class NotificationEvent:
     host: str = LOCAL_HOST  # the tmux server's host, by its name in the config
     rule_id: str = ""  # the pack rule that read the state off the screen; "" = inferred
     previous_lasted_s: float = 0.0  # how long the pane was in ``previous``
+    # Buttons for a desktop notification that can have them, (name, label): a dialog's Approve,
+    # Deny and Open, each name bound to this dialog (app/run/dialog_buttons.py).
+    actions: tuple[tuple[str, str], ...] = ()
 
     @property
     def source(self) -> str:
@@ -298,6 +302,7 @@ def desktop_receiver(
     which: Callable[[str], str | None] = shutil.which,
     env: Mapping[str, str] | None = None,
     sounds: NotifySettings | None = None,
+    buttons: tuple[ActionWaiter, Callable[[NotificationEvent, str], None]] | None = None,
 ) -> Receiver:
     """notify-send on Linux and the BSDs, osascript on macOS; off, with the reason, when neither
     can work here, so a headless daemon does not log one failure per transition."""
@@ -317,8 +322,12 @@ def desktop_receiver(
 
     def send(event: NotificationEvent) -> None:
         sound = sounds is not None and sounds.sound_for(event.urgent)
-        argv = desktop_argv(event, platform, sound=sound)
-        run_program([path, *argv[1:]], timeout=timeout)
+        argv = [path, *desktop_argv(event, platform, sound=sound)[1:]]
+        if buttons is not None and event.actions and platform != "darwin":
+            waiter, on_action = buttons
+            if waiter.show(argv, event.actions, lambda name: on_action(event, name)):
+                return
+        run_program(argv, timeout=timeout)
 
     return Receiver(DESKTOP, send)
 
@@ -430,13 +439,20 @@ class Notifier:
         *,
         receivers: Collection[Receiver] | None = None,
         terminals: Terminals | None = None,
+        on_action: Callable[[NotificationEvent, str], None] | None = None,
+        action_wait_s: float = 600.0,
     ) -> None:
         self.settings = settings
         self._clock = clock
+        self._waiter = ActionWaiter(action_wait_s) \
+            if on_action is not None and settings.desktop_buttons else None
         if receivers is None:
             built = [
                 tmux_receiver(tmux_message),
-                desktop_receiver(settings.timeout, sounds=settings),
+                desktop_receiver(settings.timeout, sounds=settings,
+                                 buttons=(self._waiter, on_action)
+                                 if self._waiter is not None and on_action is not None
+                                 else None),
                 command_receiver(settings.notify_command, settings.timeout),
                 terminal_receiver(terminals, settings),
             ]
@@ -603,6 +619,8 @@ class Notifier:
         alive.
         """
         self._closed = True
+        if self._waiter is not None:
+            self._waiter.close()
         deadline = time.monotonic() + timeout
         for channel in self._channels:
             with contextlib.suppress(queue.Full):

@@ -48,6 +48,7 @@ class NotifySettings:
     # (a turn done, an error, an exit).
     sound_needs_you: bool = default("notify.sound_needs_you", bool)
     sound_done: bool = default("notify.sound_done", bool)
+    desktop_buttons: bool = default("notify.desktop_buttons", bool)
     timeout: float = DEFAULT_TIMEOUT  # seconds a receiver may take before it is killed
     queue_size: int = 100  # events waiting per receiver before new ones are dropped
     # hash=False keeps the settings hashable although a mapping is not.
@@ -96,7 +97,7 @@ class NotifySettings:
                 kwargs[key] = _number(values[key], key)
         if "queue_size" in values:
             kwargs["queue_size"] = int(_number(values["queue_size"], "queue_size"))
-        for key in ("skip_focused", "sound_needs_you", "sound_done"):
+        for key in ("skip_focused", "sound_needs_you", "sound_done", "desktop_buttons"):
             if key in values and not isinstance(values[key], bool):
                 raise ConfigError(f"notification setting {key} must be true or false")
         return cls(**kwargs)  # type: ignore[arg-type]  # each value was checked above

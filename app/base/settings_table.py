@@ -132,6 +132,11 @@ TABLE: tuple[Setting, ...] = (
     Setting("notify.sound_done", False, ANY,
             "true: a sound for the rest too (a turn done, an error, an exit).",
             "NotifySettings.sound_done"),
+    Setting("notify.desktop_buttons", True, ANY,
+            "true: a dialog's desktop notification has Approve, Deny and Open buttons where "
+            "the\nnotification server draws them; a press answers only the dialog it was shown "
+            "for, once.",
+            "NotifySettings.desktop_buttons"),
     Setting("notify.tmux.enabled", True, ANY,
             "A message on the tmux status line of every attached client.",
             "NotifySettings.kinds"),

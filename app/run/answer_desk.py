@@ -19,15 +19,16 @@ from pathlib import Path
 from app.act import gate
 from app.act.answer_links import Grant, LinkKeys, LinkRefused
 from app.adapters import store
+from app.adapters.store import StoreWriter
 from app.adapters.store_read import StoreReader
 from app.adapters.tmux import Tmux
 from app.base.errors import ConductorError, StoreError
 from app.base.inputs import Refused
 from app.base.model import State
 from app.base.redact import redact
+from app.base.settings import WatchSettings
 from app.observe.one_pane import Target, resolve
 from app.observe.pack_loading import load_packs
-from app.run.configfile import Config
 
 log = logging.getLogger(__name__)
 
@@ -60,17 +61,22 @@ class Preview:
 
 
 class AnswerDesk:
-    """The answer page's one owner of the tmux server, the store and the link keys."""
+    """What answers a dialog from afar (the page, a notification's button): the one owner of
+    the link keys in its process; tmux, the store and the gate as its process has them."""
 
-    def __init__(self, tmux: Tmux, workers_dir: Path, cfg: Config, links: LinkKeys,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, tmux: Tmux, workers_dir: Path, settings: WatchSettings, links: LinkKeys,
+                 link_ttl_s: float, *, writer: StoreWriter | None = None,
+                 origin: str = ORIGIN, clock: Callable[[], float] = time.time) -> None:
         self._tmux = tmux
         self._dir = workers_dir
-        self._cfg = cfg
+        self._settings = settings
         self._links = links
+        self._ttl = link_ttl_s
+        self._writer = writer  # in the watcher: its one writer (see _OPENING in store.py)
         self._clock = clock
         self._packs = load_packs()
         self._lock = threading.Lock()  # one look or press at a time: the page is for one person
+        self.origin = origin  # who pressed, in the store's events: the page, a notification
 
     def questions(self) -> list[Question]:
         """The panes of this machine's tmux server asking something now, checked live."""
@@ -111,13 +117,14 @@ class AnswerDesk:
         target = self._target(grant)
         try:
             decision = gate.decide(self._tmux, target, grant.choice, self._packs,
-                                   self._cfg.watch, self._dir)
+                                   self._settings, self._dir)
         except Refused:
             raise LinkRefused(_CHANGED, "changed") from None  # answered by hand, or another
         if decision.fingerprint != grant.fingerprint:
             raise LinkRefused(_CHANGED, "changed")
-        return gate.answer(self._tmux, target, grant.choice, self._packs, self._cfg.watch,
-                           self._dir, origin=ORIGIN, decided_on=decision)
+        return gate.answer(self._tmux, target, grant.choice, self._packs, self._settings,
+                           self._dir, origin=self.origin, decided_on=decision,
+                           writer=self._writer)
 
     def _target(self, grant: Grant) -> Target:
         try:
@@ -128,18 +135,18 @@ class AnswerDesk:
     def _question(self, worker_id: str) -> Question | None:
         try:
             target = resolve(self._tmux, self._dir, worker_id)
-            offered = gate.offer(self._tmux, target, self._packs, self._cfg.watch, self._dir)
+            offered = gate.offer(self._tmux, target, self._packs, self._settings, self._dir)
         except ConductorError:
             return None  # answered or gone since the watcher's last look
         if not offered:
             return None
-        now = self._clock()
-        ttl = self._cfg.serve.link_ttl_s
-        options = tuple(
-            Offered(d.label, _role(d), self._links.mint(worker_id, d.fingerprint, d.label,
-                                                          now, ttl))
-            for d in offered)
+        options = tuple(Offered(d.label, _role(d), self.link(worker_id, d)) for d in offered)
         return Question(worker_id, target.label, redact(offered[0].subject), options)
+
+    def link(self, worker_id: str, decision: gate.Decision) -> str:
+        """A token that presses ``decision``'s option in its dialog of ``worker_id``, once."""
+        return self._links.mint(worker_id, decision.fingerprint, decision.label, self._clock(),
+                                self._ttl)
 
     def _rows(self) -> list[dict[str, object]]:
         try:
@@ -153,12 +160,16 @@ class AnswerDesk:
 
     def _record(self, client: str, outcome: str, grant: Grant | None) -> None:
         row = {
-            "ts": self._clock(), "kind": "press", "event": "press", "name": ORIGIN, "cli": "",
+            "ts": self._clock(), "kind": "press", "event": "press", "name": self.origin, "cli": "",
             "pane_id": "", "server_pid": None, "socket": self._tmux.label, "session_id": "",
             "detail": f"{grant.worker_id if grant else '-'} from {client}: {outcome}"[:500],
         }
         try:
-            store.record_event(str(self._dir), row)
+            if self._writer is None:
+                store.record_event(str(self._dir), row)
+            else:
+                with self._writer.transaction() as conn:
+                    self._writer.events.add_event(conn, row)
         except StoreError as exc:
             log.warning("answer page: the press could not be recorded: %s", exc)
         log.info("answer page: press from %s: %s", client, outcome)

@@ -526,6 +526,7 @@ def _settings(values: dict[str, Any], path: Path, added: tuple[str, ...], create
             skip_focused=values["notify.skip_focused"],
             sound_needs_you=values["notify.sound_needs_you"],
             sound_done=values["notify.sound_done"],
+            desktop_buttons=values["notify.desktop_buttons"],
             timeout=values["notify.timeout"],
         )
     except ConfigError as e:

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any, NoReturn
 
+from app.act.answer_links import LinkKeys
 from app.act.cycle.jobs import CycleSettings
 from app.act.cycle.step import CycleStep
 from app.act.herd.eligibility import HerdSettings
@@ -38,6 +39,7 @@ from app.adapters.store import StoreWriter, make_private_dir, open_private
 from app.adapters.termnotify import Terminals
 from app.adapters.tmux import LOCAL_HOST, Tmux
 from app.adapters.watchfiles import LOG_NAME, SafeFormatter, log_handler
+from app.base import settings_table
 from app.base.errors import AlreadyRunning, ConductorError, StoreError
 from app.base.files import write_atomic
 from app.base.model import Note, State, Transition
@@ -46,6 +48,9 @@ from app.observe.llm import AsyncLLM, LLMClassifier
 from app.observe.pack_loading import load_packs
 from app.observe.packs import Pack
 from app.observe.pane import Tracked
+from app.run.answer_desk import AnswerDesk
+from app.run.dialog_buttons import ORIGIN as BUTTONS_ORIGIN
+from app.run.dialog_buttons import DialogButtons
 from app.run.hosts import HostWatches, WatcherFactory
 from app.run.imports import import_everything
 from app.run.runner import Runner
@@ -166,14 +171,18 @@ def _start_llm(settings: LLMSettings) -> AsyncLLM | None:
     return AsyncLLM(LLMClassifier(LLMClient(settings)), workers=2)
 
 
-def _notify_with(notifier: Notifier, host: str = LOCAL_HOST
+def _notify_with(notifier: Notifier, host: str = LOCAL_HOST,
+                 buttons: DialogButtons | None = None
                  ) -> Callable[[Transition, Tracked], None]:
     def on_transition(transition: Transition, tracked: Tracked) -> None:
-        notifier.on_transition(_event(
+        event = _event(
             tracked, previous=transition.previous, state=transition.state,
             summary=transition.verdict.summary, actions_needed=transition.verdict.actions_needed,
             ts=transition.ts, host=host, rule_id=transition.verdict.rule_id or "",
-            previous_lasted_s=transition.previous_lasted_s))
+            previous_lasted_s=transition.previous_lasted_s)
+        if buttons is not None:
+            event = buttons.add_to(event, tracked.text)
+        notifier.on_transition(event)
 
     return on_transition
 
@@ -202,6 +211,22 @@ def _event(tracked: Tracked, *, previous: State | None, state: State, summary: s
         cli=tracked.pack.name if tracked.pack else "", previous=previous, state=state,
         summary=summary, actions_needed=actions_needed, ts=ts, focused=pane.focused, note=note,
         host=host, rule_id=rule_id, previous_lasted_s=previous_lasted_s)
+
+
+def _dialog_buttons(daemon: Daemon, store: StoreWriter, notifier: Notifier
+                    ) -> DialogButtons | None:
+    """Approve / Deny / Open on this machine's dialog notifications, when the settings want
+    them; None (logged) when the store's link key cannot be had."""
+    if not (daemon.notify or NotifySettings()).desktop_buttons:
+        return None
+    try:
+        links = LinkKeys(daemon.workers_dir)
+    except (ConductorError, OSError) as exc:
+        log.warning("no buttons on desktop notifications: %s", exc)
+        return None
+    desk = AnswerDesk(daemon.tmux, daemon.workers_dir, daemon.settings, links,
+                      daemon.link_ttl_s, writer=store, origin=BUTTONS_ORIGIN)
+    return DialogButtons(desk, daemon.tmux, notifier.announce)
 
 
 def _start_herd(daemon: Daemon, store: StoreWriter, packs: Mapping[str, Pack],
@@ -249,6 +274,8 @@ class Daemon:
     herd: HerdSettings | None = None  # the config's [herd]; None: defaults
     cycle: CycleSettings | None = None  # the config's [cycle] and [queue]; None: defaults
     hosts: tuple[HostConfig, ...] = ()  # the config's [hosts.NAME]: each watched by its thread
+    # How long a notification's Approve / Deny stays pressable: the config's serve.link_ttl.
+    link_ttl_s: float = settings_table.default("serve.link_ttl", float)
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
@@ -282,8 +309,16 @@ class Daemon:
                     previous[signum] = signal.signal(signum, self._on_signal)
             llm = _start_llm(llm_settings)
             terminals = Terminals(self.tmux)
+            buttons: DialogButtons | None = None
+
+            def pressed(event: NotificationEvent, name: str) -> None:
+                if buttons is not None:
+                    buttons.pressed(event, name)
+
             notifier = Notifier(self.notify or NotifySettings(), self.tmux.display_message,
-                                terminals=terminals)
+                                terminals=terminals, on_action=pressed,
+                                action_wait_s=self.link_ttl_s)
+            buttons = _dialog_buttons(self, store, notifier)
             for line in notifier.startup_report():
                 log.info("%s", line)
             control = ControlMode(self.tmux, self._wake.set) \
@@ -291,7 +326,8 @@ class Daemon:
             herd = _start_herd(self, store, packs, llm, notifier)
             cycle = _start_cycle(self, store, packs, llm, notifier)
             watcher = Watcher(self.tmux, store, packs, self.settings,
-                              on_transition=_notify_with(notifier), llm=llm, control=control,
+                              on_transition=_notify_with(notifier, buttons=buttons), llm=llm,
+                              control=control,
                               steps=(herd, cycle))
             with store.transaction() as conn:
                 store.heartbeat(conn, pid=os.getpid(), socket=self.tmux.label,

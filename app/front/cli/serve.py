@@ -35,7 +35,7 @@ def serve(obj: Context, address: str | None, port: int | None) -> None:
     cfg = read_config()
     bind = check_address(address if address is not None else cfg.serve.address)
     links = LinkKeys(obj.workers_dir)
-    desk = AnswerDesk(obj.tmux(), obj.workers_dir, cfg, links)
+    desk = AnswerDesk(obj.tmux(), obj.workers_dir, cfg.watch, links, cfg.serve.link_ttl_s)
     try:
         server = web.make_server(desk, links, bind, cfg.serve.port if port is None else port,
                                  cfg.serve.bad_per_minute)
