@@ -62,8 +62,9 @@ def serve(address: str, record_file: Path, draws_buttons: bool = False) -> None:
     """Own ``org.freedesktop.Notifications`` on ``address`` and record each Notify call forever.
 
     Writes ``<record_file>.ready`` once the name is owned, so a starter knows when a notification
-    can no longer miss us. With ``draws_buttons`` it says it draws buttons (GetCapabilities), and each
-    line ``ID ACTION`` appended to ``<record_file>.press`` is a person pressing that button:
+    can no longer miss us. With ``draws_buttons`` it says it draws buttons (GetCapabilities),
+    and each line ``ID ACTION`` appended to ``<record_file>.press`` is a person pressing that
+    button:
     ActionInvoked, then NotificationClosed (reason 2, dismissed), as notification servers do.
     """
     # jeepney ships no type information; it is a test-only dependency.

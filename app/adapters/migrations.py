@@ -155,6 +155,12 @@ def m010_keep_herd_of_gone_panes(db: Database) -> None:
         "(julianday('now') - 2440587.5) * 86400.0); END")
 
 
+def m011_seen(db: Database) -> None:
+    """DONE (unseen), issue 34: whether the person has looked at the pane since its turn ended
+    (app/run/seen.py); 1 for every row written before."""
+    db.table("status").add_column("seen", int, not_null_default=1)
+
+
 ORDER = (m001_initial, m002_events_and_signals, m003_herding, m004_jobs, m005_declared_check,
          m006_worktree, m007_hosts, m008_host_heartbeat, m009_session_identity,
-         m010_keep_herd_of_gone_panes)
+         m010_keep_herd_of_gone_panes, m011_seen)

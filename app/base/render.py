@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 _ATTENTION = {"NEEDS_CONFIRMATION": 0, "ERROR": 1, "READY": 2, "BUSY": 3, "UNKNOWN": 4,
               "EXITED": 5}
 _SHORT = {"NEEDS_CONFIRMATION": "NEEDS_CONF"}
+DONE = "DONE"  # READY, and the person has not looked at the pane since its turn ended
 # Why a pane of another host is not current (app.adapters.status.host_staleness), in few words.
 _STALE_SHORT = {"host_unreachable": "host unreachable", "host_not_watched": "host not watched"}
 # Every style that colours sets both fg and bg, so it reads the same on tmux's default green bar
@@ -88,10 +89,23 @@ def columns(rows: Sequence[Sequence[str]]) -> str:
 _WAITING_ORDER = frozenset(("NEEDS_CONFIRMATION", "ERROR", "READY"))
 
 
-def _attention(w: Mapping[str, Any]) -> tuple[int, float, str, str]:
+def _attention(w: Mapping[str, Any]) -> tuple[float, float, str, str]:
     state = w.get("state") or "UNKNOWN"
     waited = (w.get("state_entered_ts") or 0.0) if state in _WAITING_ORDER else 0.0
-    return _ATTENTION.get(state, 9), waited, str(w.get("name") or ""), str(w.get("id") or "")
+    # A finished turn not yet seen comes before panes idle since the person last looked.
+    rank = _ATTENTION.get(state, 9) - (0.5 if unseen_done(w) else 0.0)
+    return rank, waited, str(w.get("name") or ""), str(w.get("id") or "")
+
+
+def unseen_done(w: Mapping[str, Any]) -> bool:
+    """READY from a turn that ended while the person was not looking (app/run/seen.py)."""
+    return w.get("state") == "READY" and w.get("seen") == 0
+
+
+def shown_state(w: Mapping[str, Any]) -> str:
+    """The state as `status` and the status line show it: DONE for a finished turn nobody has
+    seen yet (it is READY to scripts and `wait`)."""
+    return DONE if unseen_done(w) else str(w.get("state") or "UNKNOWN")
 
 
 def by_attention(workers: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -155,7 +169,7 @@ def short_line(workers: Sequence[Mapping[str, Any]], colour: bool = False,
         name = clean_text(str(w.get("name") or w.get("id")) + _at_host(w))
         # A pane whose host is not current shows why instead of a state that may be over.
         why = _STALE_SHORT.get(str(w.get("stale_reason") or ""))
-        shown = f"[{name}: {why or _SHORT.get(state, state)}]"
+        shown = f"[{name}: {why or _SHORT.get(state, shown_state(w))}]"
         # '#' would start a tmux format in status-right; double it to print it literally.
         text = shown.replace("#", "##")
         items.append((f"#[{style[state]}]{text}#[default]" if state in style else text,
@@ -275,7 +289,7 @@ def _at_host(w: Mapping[str, Any]) -> str:
 def _table_row(w: Mapping[str, Any], now: float, grace_s: float) -> list[str]:
     entered = w.get("state_entered_ts")
     waited, long_wait = waiting(w, now, grace_s)
-    state = str(w.get("state") or "UNKNOWN")
+    state = shown_state(w)
     return [
         str(w.get("id") or ""),
         # Window names are set by programs (through escapes of their own): printable only.
@@ -347,6 +361,8 @@ def as_json(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 1
                     "inactive_s": round(max(0.0, now - changed), 1) if changed else None,
                     "stale": stale_s is not None or bool(w.get("stale_reason")),
                     "stale_s": None if stale_s is None else round(stale_s, 1),
+                    # False: a finished turn the person has not looked at yet (DONE).
+                    "seen": not unseen_done(w),
                     # Work the agent started that will resume its turn (a BUSY rule said so).
                     "background": background.as_dict() if background else None})
     return json.dumps(out, indent=2, ensure_ascii=False)

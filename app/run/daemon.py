@@ -54,6 +54,7 @@ from app.run.dialog_buttons import DialogButtons
 from app.run.hosts import HostWatches, WatcherFactory
 from app.run.imports import import_everything
 from app.run.runner import Runner
+from app.run.seen import SeenStep
 from app.run.watcher import Watcher
 
 log = logging.getLogger(__name__)
@@ -254,7 +255,7 @@ def _host_watcher(daemon: Daemon, packs: Mapping[str, Pack], llm: AsyncLLM | Non
         there = replace(daemon, tmux=tmux, hosts=())
         terminals.add(tmux)  # its clients hear about its panes
         steps = (_start_herd(there, store, packs, llm, notifier),
-                 _start_cycle(there, store, packs, llm, notifier))
+                 _start_cycle(there, store, packs, llm, notifier), SeenStep(store))
         return Watcher(tmux, store, packs, daemon.settings,
                        on_transition=_notify_with(notifier, tmux.host),
                        llm=llm, control=control, steps=steps)
@@ -328,7 +329,7 @@ class Daemon:
             watcher = Watcher(self.tmux, store, packs, self.settings,
                               on_transition=_notify_with(notifier, buttons=buttons), llm=llm,
                               control=control,
-                              steps=(herd, cycle))
+                              steps=(herd, cycle, SeenStep(store)))
             with store.transaction() as conn:
                 store.heartbeat(conn, pid=os.getpid(), socket=self.tmux.label,
                                 interval=self.settings.interval_s, started_ts=time.time(),

@@ -22,7 +22,7 @@ EXPECTED = {
               "removed_ts"],
     "status": ["id", "state", "summary", "actions_needed", "confidence", "reasons", "rule_id",
                "classifier", "last_snapshot_hash", "state_entered_ts", "last_change_ts",
-               "stable_count", "signals", "herd_eligible", "herd_reason", "cycle"],
+               "stable_count", "signals", "herd_eligible", "herd_reason", "cycle", "seen"],
     "status_history": ["seq", "id", "ts", "state", "previous_state", "summary",
                        "actions_needed", "reasons", "rule_id", "classifier", "confidence"],
     "daemon": ["name", "pid", "socket", "interval", "started_ts", "last_cycle_ts", "stopped_ts",
@@ -54,7 +54,7 @@ def test_a_blank_store_migrates_to_exactly_the_schema_in_wal_mode(tmp_path: Path
     assert applied == ["m001_initial", "m002_events_and_signals", "m003_herding", "m004_jobs",
                        "m005_declared_check", "m006_worktree", "m007_hosts",
                        "m008_host_heartbeat", "m009_session_identity",
-                       "m010_keep_herd_of_gone_panes"]
+                       "m010_keep_herd_of_gone_panes", "m011_seen"]
 
 
 def test_a_store_from_the_first_release_gains_events_and_keeps_its_rows(tmp_path: Path) -> None:
