@@ -85,7 +85,9 @@ def _without_footer(lines: list[str]) -> list[str]:
         if _indented(lines[start]):
             continue
         head = lines[start][:1]
-        if head.isalnum() or head in MESSAGE_MARKS or head in PROMPT_MARKS:
+        # A border (`╰──╯`, `│`) closes drawn content such as a tool's box, no turn line.
+        if head.isalnum() or head in MESSAGE_MARKS or head in PROMPT_MARKS or \
+                "\u2500" <= head <= "\u257f":
             return lines
         return lines[:start]
     return lines

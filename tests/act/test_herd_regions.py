@@ -79,3 +79,11 @@ def test_an_unknown_region_is_one_line_naming_the_choices() -> None:
     with pytest.raises(RuleError, match=r"t\.yml:\d+: .*'message'.*lines above the input box"):
         parse("rules:\n  - id: x\n    when: stalled\n    states: READY\n"
               "    region: {above: box, lines: 3}\n    match: x\n    command: y\n", "t.yml")
+
+
+def test_a_drawn_box_right_above_the_input_box_is_content_not_footer() -> None:
+    screen = ("● Shall I continue? The tool said:\n╭──────────╮\n│ all good │\n╰──────────╯\n"
+              + "─" * 40 + "\n❯ \n" + "─" * 40 + "\n  ? for shortcuts\n")
+    talk = conversation(screen, load_packs()["claude"])
+    assert talk.boxed and talk.lines[-1] == "╰──────────╯"
+    assert "Shall I continue?" in talk.last(8)
