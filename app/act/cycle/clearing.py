@@ -88,18 +88,24 @@ def _same_place(options: tuple[Option, ...]) -> Option | None:
 
 
 def _escape(tmux: Tmux, target: Target) -> None:
-    """Press Esc while a menu is up (read again before the key), so nothing is left open."""
+    """Press Esc once while a menu is up (read again right before the key), then give it a
+    moment to leave. Once only: a second Esc at Codex's empty prompt opens its backtrack view."""
     pane_id = target.pane.pane_id
-    stop = time.monotonic() + _ESC_CONFIRM_S
-    while time.monotonic() < stop:
+
+    def menu() -> object:
         try:
             screens = tmux.capture([pane_id])
         except ConductorError:
-            return
-        if pane_id not in screens or read_options(normalise(screens[pane_id])) is None:
-            return
-        tmux.send_keys(pane_id, ["Escape"])
-        time.sleep(0.3)
+            return None
+        return read_options(normalise(screens[pane_id])) if pane_id in screens else None
+
+    seen = menu()
+    if seen is None:
+        return
+    tmux.send_keys(pane_id, ["Escape"])
+    stop = time.monotonic() + _ESC_CONFIRM_S
+    while time.monotonic() < stop and menu() == seen:
+        time.sleep(0.1)
 
 
 def _face(summary: str) -> str:
