@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from app.base.errors import ConductorError
+from app.base.model import Pane
 from app.base.settings_table import default
 
 DEFAULT_WORKTREES = default("create.worktrees", str)
@@ -47,18 +50,82 @@ def add_worktree(directory: Path, branch: str, pattern: str = DEFAULT_WORKTREES)
     return folder
 
 
-def remove_worktree(folder: Path) -> None:
-    """Remove a worktree made by :func:`add_worktree`; refuse one with uncommitted changes or
-    untracked files (one line, nothing removed)."""
+_SHOWN = 8  # paths named in a refusal; the rest are counted
+
+
+@dataclass(frozen=True)
+class Losses:
+    """What removing a worktree would take with it, besides its committed files."""
+
+    programs: tuple[str, ...] = ()  # "less in pane %3 (work:1.0)"
+    changes: tuple[str, ...] = ()  # tracked files changed but not committed
+    files: tuple[str, ...] = ()  # untracked and ignored ones (`.env`, `build/`): git's own
+    #                              `worktree remove --force` deletes them without a word
+
+    def __bool__(self) -> bool:
+        return bool(self.programs or self.changes or self.files)
+
+    def words(self) -> str:
+        parts = []
+        if self.programs:
+            parts.append(f"{_listed(self.programs)} running in it")
+        if self.changes:
+            parts.append(f"uncommitted changes ({_listed(self.changes)})")
+        if self.files:
+            parts.append(f"untracked or ignored files that would go with it "
+                         f"({_listed(self.files)})")
+        return "; ".join(parts)
+
+
+def losses(folder: Path, panes: Sequence[Pane], is_shell: Callable[[str], bool]) -> Losses:
+    """What would be lost with ``folder``: programs other than a shell in the foreground of a
+    pane whose current folder is in it (an agent would go on writing into a deleted tree), and
+    files git does not hold (``git status --ignored``)."""
+    programs = tuple(f"{pane.current_command or '?'} in pane {pane.pane_id} "
+                     f"({pane.session_name}:{pane.window_index}.{pane.pane_index})"
+                     for pane in panes
+                     if not pane.dead and _inside(pane.cwd, folder)
+                     and not is_shell(pane.current_command))
+    status = _git(folder, "status", "--porcelain", "--ignored", what="git status").stdout
+    changes: list[str] = []
+    files: list[str] = []
+    for line in status.splitlines():
+        code, path = line[:2], line[3:]
+        (files if code in ("??", "!!") else changes).append(path)
+    return Losses(programs, tuple(changes), tuple(files))
+
+
+def remove_worktree(folder: Path, panes: Sequence[Pane] = (),
+                    is_shell: Callable[[str], bool] = lambda command: True,
+                    force: bool = False) -> Losses:
+    """Remove a worktree made by :func:`add_worktree`; what went with it. Without ``force``,
+    refuse (one line, nothing removed) while anything but committed files would be lost: a
+    program running in it, uncommitted changes, untracked or ignored files."""
     if not folder.is_dir():
         raise ConductorError(f"worktree {folder} no longer exists; nothing removed")
-    changes = _git(folder, "status", "--porcelain", what="git status").stdout.splitlines()
-    if changes:
-        raise ConductorError(f"worktree {folder} has uncommitted changes ({len(changes)} "
-                             f"file{'s' if len(changes) != 1 else ''}); commit or discard them "
-                             "first, nothing removed")
+    lost = losses(folder, panes, is_shell)
+    if lost and not force:
+        raise ConductorError(f"worktree {folder} not removed: {lost.words()}; stop or keep "
+                             "them first, or --force removes it all the same")
     top = _main_worktree(folder)
-    _git(top, "worktree", "remove", "--", str(folder), what="git worktree remove")
+    extra = ("--force",) if lost else ()
+    _git(top, "worktree", "remove", *extra, "--", str(folder), what="git worktree remove")
+    return lost
+
+
+def _inside(path: str, folder: Path) -> bool:
+    if not path:
+        return False
+    try:
+        Path(path).resolve().relative_to(folder.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def _listed(items: Sequence[str]) -> str:
+    shown = ", ".join(items[:_SHOWN])
+    return shown + (f" and {len(items) - _SHOWN} more" if len(items) > _SHOWN else "")
 
 
 def _check_branch_name(branch: str, directory: Path) -> None:

@@ -234,8 +234,8 @@ def test_worktree_remove_refuses_a_dirty_tree_and_removes_a_clean_one(
     refused = conductor("-L", server.socket_name, "pty", "worktree", "remove", "agent")
     assert refused.returncode == 1
     assert refused.stderr.splitlines() == [
-        f"Error: worktree {folder} has uncommitted changes (1 file); commit or discard them "
-        "first, nothing removed"]
+        f"Error: worktree {folder} not removed: untracked or ignored files that would go with "
+        "it (notes.txt); stop or keep them first, or --force removes it all the same"]
     assert (folder / "notes.txt").is_file()
 
     (folder / "notes.txt").unlink()

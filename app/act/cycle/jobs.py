@@ -326,8 +326,10 @@ def dispatch(tmux: Tmux, target: Target, text: str, packs: Mapping[str, Pack],
             cli = watch.pack.name if watch.pack is not None else "this pane"
             raise ConductorError(f"not sent: {cli} has no clear command (pack key "
                                  "clear_command); dispatch without --clear")
-        handoff.send(tmux, target, command, packs, settings, workers_dir, origin="dispatch")
-        ready(f"after {command}")
-        done = f"cleared with {command}, then sent"
+        from app.act.cycle.clearing import clear as clear_conversation
+
+        deadline = None if timeout_s is None else started + timeout_s
+        done = clear_conversation(tmux, target, command, packs, settings, workers_dir, deadline,
+                                  poll_s) + ", then sent"
     handoff.send(tmux, target, text, packs, settings, workers_dir, origin="dispatch")
     return done

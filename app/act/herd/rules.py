@@ -21,8 +21,9 @@ from typing import Any
 from app.act.herd.eligibility import WHENS
 from app.base.errors import PackError
 from app.base.model import State
+from app.observe.conversation import conversation
 from app.observe.pack_loading import _check_keys, _compile, _line, _parse_region, load_yaml
-from app.observe.packs import Region
+from app.observe.packs import Pack, Region
 
 CONTEXT_VARIABLES = frozenset({
     "state", "summary", "actions_needed", "waiting_s", "inactive_s", "confidence", "reasons",
@@ -42,6 +43,42 @@ class RuleError(PackError):
     """A herd rule set cannot be loaded; the message starts with ``file:line``."""
 
 
+MESSAGE = "message"  # the region that is the agent's last message
+
+
+@dataclass(frozen=True)
+class Sight:
+    """What part of a pane's screen a rule sees. Lines are counted from above the CLI's input
+    box and the footer block over it (status lines, a task list, the turn's end mark), never
+    from the screen's bottom, whose chrome each user sizes differently; ``message`` is the
+    agent's last message. With no input box found, the screen's own last lines, said so."""
+
+    region: Region = field(default_factory=Region)
+    message: bool = False
+
+    def see(self, text: str, pack: Pack | None) -> tuple[str, str]:
+        """The text this rule looks at on ``text``, and which region that was, in words."""
+        if self.region.kind == "all" and not self.message:
+            return text, "the whole screen"
+        talk = conversation(text, pack)
+        if self.message:
+            return talk.last_message(), "last message" if talk.boxed else \
+                "last message (no input box found)"
+        n = self.region.count
+        if self.region.kind == "first":
+            return talk.first(n), f"first {n} lines"
+        if talk.boxed:
+            return talk.last(n), f"{n} lines above the box"
+        return talk.last(n), f"last {n} lines (no input box found)"
+
+    def __str__(self) -> str:
+        if self.message:
+            return "last message"
+        if self.region.kind == "last":
+            return f"{self.region.count} lines above the box"
+        return "the whole screen" if self.region.kind == "all" else str(self.region)
+
+
 @dataclass(frozen=True)
 class Rule:
     id: str
@@ -50,7 +87,7 @@ class Rule:
     type: str
     command: str
     line: int
-    region: Region = field(default_factory=Region)
+    region: Sight = field(default_factory=Sight)
     match: re.Pattern[str] | None = None
     unless: tuple[re.Pattern[str], ...] = ()
     approve: bool = False
@@ -67,15 +104,20 @@ class Rule:
             return False
         return all(str(context.get(name, "")).strip() for name in self.needs)
 
-    def search(self, text: str) -> dict[str, str] | None:
-        """A regex rule's named groups when it matches the screen (``None``: no match)."""
+    def search(self, text: str, pack: Pack | None = None) -> dict[str, str] | None:
+        """A regex rule's named groups when it matches the screen of a pane judged by ``pack``
+        (``None``: no match)."""
+        return self.look(text, pack)[0]
+
+    def look(self, text: str, pack: Pack | None) -> tuple[dict[str, str] | None, str]:
+        """:meth:`search`, and the region it saw, in words (for the decisions log)."""
+        area, seen = self.region.see(text, pack)
         if self.match is None:
-            return None
-        area = self.region.select(text)
+            return None, seen
         found = self.match.search(area)
         if found is None or any(p.search(area) for p in self.unless):
-            return None
-        return {k: v.strip() for k, v in found.groupdict().items() if v is not None}
+            return None, seen
+        return {k: v.strip() for k, v in found.groupdict().items() if v is not None}, seen
 
 
 @dataclass(frozen=True)
@@ -224,10 +266,7 @@ def _parse_rule(raw: Any, where: str, top: int | None) -> Rule:
     kind = raw.get("type", "regex")
     if kind not in _TYPES:
         raise RuleError(where, line, f"{what}: 'type' must be regex or llm, got {kind!r}")
-    try:
-        region = _parse_region(raw.get("region"), where, line, what)
-    except PackError as exc:
-        raise RuleError(where, line, str(exc).split(": ", 1)[-1]) from None
+    region = _sight(raw.get("region"), where, line, what)
     provided = set(CONTEXT_VARIABLES)
     match: re.Pattern[str] | None = None
     unless: tuple[re.Pattern[str], ...] = ()
@@ -270,6 +309,18 @@ def _parse_rule(raw: Any, where: str, top: int | None) -> Rule:
                 command=command, line=line or 0, region=region, match=match, unless=unless,
                 approve=approve, needs=needs, prompt=prompt.strip() if prompt else "",
                 variables=variables)
+
+
+def _sight(raw: Any, where: str, line: int | None, what: str) -> Sight:
+    if raw == MESSAGE:
+        return Sight(message=True)
+    try:
+        region = _parse_region(raw, where, line, what)
+    except PackError:
+        raise RuleError(where, line, f"{what}: region must be 'all', 'message' (the agent's last "
+                        f"message), {{last: N}} (lines above the input box) or {{first: N}}, "
+                        f"got {raw!r}") from None
+    return Sight(region)
 
 
 def _patterns(raw: Any) -> Sequence[Any]:

@@ -61,6 +61,7 @@ class Outcome:
     rule_id: str = ""
     text: str = ""
     detail: str = ""
+    seen: str = ""  # the screen region(s) the rules looked at ("8 lines above the box")
 
 
 class HerdStep(ActingStep[HerdSettings]):
@@ -228,11 +229,12 @@ class HerdStep(ActingStep[HerdSettings]):
                     context: Mapping[str, object]) -> Outcome:
         """The outcome of the first rule that applies and matches, in the rule set's order."""
         tracked, decision, state = pending.tracked, pending.decision, pending.facts.state
+        seen: list[str] = []  # for the log: a rule that saw the wrong lines is found by it
         for rule in rule_set.rules:
             if not rule.applies(state, decision.when, context):
                 continue
             if rule.type == "regex":
-                found = self._search(tracked, rule)
+                found = self._search(tracked, rule, seen)
                 if isinstance(found, Outcome):
                     return found
                 if found is None:
@@ -251,19 +253,25 @@ class HerdStep(ActingStep[HerdSettings]):
             if not text or len(text) > rules.MAX_COMMAND_CHARS:
                 return Outcome(BLOCKED, "bad_command", rule.id,
                                detail=f"rendered to {len(text)} characters")
+            looked = seen[-1] if rule.type == "regex" else "the screen (LLM)"
             if pending.row.get("dry_run"):
-                return Outcome(DRY_RUN, "", rule.id, text)
-            return self._type(pending, rule, text)
-        return Outcome(BLOCKED, "no_rule", detail=f"rule set {rule_set.name}")
+                return Outcome(DRY_RUN, "", rule.id, text, seen=looked)
+            return replace(self._type(pending, rule, text), seen=looked)
+        return Outcome(BLOCKED, "no_rule", detail=f"rule set {rule_set.name}",
+                       seen=", ".join(dict.fromkeys(seen)))
 
-    def _search(self, tracked: Tracked, rule: rules.Rule) -> dict[str, str] | Outcome | None:
-        """A regex rule's match on the pane's screen; ``rule_error`` when its pattern ran out of
-        time (then not run again on the same screen)."""
+    def _search(self, tracked: Tracked, rule: rules.Rule, seen: list[str]
+                ) -> dict[str, str] | Outcome | None:
+        """A regex rule's match on the pane's screen, the region it saw added to ``seen``;
+        ``rule_error`` when its pattern ran out of time (then not run again on the same
+        screen)."""
         timed_out = self._timed_out.get(tracked.worker_id)
         if timed_out is not None and timed_out[:2] == (tracked.text_hash, rule):
             return Outcome(BLOCKED, "rule_error", rule.id, detail=timed_out[2])
         try:
-            return rule.search(tracked.text)
+            found, region = rule.look(tracked.text, tracked.pack)
+            seen.append(region)
+            return found
         except PatternTimeout as exc:
             detail = f"{exc} on this screen (budget {RULES_BUDGET_S:g}s)"[:300]
             self._timed_out[tracked.worker_id] = (tracked.text_hash, rule, detail)
@@ -391,7 +399,8 @@ class HerdStep(ActingStep[HerdSettings]):
             "eligible": int(pending.decision.eligible), "outcome": outcome.outcome,
             "reason": outcome.reason, "rule_id": outcome.rule_id or None,
             "text": outcome.text or None, "state": pending.facts.state.value,
-            "detail": outcome.detail or _detail(pending, counters),
+            "detail": (outcome.detail or _detail(pending, counters))
+            + (f"; saw {outcome.seen}" if outcome.seen else ""),
         }
 
 # Blocks that say something is wrong with the rules or the code, not with the pane's moment.

@@ -145,6 +145,7 @@ def herd_list(obj: Context, as_json: bool) -> None:
         "eligible_for_herd": workers[r["id"]]["eligible_for_herd"],
         "herd_reason": workers[r["id"]]["herd_reason"], "goal": r.get("goal") or "",
         "now": _verdict_now(workers[r["id"]], latest[r["id"]]),
+        "sees": _regions_seen(str(r.get("rules") or read_config().herd.rules)),
     } for r in rows]
     if as_json:
         click.echo(json.dumps(items, indent=2, ensure_ascii=False))
@@ -154,15 +155,30 @@ def herd_list(obj: Context, as_json: bool) -> None:
         return
     now = time.time()
     table: list[tuple[str, ...]] = [
-        ("ID", "NAME", "STATE", "RULES", "NUDGES", "LAST", "NOW", "GOAL")]
+        ("ID", "NAME", "STATE", "RULES", "SEES", "NUDGES", "LAST", "NOW", "GOAL")]
     for i in items:
         last = i["last_nudge_ts"]
         table.append((
             i["id"], i["name"], i["state"], i["rules"] + (" (dry run)" if i["dry_run"] else ""),
-            str(i["nudges"]), f"{render.duration(now - last)} ago" if last else "-",
+            "; ".join(i["sees"]) or "-", str(i["nudges"]),
+            f"{render.duration(now - last)} ago" if last else "-",
             i["now"], i["goal"] or "-",
         ))
     echo_clean(render.columns(table))
+
+
+def _regions_seen(spec: str) -> list[str]:
+    """The screen regions a rule set's rules look at ("8 lines above the box", "last
+    message"), so a rule that never sees the agent's question can be told from one that does."""
+    from app.act.herd import rules
+    from app.base.errors import ConductorError
+
+    try:
+        loaded = rules.load(spec)
+    except ConductorError:
+        return []  # the log says why it cannot load; the list stays readable
+    seen = [str(r.region) if r.type == "regex" else "the screen (LLM)" for r in loaded.rules]
+    return list(dict.fromkeys(seen))
 
 
 def _verdict_now(worker: Mapping[str, Any], logged: Mapping[str, Any] | None) -> str:

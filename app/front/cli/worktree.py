@@ -1,7 +1,9 @@
 """``conductor pty worktree remove ID``: remove the git worktree ``create --worktree`` made.
 
-Registered on the ``pty`` group by ``app.front.cli.main``. A tree with uncommitted changes or
-untracked files is refused in one line, so an agent's unsaved work is never thrown away.
+Registered on the ``pty`` group by ``app.front.cli.main``. A tree where a program other than a
+shell runs, or with uncommitted changes, untracked or ignored files, is refused in one line that
+lists them, so an agent's work (and the agent) is never pulled from under it; ``--force``
+removes it all the same and says what went.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from pathlib import Path
 import click
 
 from app.base.errors import ConductorError
+from app.base.model import Pane
 from app.front.cli.context import Context, echo_clean, friendly_errors
 
 
@@ -21,10 +24,13 @@ def worktree() -> None:
 
 @worktree.command("remove")
 @click.argument("ident", metavar="ID|NAME")
+@click.option("--force", is_flag=True,
+              help="Remove it even while a program runs there or files would be lost.")
 @click.pass_obj
 @friendly_errors
-def worktree_remove(obj: Context, ident: str) -> None:
-    """Remove the pane's worktree (git worktree remove); refuses a tree with changes."""
+def worktree_remove(obj: Context, ident: str, force: bool) -> None:
+    """Remove the pane's worktree (git worktree remove); refuses while a program runs in it or
+    it holds changes, untracked or ignored files."""
     from app.act.worktree import remove_worktree
     from app.adapters.status import find_worker
     from app.adapters.store import StoreWriter
@@ -39,11 +45,28 @@ def worktree_remove(obj: Context, ident: str) -> None:
     if not folder:
         raise ConductorError(f"pane {worker['name']} has no worktree (only `create --worktree` "
                              "makes one); nothing removed")
-    remove_worktree(Path(folder))
+    lost = remove_worktree(Path(folder), _panes(obj), _is_shell, force=force)
     store = StoreWriter(obj.workers_dir)
     try:
         with store.transaction() as conn:
             store.set_worktree(conn, worker["id"], None)
     finally:
         store.close()
-    echo_clean(f"removed worktree {folder}")
+    echo_clean(f"removed worktree {folder}" + (f" with {lost.words()}" if lost else ""))
+
+
+def _panes(obj: Context) -> list[Pane]:
+    from app.base.errors import TmuxServerNotRunning
+
+    try:
+        return list(obj.tmux().list_panes().panes)
+    except TmuxServerNotRunning:
+        return []  # no pane, so nothing runs in the tree
+
+
+def _is_shell(command: str) -> bool:
+    from app.observe.pack_loading import load_packs
+
+    packs = load_packs()
+    return any(pack.detect.weak and pack.detect.matches_command(command)
+               for pack in packs.values())
