@@ -7,7 +7,6 @@ a job and returns: the watcher does the work on its next tick.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import TYPE_CHECKING, Any
@@ -15,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from app.base import render
-from app.base.errors import ConductorError
 from app.base.redact import redact
-from app.front.cli.context import Context, echo_clean, friendly_errors, read_config
+from app.front.cli.context import Context, echo_clean, friendly_errors, read_config, usage_error
+from app.front.cli.output import emit, emit_rows
 
 if TYPE_CHECKING:
     from app.base.model import Job
@@ -28,7 +27,7 @@ def target_id(obj: Context, ident: str | None) -> tuple[str, str]:
     if ident is None:
         ident = os.environ.get("TMUX_PANE", "").strip()
         if not ident:
-            raise ConductorError("no pane given and not inside tmux ($TMUX_PANE is not set)")
+            raise usage_error("no pane given and not inside tmux ($TMUX_PANE is not set)")
     _, target = obj.resolve(ident)
     return target.worker_id, target.label
 
@@ -52,8 +51,8 @@ def report(obj: Context, args: tuple[str, ...], wait_cmd: str | None) -> None:
     from app.front import commands
 
     if len(args) > 2:
-        raise ConductorError("give the status text as one argument (quote it), after an "
-                             "optional ID")
+        raise usage_error("give the status text as one argument (quote it), after an "
+                          "optional ID")
     ident, text = (None, args[0]) if len(args) == 1 else (args[0], args[1])
     worker, label = target_id(obj, ident)
     done = commands.report(obj.workers_dir, worker, text, wait_cmd, read_config(),
@@ -83,12 +82,12 @@ def queue(obj: Context, args: tuple[str, ...], show_all: bool, as_json: bool) ->
 
     if args[:1] == ("drop",):
         if len(args) != 2 or not args[1].isdigit():
-            raise ConductorError("usage: conductor pty queue drop JOB (a job number)")
+            raise usage_error("usage: conductor pty queue drop JOB (a job number)")
         dropped = jobs.drop(obj.workers_dir, int(args[1]))
         click.echo(f"dropped job {dropped.seq} ({dropped.kind}, {dropped.state})")
         return
     if len(args) > 1:
-        raise ConductorError("usage: conductor pty queue [ID] | conductor pty queue drop JOB")
+        raise usage_error("usage: conductor pty queue [ID] | conductor pty queue drop JOB")
     reader = StoreReader(obj.workers_dir)
     try:
         workers = reader.workers(obj.socket_name)
@@ -102,9 +101,8 @@ def queue(obj: Context, args: tuple[str, ...], show_all: bool, as_json: bool) ->
     if show_all:
         rows = rows[-50:]
     if as_json:
-        click.echo(json.dumps([{**redacted(r.row()), "name": names.get(r.pane, ""),
-                                "timeline": r.steps()} for r in rows],
-                              indent=2, ensure_ascii=False))
+        emit_rows({**redacted(r.row()), "name": names.get(r.pane, ""),
+                   "timeline": r.steps()} for r in rows)
         return
     if not rows:
         click.echo("no jobs waiting" + ("" if show_all else " (--all shows finished ones)"))
@@ -177,7 +175,7 @@ def resume(obj: Context, ident: str) -> None:
     click.echo(f"{label}: {jobs.resume(obj.workers_dir, worker)}")
 
 
-def queue_send(obj: Context, ident: str, text: str) -> None:
+def queue_send(obj: Context, ident: str, text: str, as_json: bool = False) -> None:
     """`send --queue`: store the message for the watcher and return. Refused as `send` would
     refuse the text, and when the pane shows a shell or a plain program now: a queued message
     is prose for an agent CLI (the watcher checks again when it types)."""
@@ -187,6 +185,10 @@ def queue_send(obj: Context, ident: str, text: str) -> None:
     handoff.check_text(text)  # before looking for the pane: a bad text is told first
     tmux, target = obj.resolve(ident)
     seq = commands.queue(tmux, obj.workers_dir, target, text, read_config())
+    if as_json:
+        emit({"id": target.worker_id, "name": target.name, "pane_id": target.pane.pane_id,
+              "sent": False, "queued": True, "job": seq, "enter": True})
+        return
     click.echo(f"queued job {seq} for {target.label}; the watcher types it when the pane is "
                "READY")
 

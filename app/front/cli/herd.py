@@ -7,7 +7,6 @@ broken file is one line here and never a surprise in the watcher.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -17,6 +16,7 @@ import click
 
 from app.base import render
 from app.front.cli.context import MAX_ROWS, Context, echo_clean, friendly_errors, read_config
+from app.front.cli.output import emit_line, emit_rows
 
 if TYPE_CHECKING:
     from app.adapters.store import StoreWriter
@@ -147,7 +147,7 @@ def herd_list(obj: Context, as_json: bool) -> None:
         "now": _verdict_now(workers[r["id"]], latest[r["id"]]),
     } for r in rows]
     if as_json:
-        click.echo(json.dumps(items, indent=2, ensure_ascii=False))
+        emit_rows(items)
         return
     if not items:
         click.echo("no pane is herded; opt one in with `conductor pty herd on ID`")
@@ -226,7 +226,7 @@ def herd_log(obj: Context, ident: str | None, lines: int, follow: bool, as_json:
 
 def _print_log_line(row: dict[str, Any], as_json: bool) -> None:
     if as_json:  # data for programs, as `status --json` is: the rows as stored
-        click.echo(json.dumps({**row, "eligible": bool(row.get("eligible"))}, ensure_ascii=False))
+        emit_line({**row, "eligible": bool(row.get("eligible"))})
     else:
         echo_clean(_log_line(row))
 

@@ -12,6 +12,7 @@ import click
 
 from app.base.errors import ConductorError
 from app.front.cli.context import Context, echo_clean, friendly_errors
+from app.front.cli.output import emit
 
 
 @click.group()
@@ -21,9 +22,10 @@ def worktree() -> None:
 
 @worktree.command("remove")
 @click.argument("ident", metavar="ID|NAME")
+@click.option("--json", "as_json", is_flag=True, help="What was removed as a JSON object.")
 @click.pass_obj
 @friendly_errors
-def worktree_remove(obj: Context, ident: str) -> None:
+def worktree_remove(obj: Context, ident: str, as_json: bool) -> None:
     """Remove the pane's worktree (git worktree remove); refuses a tree with changes."""
     from app.act.worktree import remove_worktree
     from app.adapters.status import find_worker
@@ -46,4 +48,7 @@ def worktree_remove(obj: Context, ident: str) -> None:
             store.set_worktree(conn, worker["id"], None)
     finally:
         store.close()
+    if as_json:
+        emit({"id": worker["id"], "name": worker["name"], "removed": folder})
+        return
     echo_clean(f"removed worktree {folder}")
