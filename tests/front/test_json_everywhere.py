@@ -78,6 +78,16 @@ def test_reading_and_acting_commands_print_their_published_documents(
     assert one(server, "herd-list", "herd", "list") == []
     assert lines(server, "herd-log", "herd", "log") == []
 
+    goal = one(server, "goal", "goal", "jsonpane", "make json everywhere")
+    assert goal["goal"] == "make json everywhere" and goal["check"] is None
+    reported = one(server, "report", "report", "jsonpane", "done with json")
+    assert reported["id"] == created["id"] and reported["job"] > 0
+    for command in ("pause", "resume"):
+        assert one(server, "acted", command, "jsonpane")["done"]
+    dispatched = one(server, "acted", "dispatch", "jsonpane", "echo dispatched", "--timeout",
+                     "30")
+    assert dispatched["id"] == created["id"]
+
     screen_file = tmp_path / "screen.txt"
     screen_file.write_text("Continue? (y/N) \n")
     assert lines(server, "classify", "classify", str(screen_file))[0]["state"] == \

@@ -38,9 +38,10 @@ def target_id(obj: Context, ident: str | None) -> tuple[str, str]:
               help="A check to run on the host (sh -c, in the pane's folder) before assessing; "
                    "its exit status decides when no LLM is set up. Without it, the pane's "
                    "declared check (goal --check) runs, if any.")
+@click.option("--json", "as_json", is_flag=True, help="What was done as a JSON object.")
 @click.pass_obj
 @friendly_errors
-def report(obj: Context, args: tuple[str, ...], wait_cmd: str | None) -> None:
+def report(obj: Context, args: tuple[str, ...], wait_cmd: str | None, as_json: bool) -> None:
     """Record an agent's status report and queue the post-report cycle; returns at once.
 
     The watcher then waits (the check command, or [cycle] wait seconds), waits for the pane to
@@ -57,6 +58,9 @@ def report(obj: Context, args: tuple[str, ...], wait_cmd: str | None) -> None:
     worker, label = target_id(obj, ident)
     done = commands.report(obj.workers_dir, worker, text, wait_cmd, read_config(),
                            by_agent=False)
+    if as_json:
+        emit({"id": worker, "label": label, "job": done.seq, "check": done.check})
+        return
     check = f" with check: {render.clean_text(done.check)}" if done.check else ""
     click.echo(f"report recorded for {label}; cycle job {done.seq} queued{check}")
 
@@ -132,10 +136,11 @@ def queue(obj: Context, args: tuple[str, ...], show_all: bool, as_json: bool) ->
                    "and wait for READY again.")
 @click.option("--timeout", type=click.FloatRange(min=0), default=None,
               help="Give up (exit 1, nothing more sent) after this many seconds in all.")
+@click.option("--json", "as_json", is_flag=True, help="What was done as a JSON object.")
 @click.pass_obj
 @friendly_errors
 def dispatch(obj: Context, ident: str, words: tuple[str, ...], clear: bool,
-             timeout: float | None) -> None:
+             timeout: float | None, as_json: bool) -> None:
     """Wait for READY, optionally clear the agent's conversation, then send TEXT.
 
     A `wait` after `dispatch` waits for TEXT's turn, never for the clear's.
@@ -147,32 +152,45 @@ def dispatch(obj: Context, ident: str, words: tuple[str, ...], clear: bool,
     cfg = read_config()
     done = jobs.dispatch(tmux, target, " ".join(words), load_packs(), cfg.watch, obj.workers_dir,
                          clear=clear, timeout_s=timeout, poll_s=cfg.wait_poll_s)
+    if as_json:
+        emit({"id": target.worker_id, "label": target.label, "done": done})
+        return
     click.echo(f"{target.label}: {done}")
 
 
 @click.command()
 @click.argument("ident", metavar="ID|NAME|%PANE")
+@click.option("--json", "as_json", is_flag=True, help="What was done as a JSON object.")
 @click.pass_obj
 @friendly_errors
-def pause(obj: Context, ident: str) -> None:
+def pause(obj: Context, ident: str, as_json: bool) -> None:
     """Pause a pane's cycle: nothing is typed into it (directive or queued message) until
     `resume` or its next report."""
     from app.act.cycle import jobs
 
     worker, label = target_id(obj, ident)
-    click.echo(f"{label}: {jobs.pause(obj.workers_dir, worker)}")
+    said(worker, label, jobs.pause(obj.workers_dir, worker), as_json)
 
 
 @click.command()
 @click.argument("ident", metavar="ID|NAME|%PANE")
+@click.option("--json", "as_json", is_flag=True, help="What was done as a JSON object.")
 @click.pass_obj
 @friendly_errors
-def resume(obj: Context, ident: str) -> None:
+def resume(obj: Context, ident: str, as_json: bool) -> None:
     """End a pause: queued messages flow again; the next report starts a new cycle."""
     from app.act.cycle import jobs
 
     worker, label = target_id(obj, ident)
-    click.echo(f"{label}: {jobs.resume(obj.workers_dir, worker)}")
+    said(worker, label, jobs.resume(obj.workers_dir, worker), as_json)
+
+
+def said(worker_id: str, label: str, done: str, as_json: bool) -> None:
+    """What a command that acts on one pane did, as a line or as JSON (``acted.json``)."""
+    if as_json:
+        emit({"id": worker_id, "label": label, "done": done})
+    else:
+        click.echo(f"{label}: {done}")
 
 
 def queue_send(obj: Context, ident: str, text: str, as_json: bool = False) -> None:

@@ -16,7 +16,7 @@ import click
 
 from app.base import render
 from app.front.cli.context import MAX_ROWS, Context, echo_clean, friendly_errors, read_config
-from app.front.cli.output import emit_line, emit_rows
+from app.front.cli.output import emit, emit_line, emit_rows
 
 if TYPE_CHECKING:
     from app.adapters.store import StoreWriter
@@ -248,14 +248,19 @@ def _log_line(row: dict[str, Any]) -> str:
               help="The pane's declared check: what the cycle runs after a report (sh -c, in "
                    "the pane's folder), and the one command an agent's MCP report may ask for "
                    "there. \"\" removes it; without --check it stays as it was.")
+@click.option("--json", "as_json", is_flag=True, help="What was done as a JSON object.")
 @click.pass_obj
 @friendly_errors
-def goal(obj: Context, ident: str, text: str, check: str | None) -> None:
+def goal(obj: Context, ident: str, text: str, check: str | None, as_json: bool) -> None:
     """Set what a pane is working towards ("" clears it); herd rules and the LLM use it."""
     from app.front import commands
 
     worker = _worker(obj, ident)
     done = commands.goal(obj.workers_dir, worker["id"], text, check)
+    if as_json:
+        emit({"id": worker["id"], "name": worker["name"], "goal": done["goal"] or "",
+              "check": done["check"]})
+        return
     shown = render.clean_text(done["goal"] or "(none)")
     declared = f"; check: {render.clean_text(done['check'])}" if done["check"] else ""
     click.echo(f"goal of {worker['name']} ({worker['id']}): {shown}{declared}")
