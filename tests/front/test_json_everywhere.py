@@ -84,6 +84,9 @@ def test_reading_and_acting_commands_print_their_published_documents(
     assert reported["id"] == created["id"] and reported["job"] > 0
     for command in ("pause", "resume"):
         assert one(server, "acted", command, "jsonpane")["done"]
+    herded = one(server, "herd-on-off", "herd", "on", "jsonpane", "--dry-run")
+    assert herded["herded"] and herded["dry_run"] and herded["not_an_agent"]  # a shell
+    assert one(server, "herd-on-off", "herd", "off", "jsonpane")["herded"] is False
     dispatched = one(server, "acted", "dispatch", "jsonpane", "echo dispatched", "--timeout",
                      "30")
     assert dispatched["id"] == created["id"]

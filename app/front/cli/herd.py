@@ -55,9 +55,11 @@ def herd() -> None:
               help="Rule set: conservative, persistent, one in herd_rules/ next to the config, "
                    "or a .yml file (default: the config's herd.rules).")
 @click.option("--dry-run", is_flag=True, help="Decide and log, never type.")
+@click.option("--json", "as_json", is_flag=True, help="The opt-in as a JSON object.")
 @click.pass_obj
 @friendly_errors
-def herd_on(obj: Context, ident: str, rules_spec: str | None, dry_run: bool) -> None:
+def herd_on(obj: Context, ident: str, rules_spec: str | None, dry_run: bool,
+            as_json: bool) -> None:
     """Opt a pane in to herding (again: new rules, counters back to zero)."""
     from app.act.herd import rules
 
@@ -72,6 +74,11 @@ def herd_on(obj: Context, ident: str, rules_spec: str | None, dry_run: bool) -> 
         store.herd.upsert_herd(conn, {"id": worker["id"], "enabled": 1, "rules": stored,
                                       "dry_run": int(dry_run), "nudges": 0, "turn": 0,
                                       "updated_ts": time.time()})
+    if as_json:
+        # not_an_agent: what runs there instead; nothing is typed until an agent CLI does.
+        emit({"id": worker["id"], "name": worker["name"], "herded": True, "rules": loaded.name,
+              "dry_run": dry_run, "not_an_agent": program or None})
+        return
     mode = "dry run: decisions logged, nothing typed" if dry_run else "nudges typed"
     if program:
         # Opted in all the same: once an agent CLI runs at its prompt, it is herded.
@@ -111,13 +118,17 @@ def _not_an_agent(obj: Context, worker: dict[str, Any]) -> str:
 
 @herd.command("off")
 @click.argument("ident", metavar="ID|NAME")
+@click.option("--json", "as_json", is_flag=True, help="The opt-out as a JSON object.")
 @click.pass_obj
 @friendly_errors
-def herd_off(obj: Context, ident: str) -> None:
+def herd_off(obj: Context, ident: str, as_json: bool) -> None:
     """Stop herding a pane (its goal and log stay)."""
     worker = _worker(obj, ident)
     with _writer(obj) as store, store.transaction() as conn:
         store.herd.upsert_herd(conn, {"id": worker["id"], "enabled": 0, "updated_ts": time.time()})
+    if as_json:
+        emit({"id": worker["id"], "name": worker["name"], "herded": False})
+        return
     click.echo(f"no longer herding {worker['name']} ({worker['id']})")
 
 
