@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from app.adapters import status as status_module
-from app.adapters.notify import desktop_receiver
-from app.adapters.notify_settings import DESKTOP, TERMINAL
+from app.adapters.notify import command_receiver, desktop_receiver
+from app.adapters.notify_settings import COMMAND, DESKTOP, TERMINAL
 from app.adapters.store import DB_NAME
 from app.adapters.store_read import StoreMissing, StoreReader
 from app.adapters.tmux import Tmux, tmux_version
@@ -268,6 +268,11 @@ def notification_checks(tmux: Tmux, cfg: Config, env: Mapping[str, str]) -> Iter
                     "notify-send and a D-Bus session bus found")
     else:
         yield Check("notifications", "desktop", True, "off (notify.desktop.enabled)")
+    command = command_receiver(cfg.notify.notify_command, cfg.notify.timeout,
+                               which=lambda name: shutil.which(name, path=env.get("PATH")))
+    if COMMAND in kinds and command is not None:
+        yield Check("notifications", "command", not command.unavailable,
+                    command.unavailable or f"runs {cfg.notify.notify_command[0]}")
     if TERMINAL not in kinds:
         yield Check("notifications", "terminal", True, "off (notify.terminal.enabled)")
         return

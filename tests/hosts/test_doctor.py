@@ -65,3 +65,18 @@ def test_doctor_passes_then_names_a_missing_hook_and_an_unreachable_host_in_one_
     assert failed[0].endswith("(`conductor pty hooks install --cli claude`)")
     assert failed[1].startswith("FAIL  hosts alpha: alpha unreachable: "), failed[1]
     assert sick.stdout.splitlines()[-1] == "2 checks failed"
+
+
+def test_a_notifier_that_cannot_run_and_a_missing_store_are_one_line_each(
+        server: Any, session: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "nobody"))  # no agent CLI in use: no hook lines
+    for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "config.toml").write_text(
+        '[notify.desktop]\nenabled = false\n[notify.command]\nargv = ["/nonexistent/notifier"]\n')
+    done = conductor("-L", server.socket_name, "pty", "doctor", timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    failed = [line for line in done.stdout.splitlines() if line.startswith("FAIL")]
+    assert [line.split(":")[0] for line in failed] == [
+        "FAIL  store database", "FAIL  notifications command"], done.stdout
+    assert "'/nonexistent/notifier' not found" in failed[1]
