@@ -152,6 +152,10 @@ class StoreReader:
         except sqlite3.Error as exc:
             raise store_error(exc, self.path) from exc
 
+    def quick_check(self) -> list[str]:
+        """SQLite's ``PRAGMA quick_check``: ["ok"], or the problems it found (for ``doctor``)."""
+        return [str(row[0]) for row in self._query("PRAGMA quick_check")]
+
     def workers(self, socket: str | None = None) -> list[dict[str, Any]]:
         """Every known pane with its status, as plain dicts with :data:`PUBLIC_FIELDS`; only
         the panes of one tmux socket (its label: the ``-L`` name or "default") when given, and

@@ -61,8 +61,10 @@ def test_the_cli_and_mcp_send_wait_report_and_set_goals_through_one_set_of_comma
 
             # wait: the states parsed once, named as each front names its parameter.
             no_state = cli("wait", "alpha", "--until", ",")
+            assert no_state.returncode == 2  # the command line is wrong: usage
             assert no_state.stderr == ("Error: --until needs a state: READY, BUSY, "
-                                       "NEEDS_CONFIRMATION or ERROR\n")
+                                       "NEEDS_CONFIRMATION or ERROR (see `conductor pty wait "
+                                       "--help`)\n")
             no_state_mcp = await mcp.call_tool("wait", {"pane": "alpha", "until": ","})
             assert text_of(no_state_mcp) == ("until needs a state: READY, BUSY, "
                                              "NEEDS_CONFIRMATION or ERROR")

@@ -317,9 +317,9 @@ def test_a_job_queued_while_the_daemon_is_down_runs_after_it_starts(
     retry_until(lambda: "● while you slept" in screen(pane), 10)
 
 
-def test_report_outside_tmux_without_an_id_is_one_line_and_exit_1(server: Any) -> None:
-    done = pty(server, "report", "done")
-    assert done.returncode == 1 and "$TMUX_PANE" in done.stderr
+def test_report_outside_tmux_without_an_id_is_one_line_and_exit_2(server: Any) -> None:
+    done = pty(server, "report", "done")  # the pane is a missing argument: usage
+    assert done.returncode == 2 and "$TMUX_PANE" in done.stderr
     assert done.stderr.count("\n") == 1
 
 

@@ -301,7 +301,7 @@ def test_switch_next_goes_to_the_question_then_the_error_then_the_longest_waitin
 
     both = conductor("-L", server.socket_name, "pty", "switch", "--next", "older")
     assert (both.returncode, both.stderr.strip()) == (
-        1, "Error: give a pane ID|NAME or --next, not both")
+        2, "Error: give a pane ID|NAME or --next, not both (see `conductor pty switch --help`)")
 
 
 def test_switch_next_with_nobody_waiting_says_so(

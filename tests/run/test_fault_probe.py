@@ -517,11 +517,12 @@ def test_the_llm_client_follows_no_redirect() -> None:
         assert srv.count == 1  # requests would have made 31
 
 
-# --- 4, 5, 13, 6: bad input is one line and exit 1, never a traceback --------------------------
+# --- 4, 5, 13, 6: bad input is one line, exit 2 (usage) or 1, never a traceback ------------
 
 class BadInput(NamedTuple):
     argv: tuple[str, ...]
     says: str
+    code: int = 2  # the command line itself is wrong; 1: it is well formed, and refused
 
 
 BAD_INPUTS = {
@@ -535,19 +536,20 @@ BAD_INPUTS = {
     "wait-poll-nan": BadInput(("wait", "%0", "--poll", "nan", "--timeout", "1"), "'nan'"),
     "wait-timeout-nan": BadInput(("wait", "%0", "--timeout", "nan"), "'nan'"),
     "tail-huge-n": BadInput(("tail", "x", "-n", "9" * 20), "not in the range"),
-    "create-100kb-path": BadInput(("create", "/tmp/" + "a/" * 50_000), "path is too long"),
-    "create-name-newline": BadInput(("create", "/tmp", "--name", "bad\nname"), "--name must"),
-    "create-name-escape": BadInput(("create", "/tmp", "--name", "x\x1b]0;t\x07"), "--name must"),
-    "short-with-json": BadInput(("status", "--short", "--json"), "cannot be combined"),
-    "watch-store-under-a-file": BadInput(("watch", "--once"), "Not a directory"),
+    "create-100kb-path": BadInput(("create", "/tmp/" + "a/" * 50_000), "path is too long", 1),
+    "create-name-newline": BadInput(("create", "/tmp", "--name", "bad\nname"), "--name must", 1),
+    "create-name-escape": BadInput(("create", "/tmp", "--name", "x\x1b]0;t\x07"), "--name must",
+                                   1),
+    "short-with-watch": BadInput(("status", "--short", "--watch"), "cannot be combined"),
+    "watch-store-under-a-file": BadInput(("watch", "--once"), "Not a directory", 1),
     "hooks-deeply-nested-json": BadInput(("hooks", "install", "--cli", "claude"),
-                                         "nested too deeply"),
+                                         "nested too deeply", 1),
 }
 
 
 @pytest.mark.parametrize("case", BAD_INPUTS.values(), ids=BAD_INPUTS.keys())
-def test_bad_input_is_one_line_and_exit_1(server: Any, session: Any, tmp_path: Path,
-                                          case: BadInput) -> None:
+def test_bad_input_is_one_line_and_exit_2_or_1(server: Any, session: Any, tmp_path: Path,
+                                               case: BadInput) -> None:
     env: dict[str, str] = {}
     argv = case.argv
     if argv[0] == "watch" and "--interval" not in argv:
@@ -559,7 +561,7 @@ def test_bad_input_is_one_line_and_exit_1(server: Any, session: Any, tmp_path: P
         deep.write_text("[" * 5000 + "]" * 5000)
         argv = (*argv, "--path", str(deep))
     result = pty(server, *argv, env=env)
-    assert result.returncode == 1, result
+    assert result.returncode == case.code, result
     assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1, result.stderr
     assert case.says in result.stderr
     assert len(result.stderr) < 400

@@ -99,6 +99,12 @@ def friendly_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def usage_error(message: str) -> click.UsageError:
+    """A command line that cannot mean anything (options that exclude each other, a missing
+    text): exit 2 with the command's --help named, not 1 as for a refusal."""
+    return click.UsageError(message, click.get_current_context(silent=True))
+
+
 def echo_clean(text: str = "", err: bool = False) -> None:
     """``click.echo`` for a line that holds what others wrote (an agent's report or check, a
     pane's name, a screen's summary): every line of it cleaned of terminal escapes, controls

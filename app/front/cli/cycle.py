@@ -7,7 +7,6 @@ a job and returns: the watcher does the work on its next tick.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import TYPE_CHECKING, Any
@@ -15,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from app.base import render
-from app.base.errors import ConductorError
 from app.base.redact import redact
-from app.front.cli.context import Context, echo_clean, friendly_errors, read_config
+from app.front.cli.context import Context, echo_clean, friendly_errors, read_config, usage_error
+from app.front.cli.output import emit, emit_rows
 
 if TYPE_CHECKING:
     from app.base.model import Job
@@ -28,7 +27,7 @@ def target_id(obj: Context, ident: str | None) -> tuple[str, str]:
     if ident is None:
         ident = os.environ.get("TMUX_PANE", "").strip()
         if not ident:
-            raise ConductorError("no pane given and not inside tmux ($TMUX_PANE is not set)")
+            raise usage_error("no pane given and not inside tmux ($TMUX_PANE is not set)")
     _, target = obj.resolve(ident)
     return target.worker_id, target.label
 
@@ -39,9 +38,10 @@ def target_id(obj: Context, ident: str | None) -> tuple[str, str]:
               help="A check to run on the host (sh -c, in the pane's folder) before assessing; "
                    "its exit status decides when no LLM is set up. Without it, the pane's "
                    "declared check (goal --check) runs, if any.")
+@click.option("--json", "as_json", is_flag=True, help="What was done as a JSON object.")
 @click.pass_obj
 @friendly_errors
-def report(obj: Context, args: tuple[str, ...], wait_cmd: str | None) -> None:
+def report(obj: Context, args: tuple[str, ...], wait_cmd: str | None, as_json: bool) -> None:
     """Record an agent's status report and queue the post-report cycle; returns at once.
 
     The watcher then waits (the check command, or [cycle] wait seconds), waits for the pane to
@@ -52,12 +52,15 @@ def report(obj: Context, args: tuple[str, ...], wait_cmd: str | None) -> None:
     from app.front import commands
 
     if len(args) > 2:
-        raise ConductorError("give the status text as one argument (quote it), after an "
-                             "optional ID")
+        raise usage_error("give the status text as one argument (quote it), after an "
+                          "optional ID")
     ident, text = (None, args[0]) if len(args) == 1 else (args[0], args[1])
     worker, label = target_id(obj, ident)
     done = commands.report(obj.workers_dir, worker, text, wait_cmd, read_config(),
                            by_agent=False)
+    if as_json:
+        emit({"id": worker, "label": label, "job": done.seq, "check": done.check})
+        return
     check = f" with check: {render.clean_text(done.check)}" if done.check else ""
     click.echo(f"report recorded for {label}; cycle job {done.seq} queued{check}")
 
@@ -83,12 +86,12 @@ def queue(obj: Context, args: tuple[str, ...], show_all: bool, as_json: bool) ->
 
     if args[:1] == ("drop",):
         if len(args) != 2 or not args[1].isdigit():
-            raise ConductorError("usage: conductor pty queue drop JOB (a job number)")
+            raise usage_error("usage: conductor pty queue drop JOB (a job number)")
         dropped = jobs.drop(obj.workers_dir, int(args[1]))
         click.echo(f"dropped job {dropped.seq} ({dropped.kind}, {dropped.state})")
         return
     if len(args) > 1:
-        raise ConductorError("usage: conductor pty queue [ID] | conductor pty queue drop JOB")
+        raise usage_error("usage: conductor pty queue [ID] | conductor pty queue drop JOB")
     reader = StoreReader(obj.workers_dir)
     try:
         workers = reader.workers(obj.socket_name)
@@ -102,9 +105,8 @@ def queue(obj: Context, args: tuple[str, ...], show_all: bool, as_json: bool) ->
     if show_all:
         rows = rows[-50:]
     if as_json:
-        click.echo(json.dumps([{**redacted(r.row()), "name": names.get(r.pane, ""),
-                                "timeline": r.steps()} for r in rows],
-                              indent=2, ensure_ascii=False))
+        emit_rows({**redacted(r.row()), "name": names.get(r.pane, ""),
+                   "timeline": r.steps()} for r in rows)
         return
     if not rows:
         click.echo("no jobs waiting" + ("" if show_all else " (--all shows finished ones)"))
@@ -134,10 +136,11 @@ def queue(obj: Context, args: tuple[str, ...], show_all: bool, as_json: bool) ->
                    "and wait for READY again.")
 @click.option("--timeout", type=click.FloatRange(min=0), default=None,
               help="Give up (exit 1, nothing more sent) after this many seconds in all.")
+@click.option("--json", "as_json", is_flag=True, help="What was done as a JSON object.")
 @click.pass_obj
 @friendly_errors
 def dispatch(obj: Context, ident: str, words: tuple[str, ...], clear: bool,
-             timeout: float | None) -> None:
+             timeout: float | None, as_json: bool) -> None:
     """Wait for READY, optionally clear the agent's conversation, then send TEXT.
 
     A `wait` after `dispatch` waits for TEXT's turn, never for the clear's.
@@ -149,35 +152,48 @@ def dispatch(obj: Context, ident: str, words: tuple[str, ...], clear: bool,
     cfg = read_config()
     done = jobs.dispatch(tmux, target, " ".join(words), load_packs(), cfg.watch, obj.workers_dir,
                          clear=clear, timeout_s=timeout, poll_s=cfg.wait_poll_s)
+    if as_json:
+        emit({"id": target.worker_id, "label": target.label, "done": done})
+        return
     click.echo(f"{target.label}: {done}")
 
 
 @click.command()
 @click.argument("ident", metavar="ID|NAME|%PANE")
+@click.option("--json", "as_json", is_flag=True, help="What was done as a JSON object.")
 @click.pass_obj
 @friendly_errors
-def pause(obj: Context, ident: str) -> None:
+def pause(obj: Context, ident: str, as_json: bool) -> None:
     """Pause a pane's cycle: nothing is typed into it (directive or queued message) until
     `resume` or its next report."""
     from app.act.cycle import jobs
 
     worker, label = target_id(obj, ident)
-    click.echo(f"{label}: {jobs.pause(obj.workers_dir, worker)}")
+    said(worker, label, jobs.pause(obj.workers_dir, worker), as_json)
 
 
 @click.command()
 @click.argument("ident", metavar="ID|NAME|%PANE")
+@click.option("--json", "as_json", is_flag=True, help="What was done as a JSON object.")
 @click.pass_obj
 @friendly_errors
-def resume(obj: Context, ident: str) -> None:
+def resume(obj: Context, ident: str, as_json: bool) -> None:
     """End a pause: queued messages flow again; the next report starts a new cycle."""
     from app.act.cycle import jobs
 
     worker, label = target_id(obj, ident)
-    click.echo(f"{label}: {jobs.resume(obj.workers_dir, worker)}")
+    said(worker, label, jobs.resume(obj.workers_dir, worker), as_json)
 
 
-def queue_send(obj: Context, ident: str, text: str) -> None:
+def said(worker_id: str, label: str, done: str, as_json: bool) -> None:
+    """What a command that acts on one pane did, as a line or as JSON (``acted.json``)."""
+    if as_json:
+        emit({"id": worker_id, "label": label, "done": done})
+    else:
+        click.echo(f"{label}: {done}")
+
+
+def queue_send(obj: Context, ident: str, text: str, as_json: bool = False) -> None:
     """`send --queue`: store the message for the watcher and return. Refused as `send` would
     refuse the text, and when the pane shows a shell or a plain program now: a queued message
     is prose for an agent CLI (the watcher checks again when it types)."""
@@ -187,6 +203,10 @@ def queue_send(obj: Context, ident: str, text: str) -> None:
     handoff.check_text(text)  # before looking for the pane: a bad text is told first
     tmux, target = obj.resolve(ident)
     seq = commands.queue(tmux, obj.workers_dir, target, text, read_config())
+    if as_json:
+        emit({"id": target.worker_id, "name": target.name, "pane_id": target.pane.pane_id,
+              "sent": False, "queued": True, "job": seq, "enter": True})
+        return
     click.echo(f"queued job {seq} for {target.label}; the watcher types it when the pane is "
                "READY")
 

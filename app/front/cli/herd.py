@@ -7,7 +7,6 @@ broken file is one line here and never a surprise in the watcher.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -17,6 +16,7 @@ import click
 
 from app.base import render
 from app.front.cli.context import MAX_ROWS, Context, echo_clean, friendly_errors, read_config
+from app.front.cli.output import emit, emit_line, emit_rows
 
 if TYPE_CHECKING:
     from app.adapters.store import StoreWriter
@@ -55,9 +55,11 @@ def herd() -> None:
               help="Rule set: conservative, persistent, one in herd_rules/ next to the config, "
                    "or a .yml file (default: the config's herd.rules).")
 @click.option("--dry-run", is_flag=True, help="Decide and log, never type.")
+@click.option("--json", "as_json", is_flag=True, help="The opt-in as a JSON object.")
 @click.pass_obj
 @friendly_errors
-def herd_on(obj: Context, ident: str, rules_spec: str | None, dry_run: bool) -> None:
+def herd_on(obj: Context, ident: str, rules_spec: str | None, dry_run: bool,
+            as_json: bool) -> None:
     """Opt a pane in to herding (again: new rules, counters back to zero)."""
     from app.act.herd import rules
 
@@ -72,6 +74,11 @@ def herd_on(obj: Context, ident: str, rules_spec: str | None, dry_run: bool) -> 
         store.herd.upsert_herd(conn, {"id": worker["id"], "enabled": 1, "rules": stored,
                                       "dry_run": int(dry_run), "nudges": 0, "turn": 0,
                                       "updated_ts": time.time()})
+    if as_json:
+        # not_an_agent: what runs there instead; nothing is typed until an agent CLI does.
+        emit({"id": worker["id"], "name": worker["name"], "herded": True, "rules": loaded.name,
+              "dry_run": dry_run, "not_an_agent": program or None})
+        return
     mode = "dry run: decisions logged, nothing typed" if dry_run else "nudges typed"
     if program:
         # Opted in all the same: once an agent CLI runs at its prompt, it is herded.
@@ -111,13 +118,17 @@ def _not_an_agent(obj: Context, worker: dict[str, Any]) -> str:
 
 @herd.command("off")
 @click.argument("ident", metavar="ID|NAME")
+@click.option("--json", "as_json", is_flag=True, help="The opt-out as a JSON object.")
 @click.pass_obj
 @friendly_errors
-def herd_off(obj: Context, ident: str) -> None:
+def herd_off(obj: Context, ident: str, as_json: bool) -> None:
     """Stop herding a pane (its goal and log stay)."""
     worker = _worker(obj, ident)
     with _writer(obj) as store, store.transaction() as conn:
         store.herd.upsert_herd(conn, {"id": worker["id"], "enabled": 0, "updated_ts": time.time()})
+    if as_json:
+        emit({"id": worker["id"], "name": worker["name"], "herded": False})
+        return
     click.echo(f"no longer herding {worker['name']} ({worker['id']})")
 
 
@@ -148,7 +159,7 @@ def herd_list(obj: Context, as_json: bool) -> None:
         "sees": _regions_seen(str(r.get("rules") or read_config().herd.rules)),
     } for r in rows]
     if as_json:
-        click.echo(json.dumps(items, indent=2, ensure_ascii=False))
+        emit_rows(items)
         return
     if not items:
         click.echo("no pane is herded; opt one in with `conductor pty herd on ID`")
@@ -242,7 +253,7 @@ def herd_log(obj: Context, ident: str | None, lines: int, follow: bool, as_json:
 
 def _print_log_line(row: dict[str, Any], as_json: bool) -> None:
     if as_json:  # data for programs, as `status --json` is: the rows as stored
-        click.echo(json.dumps({**row, "eligible": bool(row.get("eligible"))}, ensure_ascii=False))
+        emit_line({**row, "eligible": bool(row.get("eligible"))})
     else:
         echo_clean(_log_line(row))
 
@@ -264,14 +275,19 @@ def _log_line(row: dict[str, Any]) -> str:
               help="The pane's declared check: what the cycle runs after a report (sh -c, in "
                    "the pane's folder), and the one command an agent's MCP report may ask for "
                    "there. \"\" removes it; without --check it stays as it was.")
+@click.option("--json", "as_json", is_flag=True, help="What was done as a JSON object.")
 @click.pass_obj
 @friendly_errors
-def goal(obj: Context, ident: str, text: str, check: str | None) -> None:
+def goal(obj: Context, ident: str, text: str, check: str | None, as_json: bool) -> None:
     """Set what a pane is working towards ("" clears it); herd rules and the LLM use it."""
     from app.front import commands
 
     worker = _worker(obj, ident)
     done = commands.goal(obj.workers_dir, worker["id"], text, check)
+    if as_json:
+        emit({"id": worker["id"], "name": worker["name"], "goal": done["goal"] or "",
+              "check": done["check"]})
+        return
     shown = render.clean_text(done["goal"] or "(none)")
     declared = f"; check: {render.clean_text(done['check'])}" if done["check"] else ""
     click.echo(f"goal of {worker['name']} ({worker['id']}): {shown}{declared}")

@@ -5,7 +5,6 @@ Registered on the ``pty`` group by ``app.front.cli.main``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 
 import click
@@ -13,6 +12,7 @@ import click
 from app.base import render
 from app.base.errors import ConductorError
 from app.front.cli.context import Context, echo_clean, friendly_errors, read_config
+from app.front.cli.output import emit_line
 
 
 @click.command("hosts")
@@ -40,7 +40,7 @@ def hosts(obj: Context, as_json: bool) -> None:
                 for h in config.hosts if not h.enabled]
     if as_json:
         for report in reports:
-            click.echo(json.dumps(asdict(report)))
+            emit_line(asdict(report))
         return
     rows = [("HOST", "SSH", "REACHABLE", "LATENCY", "TMUX", "WATCH", "PANES")]
     for r in reports:

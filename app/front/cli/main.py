@@ -8,7 +8,6 @@ service), ``cycle`` and ``herd``, registered at the bottom.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -19,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import click
 
@@ -33,10 +32,9 @@ from app.front.cli.context import (
     echo_clean,
     friendly_errors,
     read_config,
+    usage_error,
 )
-
-if TYPE_CHECKING:
-    from app.observe.llm import LLMClassifier
+from app.front.cli.output import emit, emit_line, error_document, versioned, wants_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -127,10 +125,11 @@ def watch(obj: Context, interval: float | None, stable_polls: int | None, once: 
 @click.option("--worktree", "branch", default=None, metavar="BRANCH",
               help="Root the window in a new git worktree of DIRECTORY's repository on BRANCH "
                    "(new or existing), placed by the config's create.worktrees.")
+@click.option("--json", "as_json", is_flag=True, help="The new pane as a JSON object.")
 @click.pass_obj
 @friendly_errors
 def create(obj: Context, directory: Path, name: str | None, cli_name: str | None,
-           command: str | None, branch: str | None) -> None:
+           command: str | None, branch: str | None, as_json: bool) -> None:
     """Open a new tmux window rooted in DIRECTORY and register it; prints its id."""
     from app.act.create import create_worker
 
@@ -138,6 +137,11 @@ def create(obj: Context, directory: Path, name: str | None, cli_name: str | None
     created = create_worker(obj.tmux(), obj.workers_dir, directory, name, cli_name, command,
                             remain_on_exit=cfg.remain_on_exit, worktree_branch=branch,
                             worktrees=cfg.worktrees)
+    if as_json:
+        emit({"id": created.id, "name": created.name, "pane_id": created.pane_id,
+              "session": created.session, "directory": str(directory.absolute()),
+              "worktree": created.worktree, "branch": branch})
+        return
     click.echo(created.id)
 
 
@@ -192,7 +196,8 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, width: int | 
         if as_json:
             now = time.time()
             _add_sessions(obj.workers_dir, snap.workers)
-            click.echo(render.as_json(snap.workers, now, grace, snap.stale_for(now)))
+            click.echo(render.as_json([versioned(w) for w in snap.workers], now, grace,
+                                      snap.stale_for(now)))
         else:
             click.echo(render.table(snap.workers, time.time(), grace, columns())
                        if snap.workers else "no panes watched yet")
@@ -256,9 +261,10 @@ def _terminal_width() -> int | None:
               show_default=True,
               help="How many transitions to show.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new transitions.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per transition and line.")
 @click.pass_obj
 @friendly_errors
-def tail(obj: Context, ident: str, lines: int, follow: bool) -> None:
+def tail(obj: Context, ident: str, lines: int, follow: bool, as_json: bool) -> None:
     """The state history of a pane, newest last."""
     from app.adapters.status import find_worker
     from app.adapters.store_read import StoreReader
@@ -269,20 +275,33 @@ def tail(obj: Context, ident: str, lines: int, follow: bool) -> None:
     try:
         worker = find_worker(reader.workers(obj.socket_name), ident)
         last_seq = 0
+
+        def show(row: Any) -> None:
+            if as_json:
+                emit_line({"id": worker["id"], "name": worker["name"], **_history_json(row)})
+            else:
+                echo_clean(_history(row))
+
         for row in reader.history(worker["id"], limit=lines):
-            echo_clean(_history(row))
+            show(row)
             last_seq = row.seq
         with interrupt_flag() as interrupted:
             while follow and not interrupted.is_set():
                 time.sleep(1.0)
                 for row in reader.history(worker["id"], after_seq=last_seq):
-                    echo_clean(_history(row))
+                    show(row)
                     last_seq = row.seq
     except KeyboardInterrupt:
         pass
     finally:
         unmark()
         reader.close()
+
+
+def _history_json(row: Any) -> dict[str, Any]:
+    return {"seq": row.seq, "ts": row.ts, "state": row.state,
+            "previous_state": row.previous_state, "summary": row.summary,
+            "reasons": list(row.reasons)}
 
 
 def _history(row: Any) -> str:
@@ -306,7 +325,7 @@ def switch(obj: Context, ident: str | None, go_next: bool, current_pane: str | N
 
     hosts = read_config().hosts
     if go_next == bool(ident):
-        raise ConductorError("give a pane ID|NAME or --next, not both")
+        raise usage_error("give a pane ID|NAME or --next, not both")
     tmux = obj.tmux()
     # Only the panes of the server it switches on, even without -L (the default server's).
     workers = [w for w in snapshot(obj.workers_dir, tmux.label).workers
@@ -339,10 +358,11 @@ def switch(obj: Context, ident: str | None, go_next: bool, current_pane: str | N
               help="Send even if the pane asks for confirmation or holds unsent input.")
 @click.option("--queue", "queued", is_flag=True,
               help="Return at once; the watcher types TEXT when the pane is next READY.")
+@click.option("--json", "as_json", is_flag=True, help="What was done as a JSON object.")
 @click.pass_obj
 @friendly_errors
 def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force: bool,
-         queued: bool) -> None:
+         queued: bool, as_json: bool) -> None:
     """Type TEXT into a pane literally, then Enter; TEXT from stdin when not given.
 
     Refuses (exit 1) when the pane is waiting for confirmation or has half-typed input in its
@@ -353,20 +373,28 @@ def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force
     from app.front import commands
 
     if not words and sys.stdin.isatty():
-        raise ConductorError("no text to send: give TEXT, or pipe it on stdin")
+        raise usage_error("no text to send: give TEXT, or pipe it on stdin")
     text = " ".join(words) if words else _stdin_text()
     if not words and text.endswith("\n"):
         text = text[:-1]  # `echo task | conductor pty send w` means one line, not two Enters
     if queued:
         if no_enter or force:
-            raise ConductorError("--queue cannot be combined with --no-enter or --force")
+            raise usage_error("--queue cannot be combined with --no-enter or --force")
         from app.front.cli.cycle import queue_send
 
-        queue_send(obj, ident, text)
+        queue_send(obj, ident, text, as_json)
         return
     tmux, target = obj.resolve(ident)
     commands.send(tmux, obj.workers_dir, target, text, read_config(), enter=not no_enter,
                   force=force)
+    if as_json:
+        emit({**_target_json(target), "sent": True, "queued": False, "job": None,
+              "enter": not no_enter})
+
+
+def _target_json(target: Any) -> dict[str, Any]:
+    """The pane a command acted on, as every acting command's JSON names it."""
+    return {"id": target.worker_id, "name": target.name, "pane_id": target.pane.pane_id}
 
 
 @pty.command()
@@ -374,9 +402,10 @@ def send(obj: Context, ident: str, words: tuple[str, ...], no_enter: bool, force
 @click.argument("choice", metavar="approve|refuse|OPTION")
 @click.option("--about", metavar="TEXT", default=None,
               help="Press only if the dialog shows TEXT (the command or file you decided on).")
+@click.option("--json", "as_json", is_flag=True, help="What was pressed as a JSON object.")
 @click.pass_obj
 @friendly_errors
-def answer(obj: Context, ident: str, choice: str, about: str | None) -> None:
+def answer(obj: Context, ident: str, choice: str, about: str | None, as_json: bool) -> None:
     """Answer the dialog a pane shows by pressing its own keys (never typed text).
 
     The options are read from the screen now (`classify --json` shows them): approve takes
@@ -393,6 +422,10 @@ def answer(obj: Context, ident: str, choice: str, about: str | None) -> None:
 
     tmux, target = obj.resolve(ident)
     done = commands.answer(tmux, obj.workers_dir, target, choice, read_config(), about=about)
+    if as_json:
+        emit({**_target_json(target), "answered": done.label, "keys": list(done.keys),
+              "subject": redact(done.subject)})
+        return
     subject = f" to: {render.clean_text(redact(done.subject))}" if done.subject else ""
     click.echo(f"{target.label}: answered {render.clean_text(done.label)!r} "
                f"({' '.join(done.keys)}){subject}")
@@ -410,10 +443,12 @@ def answer(obj: Context, ident: str, choice: str, about: str | None) -> None:
                    f"{settings.DEFAULT_WAIT_POLL_S:g}, config [wait]).")
 @click.option("-v", "--verbose", is_flag=True, help="Say on stderr why it keeps waiting.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
+@click.option("--json", "as_json", is_flag=True,
+              help="The outcome as a JSON object on stdout, on timeout too (still exit 124).")
 @click.pass_obj
 @friendly_errors
 def wait(obj: Context, ident: str, until_text: str, timeout: float | None, poll: float | None,
-         verbose: bool, quiet: bool) -> None:
+         verbose: bool, quiet: bool, as_json: bool) -> None:
     """Block until a pane is READY (or --until STATE); exit 0, or 124 on timeout.
 
     Looks at the pane itself every --poll seconds with the watcher's rules and the agent's hook
@@ -423,7 +458,10 @@ def wait(obj: Context, ident: str, until_text: str, timeout: float | None, poll:
     from app.act import handoff
     from app.front import commands
 
-    until = commands.wait_states(until_text, "--until")
+    try:
+        until = commands.wait_states(until_text, "--until")
+    except ConductorError as exc:
+        raise usage_error(str(exc)) from None
     tmux, target = obj.resolve(ident)
 
     def report(assessment: Any) -> None:
@@ -436,6 +474,14 @@ def wait(obj: Context, ident: str, until_text: str, timeout: float | None, poll:
     watch, result = commands.wait(tmux, obj.workers_dir, target, until, timeout, read_config(),
                                   poll_s=poll, on_change=report)
     a = result.assessment
+    if as_json:
+        emit({**_target_json(target), "reached": result.reached, "state": a.state.value,
+              "summary": a.summary, "reasons": list(a.reasons),
+              "waited_s": round(result.waited_s, 1),
+              "in_state_s": round(watch.seconds_in_state(a, result.state_seen_s), 1)})
+        if not result.reached:
+            sys.exit(handoff.TIMEOUT_EXIT)
+        return
     if not result.reached:
         lasted = watch.seconds_in_state(a, result.state_seen_s)
         click.echo(f"timed out after {render.duration(result.waited_s)}: {target.label} is "
@@ -451,9 +497,10 @@ def wait(obj: Context, ident: str, until_text: str, timeout: float | None, poll:
 @click.option("-n", "lines", type=click.IntRange(min=0, max=MAX_ROWS), default=5,
               show_default=True,
               help="How many recent transitions to show.")
+@click.option("--json", "as_json", is_flag=True, help="All of it as one JSON object.")
 @click.pass_obj
 @friendly_errors
-def explain(obj: Context, ident: str, lines: int) -> None:
+def explain(obj: Context, ident: str, lines: int, as_json: bool) -> None:
     """Why a pane has its state: the stored assessment, the live screen's verdict, the rule that
     decided and the lines it matched, every rule tried, and the last transitions."""
     from app.adapters.status import find_worker
@@ -471,6 +518,9 @@ def explain(obj: Context, ident: str, lines: int) -> None:
         session = sessions.pane_session(reader, worker)
     finally:
         reader.close()
+    if as_json:
+        emit(_explain_json(worker, session, jobs, history))
+        return
     for line in render.stored_assessment(worker, time.time()):
         echo_clean(line)
     echo_clean(f"  {sessions.describe(session)}")
@@ -499,6 +549,34 @@ def explain(obj: Context, ident: str, lines: int) -> None:
         click.echo("last transitions:")
         for row in history:
             echo_clean(f"  {_history(row)}")
+
+
+def _explain_json(worker: dict[str, Any], session: Any, jobs: list[Any], history: list[Any]
+                  ) -> dict[str, Any]:
+    """``explain --json``: the stored row, the live screen's verdict with every rule tried (None
+    when the pane is gone or is conductor's own view), and the last transitions."""
+    from app.base.model import JobKind, JobState
+    from app.front.cli.cycle import redacted
+    from app.observe.pack_detection import detect_pack
+    from app.observe.pack_loading import load_packs
+
+    cycles = [j for j in jobs if j.kind is JobKind.CYCLE]
+    live: dict[str, Any] | None = None
+    screen = _live_screen(worker)
+    if screen is not None and worker.get("cli_type") != "conductor":
+        packs = load_packs()
+        pack = packs.get(worker.get("cli_type") or "") or detect_pack(packs, screen)
+        verdict, traces = pack.explain(screen)
+        live = {"pack": pack.name, "state": verdict.state.value, "rule": verdict.rule_id,
+                "reasons": list(verdict.reasons), "summary": verdict.summary,
+                "matched_lines": list(verdict.matched_lines),
+                "tried": [{"rule": t.rule_id, "state": t.state.value, "matched": t.matched,
+                           "detail": t.detail} for t in traces]}
+    return {"pane": worker, "session": session.public() if session is not None else None,
+            "cycle": redacted(cycles[-1].row()) if cycles else None,
+            "queued_messages": sum(1 for j in jobs if j.kind is JobKind.MESSAGE and
+                                   j.state is JobState.QUEUED),
+            "live": live, "history": [_history_json(row) for row in history]}
 
 
 def _add_sessions(workers_dir: Path, workers: list[dict[str, Any]]) -> None:
@@ -534,70 +612,6 @@ def _live_screen(worker: dict[str, Any]) -> str | None:
         return None
 
 
-@pty.command()
-@click.argument("files", nargs=-1, type=click.Path(allow_dash=True, dir_okay=False))
-@click.option("--cli", "cli_name", default=None, help="Pack to use (default: detect).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per file.")
-@click.option("--explain", is_flag=True, help="Show the deciding rule and every rule tried.")
-@click.option("--llm", "use_llm", is_flag=True,
-              help="Also ask the LLM (needs OPENROUTER_API_KEY) and show the merged verdict.")
-@friendly_errors
-def classify(files: Sequence[str], cli_name: str | None, as_json: bool, explain: bool,
-             use_llm: bool) -> None:
-    """Classify captured screen text (FILE or - for stdin) with the daemon's packs."""
-    from app.observe.pack_detection import detect_pack
-    from app.observe.pack_loading import load_packs
-
-    packs = load_packs()
-    if cli_name is not None and cli_name not in packs:
-        raise ConductorError(f"unknown --cli {cli_name!r}; known: {', '.join(sorted(packs))}")
-    llm = _llm_for_cli() if use_llm else None
-    sources = list(files) or ["-"]
-    json_lines = as_json
-    for source in sources:
-        text = _read_screen(source)
-        pack = packs[cli_name] if cli_name else detect_pack(packs, text)
-        verdict, traces = pack.explain(text)
-        if llm is not None:
-            from app.observe.llm import merge
-
-            verdict = merge(verdict, llm.classify(text, pack.name, pack))
-        if json_lines:
-            click.echo(json.dumps({
-                "file": source, "state": verdict.state.value, "cli": pack.name,
-                "rule": verdict.rule_id, "reasons": list(verdict.reasons),
-                "summary": verdict.summary, "actions_needed": verdict.actions_needed,
-                "options": [o.__dict__ for o in verdict.options],
-                **({"tried": [t.__dict__ | {"state": t.state.value} for t in traces]}
-                   if explain else {}),
-            }, ensure_ascii=False))
-            continue
-        named = f"{source}: " if len(sources) > 1 else ""
-        click.echo(f"{named}{verdict.state.value}  cli={pack.name}  "
-                   f"rule={verdict.rule_id or '-'}  reasons={','.join(verdict.reasons)}")
-        if verdict.summary:
-            click.echo(f"summary: {render.clean_text(verdict.summary)}")
-        if verdict.actions_needed:
-            click.echo(f"actions: {render.clean_text(verdict.actions_needed)}")
-        if explain:
-            for line in verdict.matched_lines:
-                click.echo(f"matched: {line}")
-            for trace in traces:
-                click.echo(render.rule_trace(trace))
-
-
-def _llm_for_cli() -> LLMClassifier:
-    import os
-
-    from app.adapters.llm import LLMClient, LLMSettings
-    from app.observe.llm import LLMClassifier
-
-    settings = LLMSettings.from_env(os.environ)
-    if not settings.api_key:
-        raise ConductorError("--llm needs OPENROUTER_API_KEY (environment or .env)")
-    return LLMClassifier(LLMClient(settings))
-
-
 def _stdin_text() -> str:
     """stdin as UTF-8 text; bytes that are not are refused, never typed as "?"."""
     data = sys.stdin.buffer.read()
@@ -620,18 +634,11 @@ def _not_utf8(argv: Sequence[str]) -> str | None:
     return None
 
 
-def _read_screen(source: str) -> str:
-    if source == "-":
-        return sys.stdin.read()
-    try:
-        return Path(source).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise ConductorError(f"cannot read {source}: {exc.strerror or exc}") from None
-
-
 def _register_groups() -> None:
     from app.front.cli.agents import hook, hooks, mcp
+    from app.front.cli.classify import classify
     from app.front.cli.cycle import dispatch, pause, queue, report, resume
+    from app.front.cli.doctor import doctor
     from app.front.cli.herd import goal, herd
     from app.front.cli.hosts import hosts
     from app.front.cli.restore import restore
@@ -640,7 +647,7 @@ def _register_groups() -> None:
     from app.front.cli.worktree import worktree
 
     for command in (hook, hooks, mcp, report, queue, dispatch, pause, resume, herd, goal,
-                    stop, logs, service, worktree, hosts, restore, serve):
+                    stop, logs, service, worktree, hosts, restore, serve, doctor, classify):
         pty.add_command(command)
 
 
@@ -648,26 +655,32 @@ _register_groups()
 
 
 def run(argv: list[str]) -> int:
+    """Exit 0 done, 2 the command line was wrong (click's and POSIX's convention), 1 anything
+    else; every error one line on stderr, a JSON document there under ``--json``."""
+    as_json = wants_json(argv)
     refused = _not_utf8(argv)
-    if refused is not None:
-        click.echo(refused, err=True)
-        return 1
+    if refused is not None:  # text that cannot be typed, as stdin's: 1, like a refused text
+        return _fail(refused.removeprefix("Error: "), 1, as_json)
     settings.load_dotenv_file()
     try:
         result = conductor.main(args=argv, prog_name="conductor", standalone_mode=False)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except click.ClickException as exc:
-        # Usage errors too: one line on stderr, exit 1 (click would print usage and exit 2).
         message = " ".join(exc.format_message().split())
         if len(message) > 300:  # a 100 KB path in a message helps nobody
             message = message[:200] + " … " + message[-80:]
-        hint = ""
-        if isinstance(exc, click.UsageError) and exc.ctx is not None:
-            hint = f" (see `{exc.ctx.command_path} --help`)"
-        click.echo(f"Error: {message}{hint}", err=True)
-        return 1
+        if isinstance(exc, click.UsageError):
+            hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+            return _fail(message + hint, 2, as_json)
+        return _fail(message, 1, as_json)
     except click.Abort:
-        click.echo("Aborted.", err=True)
-        return 1
+        return _fail("Aborted.", 1, as_json)
     return result if isinstance(result, int) else 0
+
+
+def _fail(message: str, code: int, as_json: bool) -> int:
+    """One line on stderr (click would print the usage too): JSON under ``--json``."""
+    click.echo(error_document(message, code) if as_json else
+               message if message == "Aborted." else f"Error: {message}", err=True)
+    return code

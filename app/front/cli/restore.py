@@ -6,13 +6,13 @@ Registered on the ``pty`` group by ``app.front.cli.main``.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from app.base.errors import ConductorError
 from app.front.cli.context import Context, echo_clean, friendly_errors
+from app.front.cli.output import emit_rows
 
 if TYPE_CHECKING:
     from app.act.restore import Planned
@@ -93,7 +93,7 @@ def _show(planned: list[Planned], as_json: bool, heading: str) -> None:
     from app.act.restore import as_json_rows
 
     if as_json:
-        click.echo(json.dumps(as_json_rows(planned), indent=2, ensure_ascii=False))
+        emit_rows(as_json_rows(planned))
         return
     echo_clean(f"{heading}:" if planned else heading)
     for entry in planned:

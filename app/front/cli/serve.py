@@ -12,6 +12,7 @@ from types import FrameType
 
 import click
 
+from app.base.errors import ConductorError
 from app.front.cli.context import Context, friendly_errors, read_config
 
 
@@ -33,7 +34,13 @@ def serve(obj: Context, address: str | None, port: int | None) -> None:
     from app.run.configfile import check_address
 
     cfg = read_config()
-    bind = check_address(address if address is not None else cfg.serve.address)
+    if address is None:
+        bind = check_address(cfg.serve.address)
+    else:
+        try:
+            bind = check_address(address)
+        except ConductorError as exc:
+            raise click.BadParameter(str(exc), param_hint="--bind") from None
     links = LinkKeys(obj.workers_dir)
     desk = AnswerDesk(obj.tmux(), obj.workers_dir, cfg.watch, links, cfg.serve.link_ttl_s)
     try:

@@ -15,6 +15,7 @@ import click
 from app.base.errors import ConductorError
 from app.base.model import Pane
 from app.front.cli.context import Context, echo_clean, friendly_errors
+from app.front.cli.output import emit
 
 
 @click.group()
@@ -26,9 +27,10 @@ def worktree() -> None:
 @click.argument("ident", metavar="ID|NAME")
 @click.option("--force", is_flag=True,
               help="Remove it even while a program runs there or files would be lost.")
+@click.option("--json", "as_json", is_flag=True, help="What was removed as a JSON object.")
 @click.pass_obj
 @friendly_errors
-def worktree_remove(obj: Context, ident: str, force: bool) -> None:
+def worktree_remove(obj: Context, ident: str, force: bool, as_json: bool) -> None:
     """Remove the pane's worktree (git worktree remove); refuses while a program runs in it or
     it holds changes, untracked or ignored files."""
     from app.act.worktree import remove_worktree
@@ -52,6 +54,10 @@ def worktree_remove(obj: Context, ident: str, force: bool) -> None:
             store.set_worktree(conn, worker["id"], None)
     finally:
         store.close()
+    if as_json:
+        emit({"id": worker["id"], "name": worker["name"], "removed": folder,
+              "lost": lost.words() if lost else None})
+        return
     echo_clean(f"removed worktree {folder}" + (f" with {lost.words()}" if lost else ""))
 
 
