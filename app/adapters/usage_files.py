@@ -70,9 +70,11 @@ class Tail:
             return []
         self.offset += end + 1
         parse = PARSERS[self.kind]
+        markers = MARKERS[self.kind]
         found: list[Usage] = []
         for line in chunk[:end].split(b"\n"):
-            if not line.strip() or len(line) > _MAX_LINE:
+            # Most lines are prose and tool output: not parsed at all.
+            if len(line) > _MAX_LINE or not any(marker in line for marker in markers):
                 continue
             try:
                 record = json.loads(line)
@@ -155,6 +157,8 @@ def codex_usage(record: dict[str, Any], memo: dict[str, Any]) -> list[Usage]:
 
 
 PARSERS = {"claude": claude_usage, "codex": codex_usage}
+# Bytes every line a parser wants holds (JSON may space its colons, so the key alone).
+MARKERS = {"claude": (b'"usage"',), "codex": (b'"token_count"', b'"turn_context"')}
 
 
 def codex_rollout(codex_home: str, thread_id: str) -> str:

@@ -264,6 +264,24 @@ TABLE: tuple[Setting, ...] = (
             "globs allowed, e.g.\n[\"reviewer\", \"%7\"]; [\"*\"] = every pane of its tmux "
             "server. Read on every call.",
             "McpSettings.send_to"),
+
+    Setting("budget.pane_usd", 0.0, NOT_NEGATIVE,
+            "USD one pane's agent may spend (priced with the [prices] tables) before herding "
+            "and the\nreport cycle stop typing into it; 0 = no limit. `conductor pty budget "
+            "reset` starts it again.",
+            "Budget.pane_usd"),
+    Setting("budget.pane_tokens", 0, NOT_NEGATIVE,
+            "Tokens (input, output and cache writes) one pane's agent may use before herding "
+            "and the\nreport cycle stop typing into it; 0 = no limit.",
+            "Budget.pane_tokens"),
+    Setting("budget.day_usd", 0.0, NOT_NEGATIVE,
+            "USD all panes together may spend in one day (the local calendar day) before "
+            "herding and the\nreport cycle stop for every pane; 0 = no limit.",
+            "Budget.day_usd"),
+    Setting("budget.day_tokens", 0, NOT_NEGATIVE,
+            "Tokens all panes together may use in one day before herding and the report "
+            "cycle stop for\nevery pane; 0 = no limit.",
+            "Budget.day_tokens"),
 )
 
 BY_KEY: dict[str, Setting] = {setting.key: setting for setting in TABLE}

@@ -36,6 +36,7 @@ from app.front.cli.context import (
 )
 
 if TYPE_CHECKING:
+    from app.base.prices import PriceTable
     from app.observe.llm import LLMClassifier
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -173,13 +174,15 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, width: int | 
     if short:
         click.echo(status_module.short_line(obj.workers_dir, colour, width, obj.socket_name))
         return
-    settings = read_config().watch
+    config = read_config()
+    settings = config.watch
     grace = settings.waiting_grace_s
     keep_s = float("inf") if show_all else settings.exited_shown_s
 
     def snapshot(workers_dir: Path) -> status_module.Snapshot:
         snap = status_module.snapshot(workers_dir, obj.socket_name)
         snap.workers = status_module.shown(snap.workers, time.time(), keep_s)
+        _add_usage(workers_dir, snap.workers, config.budget.table())
         return snap
 
     def columns() -> int | None:
@@ -501,6 +504,24 @@ def explain(obj: Context, ident: str, lines: int) -> None:
             echo_clean(f"  {_history(row)}")
 
 
+def _add_usage(workers_dir: Path, workers: list[dict[str, Any]], prices: PriceTable) -> None:
+    """Each row's ``usage`` (tokens by kind, ``cost_usd``), None for a pane with no record."""
+    from app.adapters.store_read import StoreReader
+    from app.observe.spend import totals
+
+    if not workers:
+        return
+    reader = StoreReader(workers_dir)
+    try:
+        rows = reader.usage()
+    finally:
+        reader.close()
+    by_pane = totals(rows, prices, lambda row: str(row["id"]))
+    for worker in workers:
+        found = by_pane.get(worker["id"])
+        worker["usage"] = found.public() if found is not None else None
+
+
 def _add_sessions(workers_dir: Path, workers: list[dict[str, Any]]) -> None:
     """Each row's agent session (issue 33), read only for --json: the table has no room."""
     from app.adapters.store_read import StoreReader
@@ -631,6 +652,7 @@ def _read_screen(source: str) -> str:
 
 def _register_groups() -> None:
     from app.front.cli.agents import hook, hooks, mcp
+    from app.front.cli.cost import budget, cost
     from app.front.cli.cycle import dispatch, pause, queue, report, resume
     from app.front.cli.herd import goal, herd
     from app.front.cli.hosts import hosts
@@ -639,7 +661,7 @@ def _register_groups() -> None:
     from app.front.cli.worktree import worktree
 
     for command in (hook, hooks, mcp, report, queue, dispatch, pause, resume, herd, goal,
-                    stop, logs, service, worktree, hosts, restore):
+                    stop, logs, service, worktree, hosts, restore, cost, budget):
         pty.add_command(command)
 
 
