@@ -101,7 +101,8 @@ def store(isolated_env: Path) -> Iterator[StoreWriter]:
 
 
 def test_a_herded_pane_past_its_budget_is_not_nudged_until_a_person_resets_it(
-        server: Any, agent_pane: Any, store: StoreWriter) -> None:
+        server: Any, agent_pane: Any, store: StoreWriter, tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text("[budget]\npane_usd = 1.0\n")  # for the CLI
     lab = Lab(server.socket_name, store, agent_pane)
     step = HerdStep(lab.tmux, store, load_packs(),
                     HerdSettings(stall_after_s=1, stability_s=0, cooldown_s=0, max_nudges=10,
@@ -129,6 +130,10 @@ def test_a_herded_pane_past_its_budget_is_not_nudged_until_a_person_resets_it(
     assert any(json.loads(line)["reason"] == "budget"
                for line in lab.pty("herd", "log", "--json").stdout.splitlines())
 
+    explained = lab.pty("explain", tracked.worker_id).stdout
+    assert "spend: $1.50 (input 100.0k, output 40.0k, cache read 0, cache write 0); budget: " \
+           "over, pane spent $1.50 of its $1.00 budget" in explained
+
     # A person's own send goes through.
     lab.pty("send", agent_pane.pane_id, "say Person here.")
     retry_until(lambda: "Person here." in lab.screen(), 10)
@@ -137,6 +142,7 @@ def test_a_herded_pane_past_its_budget_is_not_nudged_until_a_person_resets_it(
     tracked = lab.settle()
     now = time.time() + LATER
     assert step.observe(tracked, now)["herd_reason"] != "budget"
+    assert "within its budget" in lab.pty("explain", tracked.worker_id).stdout
 
 
 def test_a_cycle_directive_is_not_typed_past_the_budget(

@@ -142,3 +142,28 @@ def _limits(limits: Budget) -> str:
         ("per day", limits.day_usd, money(limits.day_usd)),
         ("per day", limits.day_tokens, f"{tokens_text(limits.day_tokens)} tokens")) if value]
     return f" (limits: {', '.join(parts)})" if parts else " (no [budget] limit is set)"
+
+
+def spend_line(obj: Context, worker_id: str) -> str:
+    """One line for ``explain``: what the pane's agent spent, and where it stands against the
+    [budget]."""
+    from app.observe.spend import Figures, over_budget, totals
+    from app.observe.usage import day_of
+
+    rows, resets = _usage_rows(obj)
+    limits = read_config().budget
+    figures = totals(rows, limits.table(), _KEYS["pane"]).get(worker_id) or Figures()
+    if not (figures.input or figures.output or figures.cache_read or figures.cache_write):
+        spent = "none on record (its agent named no usage file we read)"
+    else:
+        priced = money(figures.cost_usd) if figures.cost_usd is not None else \
+            "no price for its model"
+        spent = (f"{priced} (input {tokens_text(figures.input)}, output "
+                 f"{tokens_text(figures.output)}, cache read {tokens_text(figures.cache_read)}, "
+                 f"cache write {tokens_text(figures.cache_write)})")
+    if not limits.limited:
+        return f"  spend: {spent}; no [budget] limit"
+    why = over_budget(worker_id, rows, resets, limits, day_of(time.time()))
+    state = f"budget: over, {why}; herding and the cycle leave it alone until `budget reset`" \
+        if why else "within its budget"
+    return f"  spend: {spent}; {state}"

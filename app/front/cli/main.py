@@ -477,7 +477,10 @@ def explain(obj: Context, ident: str, lines: int) -> None:
     for line in render.stored_assessment(worker, time.time()):
         echo_clean(line)
     echo_clean(f"  {sessions.describe(session)}")
+    from app.front.cli.cost import spend_line
     from app.front.cli.cycle import cycle_line
+
+    echo_clean(spend_line(obj, worker["id"]))
 
     echo_clean(cycle_line(jobs))
     queued = sum(1 for j in jobs if j.kind is JobKind.MESSAGE and j.state is JobState.QUEUED)
