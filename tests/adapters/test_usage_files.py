@@ -124,3 +124,20 @@ def test_codex_thread_file_is_found_by_its_own_id_only(tmp_path: Path) -> None:
     assert codex_rollout(str(tmp_path), "01a21fff-4d6a-7142") == str(mine)
     assert codex_rollout(str(tmp_path), "01a21fff") == ""
     assert codex_rollout(str(tmp_path / "nowhere"), "01a21fff-4d6a-7142") == ""
+
+
+def test_the_codex_hook_names_the_threads_rollout_file_in_the_agents_codex_home(
+        tmp_path: Path) -> None:
+    from app.front.hook import event_row
+
+    day = tmp_path / "codex" / "sessions" / "2026" / "11" / "28"
+    day.mkdir(parents=True)
+    rollout = day / "rollout-2026-11-28T02-32-34-01a21fff-4d6a-7142.jsonl"
+    rollout.write_text("")
+    payload = json.dumps({"type": "agent-turn-complete", "thread-id": "01a21fff-4d6a-7142",
+                          "last-assistant-message": "done"})
+    env = {"TMUX_PANE": "%3", "TMUX": "/tmp/sock,4242,0", "CODEX_HOME": str(tmp_path / "codex")}
+    assert event_row("codex", payload, env, 0.0)["transcript"] == str(rollout)
+    # A thread id that is no plain id is never a pattern to look for.
+    sneaky = payload.replace("01a21fff-4d6a-7142", "*")
+    assert event_row("codex", sneaky, env, 0.0)["transcript"] == ""

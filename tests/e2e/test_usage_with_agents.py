@@ -1,7 +1,7 @@
 """Issue 33's acceptance for tokens per pane: the real Claude Code and Codex against the fake
-model servers, five turns each; the tokens the watcher stored for the pane are the sum of what
-the fake reported for each of the pane's model responses (each response reports other figures,
-so one missed or counted twice shows)."""
+model servers, five turns each with a watcher restart after the third; the tokens stored for the
+pane are the sum of what the fake reported for each of the pane's model responses (each response
+reports other figures, so one missed or counted twice shows), and `status --json` shows them."""
 
 from __future__ import annotations
 
@@ -85,6 +85,13 @@ def _five_turns_counted(lab: AgentInTmux, isolated_env: Path, reported: dict[str
                 lab.server.queue(Say(f"Answer {turn}."))
                 _ask(lab, f"Question {turn}", turn)
                 watcher.tick()
+                if turn == 3:
+                    # A watcher restart goes on where the last one stopped reading: nothing
+                    # counted twice, nothing missed.
+                    watcher.close()
+                    watcher = Watcher(Tmux(socket_name=lab.socket_name), store, load_packs(),
+                                      WatchSettings(interval_s=1, ready_min_s=0))
+                    watcher.tick()
             main = [r.usage for r in lab.server.responses if r.main]
             assert len(main) == TURNS
             expected = {kind: sum(u[name] for u in main) for kind, name in reported.items()}
