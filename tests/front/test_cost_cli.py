@@ -136,3 +136,53 @@ def test_budget_reset_counts_a_pane_from_its_spend_now(spent: Path) -> None:
     assert resets["w1"]["tokens"] == 1_000_010 + 100_000 + 400_000
     missing = conductor("pty", "budget", "reset", "nope")
     assert missing.returncode == 1 and missing.stderr.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_the_daemon_stops_nudging_a_pane_past_its_budget_and_a_person_still_sends(
+        server: Any, session: Any, watcher_process: Any, tmp_path: Path,
+        isolated_env: Path) -> None:
+    """The [budget] of the config file reaches the running watcher's herding: nudged once while
+    within it, then (its agent's spend past it) not again, reason "budget"; `send` types."""
+    from tests.front.test_herding_cli import (
+        NUDGE,
+        QUESTION,
+        decisions,
+        herd_sends,
+        pty,
+        screen,
+        start_agent,
+        workers,
+        write_config,
+    )
+    from tests.waiting import retry_until, stays_false
+
+    write_config(tmp_path, cooldown=0.5, max_nudges=10)
+    with (tmp_path / "config.toml").open("a") as f:
+        f.write("\n[budget]\npane_usd = 1.0\n")
+    agent = start_agent(session)
+    watcher_process("-v")
+    retry_until(lambda: workers(server).get("agent", {}).get("state") == "READY", 20,
+                interval=0.2)
+    assert pty(server, "herd", "on", "agent").returncode == 0
+    assert pty(server, "send", "agent", QUESTION).returncode == 0
+    retry_until(lambda: herd_sends(isolated_env) == 1, 20, interval=0.2,
+                message=f"no nudge: {decisions(isolated_env)}")
+    retry_until(lambda: f"❯ {NUDGE}" in screen(agent), 10)
+
+    worker_id = workers(server)["agent"]["id"]
+    store = StoreWriter(isolated_env)
+    try:
+        with store.transaction() as conn:  # what the reader stores from a transcript
+            store.usage.add(conn, _usage(worker_id, time.strftime("%Y-%m-%d"),
+                                         "claude-opus-4-5", input=100_000, output=40_000))
+    finally:
+        store.close()
+    assert pty(server, "send", "agent", QUESTION).returncode == 0
+    retry_until(lambda: workers(server)["agent"]["herd_reason"] == "budget", 20, interval=0.2)
+    assert stays_false(lambda: herd_sends(isolated_env) > 1, 3.0, interval=0.2)
+    assert ("blocked", "budget") in [(d[0], d[1]) for d in decisions(isolated_env)]
+    assert "$1.50" in pty(server, "status").stdout
+
+    assert pty(server, "send", "agent", "say A person asks.").returncode == 0
+    retry_until(lambda: "A person asks." in screen(agent), 10)
