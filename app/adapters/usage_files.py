@@ -10,6 +10,7 @@ skipped, never an error.
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +70,9 @@ class Tail:
                 self.offset += len(chunk)  # one giant unfinished line: not ours to hold
             return []
         self.offset += end + 1
+        # A new memo, not the old one changed: a caller that keeps the Tail as it was (to read
+        # again after a failed store write) keeps its memo too.
+        memo = copy.deepcopy(self.memo)
         parse = PARSERS[self.kind]
         markers = MARKERS[self.kind]
         found: list[Usage] = []
@@ -81,7 +85,8 @@ class Tail:
             except ValueError:
                 continue
             if isinstance(record, dict):
-                found.extend(parse(record, self.memo))
+                found.extend(parse(record, memo))
+        self.memo = memo
         return found
 
 

@@ -16,6 +16,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from app.adapters.store import StoreWriter
@@ -43,19 +44,25 @@ class UsageReader:
             self._seq = event["seq"]
             self._sessions[(event["pane_id"], event["server_pid"])] = event
         news: list[tuple[Tracked, Tail, list[Usage]]] = []
+        before: dict[str, Tail] = {}
         for wid, tracked in panes.items():
             try:
                 tail = self._tail(wid, tracked)
                 if tail is None:
                     continue
-                before = (tail.inode, tail.offset)
+                kept = replace(tail)  # read_new replaces the memo, never changes it
                 found = tail.read_new()
-                if (tail.inode, tail.offset) != before:
+                if (tail.inode, tail.offset) != (kept.inode, kept.offset):
                     news.append((tracked, tail, found))
+                    before[wid] = kept
             except Exception:  # one pane's file must never stop the others
                 log.exception("usage: pane %s skipped", wid)
         if news:
-            self._write(news, now)
+            try:
+                self._write(news, now)
+            except BaseException:
+                self._tails.update(before)  # not stored: read again with the next tick
+                raise
         return sum(len(found) for _, _, found in news)
 
     def _load(self) -> None:

@@ -179,7 +179,8 @@ class HerdStep(ActingStep[HerdSettings]):
                 continue
             counters = pending.counters
             outcome = self._apply_safely(pending, now) if pending.decision.eligible else \
-                Outcome(BLOCKED, pending.decision.reason, detail=pending.over_budget)
+                Outcome(BLOCKED, pending.decision.reason,
+                        detail=pending.over_budget if pending.decision.reason == BUDGET else "")
             self._tell_budget(pending)
             if outcome.outcome in (NUDGED, DRY_RUN):
                 counters = eligibility.nudged(counters, now, typed=outcome.outcome == NUDGED)
