@@ -174,3 +174,28 @@ def test_a_cycle_directive_is_not_typed_past_the_budget(
     assert lab.sends("cycle") == 0
     assert [n.what for n in notes] == ["needs_you"]
     assert "budget" in notes[0].body
+
+
+def test_spend_counts_from_the_last_reset_and_a_day_limit_holds_every_pane() -> None:
+    from app.observe.spend import over_budget
+
+    today = "2026-11-28"
+    rows = [{"id": "w1", "day": today, "model": "claude-opus-4-5", **SPENT},
+            {"id": "w2", "day": today, "model": "claude-opus-4-5", **SPENT},
+            {"id": "w2", "day": "2026-11-27", "model": "claude-opus-4-5", **SPENT},
+            {"id": "w3", "day": today, "model": "no-such-model", "input": 10**9}]
+    assert over_budget("w1", rows, {}, Budget(), today) == ""  # no limit set
+    assert over_budget("w1", rows, {}, Budget(pane_usd=2.0), today) == ""
+    assert over_budget("w2", rows, {}, Budget(pane_usd=2.0), today) == \
+        "pane spent $3.00 of its $2.00 budget"
+    assert over_budget("w2", rows, {"w2": {"usd": 1.5, "tokens": 140_000}},
+                       Budget(pane_usd=2.0), today) == ""
+    # A model without a price costs nothing, but its tokens count.
+    assert over_budget("w3", rows, {}, Budget(pane_usd=0.01), today) == ""
+    assert over_budget("w3", rows, {}, Budget(pane_tokens=10**6), today) == \
+        "pane used 1000.00M tokens of its 1.00M budget"
+    # Today: w1 and w2 together, $3.00; yesterday's spend of w2 is not today's.
+    assert over_budget("w3", rows, {}, Budget(day_usd=3.0), today) == \
+        "today spent $3.00 of its $3.00 budget"
+    assert over_budget("w3", rows, {f"day:{today}": {"usd": 1.0, "tokens": 0}},
+                       Budget(day_usd=3.0), today) == ""
