@@ -20,6 +20,8 @@ Figures:
 - Handing over at every default: `conductor pty wait` on a pane the watcher has seen READY for
   a while (wall time of the command), and a report whose check is `true` to its cycle's decision.
 - `conductor pty status --short` wall time against `python3 -c pass`, same run.
+- Usage reading (`--only usage`): ms per pane per tick of reading the agents' transcripts for
+  tokens (app.observe.usage), first read, caught up, and with one new line each.
 - Several hosts (`--only hosts`, scripts/bench_hosts.py): remote question and turn end against
   local ones over real sshd on loopback, CPU of 3 hosts x 20 idle panes and of 5 remote panes
   streaming (ours, sshd's, the remote tmux servers'), ssh processes per host.
@@ -31,6 +33,7 @@ import argparse
 import contextlib
 import functools
 import itertools
+import json
 import os
 import resource
 import shutil
@@ -546,7 +549,8 @@ def figures(values: list[float]) -> str:
     return f"median {statistics.median(seen):.2f}, max {max(seen):.2f} (n={len(values)}{missed})"
 
 
-SECTIONS = ("cycles", "latency", "replay", "cost", "handoff", "startup", "agents", "hosts")
+SECTIONS = ("cycles", "latency", "replay", "cost", "handoff", "startup", "agents", "hosts",
+            "usage")
 
 
 def hosts_section(trials: int, seconds: float) -> None:
@@ -583,6 +587,53 @@ def scale_section(trials: int, seconds: float, hosts: int = 10, panes: int = 50)
           f"{own:.2f}, its ssh calls and control clients {children:.2f}, ssh masters "
           f"{masters:.2f})  sshd {sshd:6.2f}  tmux {servers:6.2f}  "
           f"(load {os.getloadavg()[0]:.1f})")
+
+
+def usage_reading(panes: int, lines: int, ticks: int) -> tuple[float, float, float]:
+    """Ms per pane per tick of the watcher's usage reading (app.observe.usage): the first read
+    of ``panes`` Claude transcripts of ``lines`` assistant lines each, then caught up (nothing
+    new: one stat each), then with one new line per pane per tick."""
+    def line(no: int) -> str:
+        return json.dumps({"type": "assistant", "timestamp": "2026-11-28T02:31:00.000Z",
+                           "message": {"id": f"msg_{no}", "model": "claude-opus-4-5",
+                                       "content": [{"type": "text", "text": "x" * 400}],
+                                       "usage": {"input_tokens": 100, "output_tokens": 40}}})
+
+    with tempfile.TemporaryDirectory() as tmp, tmux_server(panes) as socket:
+        store = StoreWriter(Path(tmp) / "workers")
+        watcher = Watcher(Tmux(socket_name=socket), store, load_packs(), WatchSettings())
+        watcher.tick()
+        files = {}
+        with store.transaction() as conn:
+            for wid, tracked in watcher.tracked.items():
+                # The pane runs a shell here: it stands for a Claude Code pane.
+                tracked.stored.pty_row = {**(tracked.pty_row or {}), "cli_type": "claude"}
+                path = Path(tmp) / f"{wid}.jsonl"
+                path.write_text("".join(line(n) + "\n" for n in range(lines)))
+                files[wid] = path
+                store.events.add_event(conn, {
+                    "ts": time.time(), "kind": "hook", "event": "session_start", "cli": "claude",
+                    "pane_id": tracked.pane.pane_id,
+                    "server_pid": (tracked.pty_row or {}).get("server_pid"),
+                    "session_id": f"s-{wid}", "transcript": str(path)})
+        reader = watcher.usage
+        started = time.perf_counter()
+        reader.read(watcher.tracked, time.time())
+        first = (time.perf_counter() - started) * 1000 / panes
+        started = time.perf_counter()
+        for _ in range(ticks):
+            reader.read(watcher.tracked, time.time())
+        caught_up = (time.perf_counter() - started) * 1000 / panes / ticks
+        spent = 0.0
+        for tick in range(ticks):
+            for path in files.values():
+                with path.open("a") as f:
+                    f.write(line(lines + tick) + "\n")
+            started = time.perf_counter()
+            reader.read(watcher.tracked, time.time())
+            spent += time.perf_counter() - started
+        store.close()
+    return first, caught_up, spent * 1000 / panes / ticks
 
 
 def main() -> None:
@@ -661,6 +712,13 @@ def main() -> None:
         print("\nHanding over, every default (s): `conductor pty wait` on a pane READY for a "
               f"while (wall, the CLI's start included): {figures(waits)}; a report with check "
               f"`true` -> its cycle's decision: {figures(decisions)}")
+
+    if "usage" in only:
+        panes, lines = 50, 2000
+        first, caught_up, one_line = usage_reading(panes, lines, cycles)
+        print(f"\nUsage reading per pane per tick (ms; {panes} Claude transcripts of {lines} "
+              f"lines): first read {first:.2f}; caught up {caught_up:.3f}; one new line "
+              f"{one_line:.3f} (store write included)")
 
     if "hosts" in only:
         hosts_section(trials, cost_s)

@@ -25,6 +25,7 @@ from tests.scripted_model import (
     ScriptedModel,
     Turn,
     end_sse,
+    known_usage,
     send_json,
     send_sse,
     start_sse,
@@ -59,16 +60,20 @@ class FakeAnthropic(ScriptedModel):
                            "say": turn})
             stop_reason = "end_turn"
         response = self.record(body, main, stop_reason)
+        known = known_usage(response.no)
+        response.usage = {"input_tokens": known["input"], "output_tokens": known["output"],
+                          "cache_read_input_tokens": known["cache_read"],
+                          "cache_creation_input_tokens": known["cache_write"]}
         message_id = f"msg_fake_{response.no}"
         model = body.get("model", "claude-fake")
         if not body.get("stream"):
-            _non_stream(handler, message_id, model, blocks, stop_reason)
-        elif not self._stream(handler, message_id, model, blocks, stop_reason):
+            _non_stream(handler, message_id, model, blocks, stop_reason, response.usage)
+        elif not self._stream(handler, message_id, model, blocks, stop_reason, response.usage):
             return  # cut short by stop(): it never ended
         self.finished(response)
 
     def _stream(self, handler: BaseHTTPRequestHandler, message_id: str, model: str,
-                blocks: list[dict[str, Any]], stop_reason: str) -> bool:
+                blocks: list[dict[str, Any]], stop_reason: str, usage: dict[str, int]) -> bool:
         def send(event: str, data: dict[str, Any]) -> None:
             send_sse(handler, event, {"type": event, **data})
 
@@ -76,7 +81,7 @@ class FakeAnthropic(ScriptedModel):
         send("message_start", {"message": {
             "id": message_id, "type": "message", "role": "assistant", "model": model,
             "content": [], "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": 100, "output_tokens": 1}}})
+            "usage": {**usage, "output_tokens": 1}}})
         for index, block in enumerate(blocks):
             if block["type"] == "text":
                 send("content_block_start", {"index": index,
@@ -100,7 +105,7 @@ class FakeAnthropic(ScriptedModel):
             send("content_block_stop", {"index": index})
         self.final_event_begins()
         send("message_delta", {"delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                               "usage": {"output_tokens": 42}})
+                               "usage": {"output_tokens": usage["output_tokens"]}})
         send("message_stop", {})
         end_sse(handler)
         return True
@@ -115,7 +120,7 @@ def _ends_in_tool_result(body: dict[str, Any]) -> bool:
 
 
 def _non_stream(handler: BaseHTTPRequestHandler, message_id: str, model: str,
-                blocks: list[dict[str, Any]], stop_reason: str) -> None:
+                blocks: list[dict[str, Any]], stop_reason: str, usage: dict[str, int]) -> None:
     content = [
         {"type": "text", "text": "".join(b["chunks"])} if b["type"] == "text"
         else {"type": "tool_use", "id": f"toolu_{message_id}", "name": b["name"],
@@ -125,5 +130,5 @@ def _non_stream(handler: BaseHTTPRequestHandler, message_id: str, model: str,
     send_json(handler, 200, {
         "id": message_id, "type": "message", "role": "assistant", "model": model,
         "content": content, "stop_reason": stop_reason, "stop_sequence": None,
-        "usage": {"input_tokens": 100, "output_tokens": 20},
+        "usage": usage,
     })

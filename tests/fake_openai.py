@@ -27,7 +27,16 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.scripted_model import RunBash, Say, ScriptedModel, Turn, end_sse, send_sse, start_sse
+from tests.scripted_model import (
+    RunBash,
+    Say,
+    ScriptedModel,
+    Turn,
+    end_sse,
+    known_usage,
+    send_sse,
+    start_sse,
+)
 
 __all__ = ["FakeOpenAI", "RunBash", "Say", "Turn"]
 
@@ -47,12 +56,16 @@ class FakeOpenAI(ScriptedModel):
         turn = self.pick(ends_in_tool) if main else Say(json.dumps({"title": self.title}))
         response = self.record(body, main,
                                "tool_use" if isinstance(turn, RunBash) else "end_turn")
+        known = known_usage(response.no)
+        # OpenAI counts cached input inside input_tokens, and has no cache writes.
+        response.usage = {"input_tokens": known["input"] + known["cache_read"],
+                          "cached_tokens": known["cache_read"], "output_tokens": known["output"]}
         if self._stream(handler, f"resp_fake_{response.no}", body.get("model", "gpt-fake"),
-                        turn):
+                        turn, response.usage):
             self.finished(response)
 
     def _stream(self, handler: BaseHTTPRequestHandler, response_id: str, model: str,
-                turn: Turn) -> bool:
+                turn: Turn, usage: dict[str, int]) -> bool:
         """The SSE answer; False when stop() cut it short."""
         number = [0]
 
@@ -102,8 +115,10 @@ class FakeOpenAI(ScriptedModel):
         self.final_event_begins()
         send("response.completed", {"response": {
             **base, "status": "completed", "output": output,
-            "usage": {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0},
-                      "output_tokens": 42, "output_tokens_details": {"reasoning_tokens": 0},
-                      "total_tokens": 142}}})
+            "usage": {"input_tokens": usage["input_tokens"],
+                      "input_tokens_details": {"cached_tokens": usage["cached_tokens"]},
+                      "output_tokens": usage["output_tokens"],
+                      "output_tokens_details": {"reasoning_tokens": 0},
+                      "total_tokens": usage["input_tokens"] + usage["output_tokens"]}}})
         end_sse(handler)
         return True

@@ -101,6 +101,9 @@ class Response:
     stop_reason: str  # "end_turn" or "tool_use"
     started: float  # time.time() when the status line went out
     ended: float | None = None
+    # The tokens the fake reported for it, as the API names them: each response reports its
+    # own figures (see known_usage), so a test can add up what a CLI was told.
+    usage: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -234,3 +237,9 @@ def send_sse(handler: BaseHTTPRequestHandler, event: str, data: dict[str, Any]) 
 def end_sse(handler: BaseHTTPRequestHandler) -> None:
     handler.wfile.write(b"0\r\n\r\n")
     handler.wfile.flush()
+
+
+def known_usage(no: int) -> dict[str, int]:
+    """Token figures for response ``no``, different for each response so that a sum that
+    missed or doubled one shows: input, output, cache read and cache write, by our names."""
+    return {"input": 100 + no, "output": 40 + no, "cache_read": 11 * no, "cache_write": 7 * no}

@@ -161,6 +161,23 @@ def m011_seen(db: Database) -> None:
     db.table("status").add_column("seen", int, not_null_default=1)
 
 
+def m012_usage(db: Database) -> None:
+    """Tokens and cost per pane (issue 33): what each pane's agent used, per day and model (the
+    name and host kept beside, as the pane's own row goes when the pane does); where reading its
+    usage file stopped; and the spend each budget counted from when a person reset it."""
+    db.table("usage").create({
+        "id": str, "day": str, "model": str, "name": str, "host": str, "input": int,
+        "output": int, "cache_read": int, "cache_write": int, "updated_ts": float,
+    }, pk=("id", "day", "model"))
+    db.table("usage_files").create({
+        "id": str, "path": str, "kind": str, "inode": int, "offset": int, "memo": str,
+        "updated_ts": float,
+    }, pk="id")
+    db.table("budget_resets").create({
+        "scope": str, "usd": float, "tokens": int, "ts": float,
+    }, pk="scope")
+
+
 ORDER = (m001_initial, m002_events_and_signals, m003_herding, m004_jobs, m005_declared_check,
          m006_worktree, m007_hosts, m008_host_heartbeat, m009_session_identity,
-         m010_keep_herd_of_gone_panes, m011_seen)
+         m010_keep_herd_of_gone_panes, m011_seen, m012_usage)

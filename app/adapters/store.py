@@ -18,7 +18,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
 from app.adapters.migrations import MIGRATION_SET, migrations
-from app.adapters.store_tables import EventTables, HerdTables, HostTables, JobTables
+from app.adapters.store_tables import (
+    EventTables,
+    HerdTables,
+    HostTables,
+    JobTables,
+    UsageTables,
+)
 from app.base.errors import StoreError
 
 # typing costs ~5 ms to import; the status line imports this module on every refresh.
@@ -187,6 +193,7 @@ class StoreWriter:
         self.jobs = JobTables(self)
         self.hosts = HostTables(self)
         self.events = EventTables(self)
+        self.usage = UsageTables(self)
         lock_fd = -1
         try:
             make_private_dir(workers_dir)

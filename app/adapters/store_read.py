@@ -285,6 +285,21 @@ class StoreReader:
             return None
         return dict(rows[0]) if rows else None
 
+    def usage(self) -> list[dict[str, Any]]:
+        """Tokens per pane, day and model (none: a store from before migration m011)."""
+        try:
+            return [dict(row) for row in self._query("SELECT * FROM usage")]
+        except StoreError:
+            return []
+
+    def budget_resets(self) -> dict[str, dict[str, Any]]:
+        """The spend each budget counts from, by scope (a pane id, or "day:DATE")."""
+        try:
+            rows = self._query("SELECT * FROM budget_resets")
+        except StoreError:
+            return {}
+        return {row["scope"]: dict(row) for row in rows}
+
 
 def _codes(text: str | None) -> list[str]:
     return text.split() if text else []

@@ -167,3 +167,49 @@ def jobs_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Job]:
     from app.base.model import Job
 
     return [Job.from_row(row) for row in rows]
+
+
+class UsageTables:
+    """Tokens per pane, day and model (``usage``), where reading each pane's usage file stopped
+    (``usage_files``), and the spend each budget counts from (``budget_resets``)."""
+
+    def __init__(self, writer: Journalled) -> None:
+        self._writer = writer
+
+    def add(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
+        """Add one pane's tokens of one day and model to what the store holds."""
+        self._writer.run(
+            conn, "INSERT INTO usage (id, day, model, name, host, input, output, cache_read, "
+            "cache_write, updated_ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT(id, day, model) DO UPDATE SET name = excluded.name, "
+            "host = excluded.host, input = input + excluded.input, "
+            "output = output + excluded.output, cache_read = cache_read + excluded.cache_read, "
+            "cache_write = cache_write + excluded.cache_write, updated_ts = excluded.updated_ts",
+            tuple(row[k] for k in ("id", "day", "model", "name", "host", "input", "output",
+                                   "cache_read", "cache_write", "updated_ts")))
+
+    def tails(self) -> dict[str, dict[str, Any]]:
+        return {row["id"]: row for row in self._writer.rows("SELECT * FROM usage_files")}
+
+    def set_tail(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
+        self._writer.insert(conn, "usage_files", row, conflict_key="id")
+
+    def session_events_after(self, seq: int) -> list[dict[str, Any]]:
+        """Hook and restore events that name an agent's session, after ``seq``, oldest first."""
+        return self._writer.rows(
+            "SELECT seq, pane_id, server_pid, event, detail, cli, session_id, transcript, ts "
+            "FROM events WHERE seq > ? AND kind IN ('hook', 'restore') AND session_id != '' "
+            "ORDER BY seq", (seq,))
+
+    def rows(self) -> list[dict[str, Any]]:
+        return self._writer.rows("SELECT * FROM usage")
+
+    def resets(self) -> dict[str, dict[str, Any]]:
+        return {row["scope"]: row for row in self._writer.rows("SELECT * FROM budget_resets")}
+
+    def reset(self, conn: sqlite3.Connection, scope: str, usd: float, tokens: int,
+              ts: float) -> None:
+        """A budget counts from here: the spend of ``scope`` (a pane id, or "day:DATE") now."""
+        self._writer.insert(conn, "budget_resets",
+                            {"scope": scope, "usd": usd, "tokens": tokens, "ts": ts},
+                            conflict_key="scope")

@@ -240,7 +240,7 @@ GOAL_WIDTH = 30  # the whole goal is in `explain`, `herd list` and --json
 # A narrow terminal loses these columns first, in this order, until the summary has at least
 # SUMMARY_MIN columns: NAME, STATE, WAITING and SUMMARY stay. A column with nothing to say
 # (every cell empty or "-") is left out, except these three always shown.
-_DROP_ORDER = ("SINCE", "CLI", "GOAL", "ID", "CYCLE")
+_DROP_ORDER = ("SINCE", "CLI", "COST", "GOAL", "ID", "CYCLE")
 _ALWAYS = ("NAME", "STATE", "WAITING")
 SUMMARY_MIN = 30
 # The reason code of the final row of a pane whose tmux server ended (not the pane itself).
@@ -262,6 +262,12 @@ def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120
         header.insert(2, "HOST")
         for row, w in zip(rows, by_attention(shown), strict=True):
             row.insert(2, clean_text(str(w.get("host") or LOCAL_HOST)))
+    if any(w.get("usage") for w in workers):
+        # Only when some pane's agent told us its usage (app.observe.usage).
+        at = header.index("SUMMARY")
+        header.insert(at, "COST")
+        for row, w in zip(rows, by_attention(shown), strict=True):
+            row.insert(at, cost_cell(w.get("usage")))
     keep = [i for i, name in enumerate(header)
             if name in _ALWAYS or any(row[i] not in ("", "-") for row in rows)]
     widths = {i: max(len(row[i]) for row in [header, *rows]) for i in keep}
@@ -304,6 +310,19 @@ def _table_row(w: Mapping[str, Any], now: float, grace_s: float) -> list[str]:
         _one_line(str(w.get("goal") or "-"), GOAL_WIDTH),
         _one_line(str(w.get("summary") or "")),
     ]
+
+
+def cost_cell(usage: Mapping[str, Any] | None) -> str:
+    """Dollars, else (its model has no price) the tokens, else "-"."""
+    from app.base.prices import money, tokens_text  # not for the status line, which shows none
+
+    if not usage:
+        return "-"
+    if usage.get("cost_usd") is not None:
+        return money(float(usage["cost_usd"]))
+    count = sum(int(usage.get(kind) or 0)
+                for kind in ("input", "output", "cache_read", "cache_write"))
+    return f"{tokens_text(count)} tok" if count else "-"
 
 
 def fold_ended(workers: Sequence[Mapping[str, Any]], now: float

@@ -286,6 +286,23 @@ TABLE: tuple[Setting, ...] = (
             "Bad links or page keys from one address per minute before it is refused (429) "
             "for a while.",
             "ServeSettings.bad_per_minute"),
+    Setting("budget.pane_usd", 0.0, NOT_NEGATIVE,
+            "USD one pane's agent may spend (priced with the [prices] tables) before herding "
+            "and the\nreport cycle stop typing into it; 0 = no limit. `conductor pty budget "
+            "reset` starts it again.",
+            "Budget.pane_usd"),
+    Setting("budget.pane_tokens", 0, NOT_NEGATIVE,
+            "Tokens (input, output and cache writes) one pane's agent may use before herding "
+            "and the\nreport cycle stop typing into it; 0 = no limit.",
+            "Budget.pane_tokens"),
+    Setting("budget.day_usd", 0.0, NOT_NEGATIVE,
+            "USD all panes together may spend in one day (the local calendar day) before "
+            "herding and the\nreport cycle stop for every pane; 0 = no limit.",
+            "Budget.day_usd"),
+    Setting("budget.day_tokens", 0, NOT_NEGATIVE,
+            "Tokens all panes together may use in one day before herding and the report "
+            "cycle stop for\nevery pane; 0 = no limit.",
+            "Budget.day_tokens"),
 )
 
 BY_KEY: dict[str, Setting] = {setting.key: setting for setting in TABLE}

@@ -139,9 +139,21 @@ def event_row(cli: str | None, payload: str, env: Mapping[str, str], now: float
         "server_pid": int(server_pid) if server_pid.isdigit() else None,
         "socket": socket_path,
         "session_id": event.session_id,
-        "transcript": event.transcript,
+        "transcript": event.transcript or _codex_transcript(event.cli, event.session_id, env),
         "detail": event.detail,
     }
+
+
+def _codex_transcript(cli: str, thread_id: str, env: Mapping[str, str]) -> str:
+    """Codex's notify names its thread but not its file; the hook runs in the agent's own
+    environment, so its CODEX_HOME (on whichever host) is the one that holds the thread."""
+    from app.adapters.usage_files import codex_rollout
+    from app.observe.sessions import SESSION_ID
+
+    if cli != "codex" or not SESSION_ID.fullmatch(thread_id):
+        return ""
+    home = env.get("CODEX_HOME") or os.path.join(env.get("HOME") or "~", ".codex")
+    return codex_rollout(os.path.expanduser(home), thread_id)
 
 
 def _log(workers_dir: str, env: Mapping[str, str], message: str) -> None:

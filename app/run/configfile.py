@@ -46,6 +46,7 @@ from app.adapters.ssh import HostConfig
 from app.base import inputs, settings, settings_table
 from app.base.errors import ConductorError, ConfigError
 from app.base.files import write_atomic
+from app.base.prices import Budget, Price, PriceError, parse_prices
 from app.base.settings import (  # where the file lives is a plain setting
     config_path,
 )
@@ -166,6 +167,7 @@ class Config:
     mcp: McpSettings = field(default_factory=McpSettings)
     hosts: tuple[HostConfig, ...] = ()  # [hosts.NAME]: other machines, watched over ssh
     serve: ServeSettings = field(default_factory=ServeSettings)
+    budget: Budget = field(default_factory=Budget)  # [budget] and [prices."MODEL"]
 
 
 def load_config(
@@ -193,11 +195,17 @@ def load_config(
     user = _read_only(text, path) if doc is None else doc.unwrap()
     # [hosts.NAME] tables are the person's own names, not keys of the schema.
     hosts = parse_hosts(user.pop("hosts", {}), path)
+    # [prices."MODEL"] tables too: a model's name is the vendor's, not a key of the schema.
+    try:
+        prices = parse_prices(user.pop("prices", {}), str(path))
+    except PriceError as e:
+        raise ConfigError(str(e)) from None
     values = _check(_flatten(user), defaults, path)
     added: tuple[str, ...] = ()
     if doc is not None and any(name not in values for name in defaults):
         added = _upgrade(path, text, doc, {**defaults, **values})
-    return replace(_settings({**defaults, **values}, path, added, False), hosts=hosts)
+    return _with_prices(replace(_settings({**defaults, **values}, path, added, False),
+                                hosts=hosts), prices)
 
 
 def _read_only(text: str, path: Path) -> dict[str, Any]:
@@ -258,6 +266,7 @@ def _upgrade(path: Path, old: str, doc: tomlkit.TOMLDocument, merged: dict[str, 
         # still there in order: a tomlkit quirk may cost a log line, never the user's config.
         reread = tomlkit.parse(new).unwrap()
         reread.pop("hosts", None)  # [hosts.NAME] are checked apart, and never upgraded
+        reread.pop("prices", None)  # so are [prices."MODEL"]
         safe = _flatten(reread) == merged and _keeps_lines(old, new)
     except TOMLKitError:
         safe = False
@@ -493,6 +502,14 @@ def _checked(name: str, value: Any, default: Any, path: Path) -> Any:
     raise AssertionError(f"default of {name} has no checked type")  # pragma: no cover
 
 
+def _with_prices(config: Config, prices: Mapping[str, Price]) -> Config:
+    """The config with its [prices."MODEL"] tables in its budget, which herding and the
+    cycle obey."""
+    budget = replace(config.budget, prices=dict(prices))
+    return replace(config, budget=budget, herd=replace(config.herd, budget=budget),
+                   cycle=replace(config.cycle, budget=budget))
+
+
 def _settings(values: dict[str, Any], path: Path, added: tuple[str, ...], created: bool
               ) -> Config:
     kinds = [kind for kind in KINDS if values[f"notify.{kind}.enabled"]]
@@ -539,7 +556,11 @@ def _settings(values: dict[str, Any], path: Path, added: tuple[str, ...], create
         max_screen_chars=values["llm.max_screen_chars"],
         exclude=tuple(p.strip() for p in values["llm.exclude"] if p.strip()),
     )
+    budget = Budget(pane_usd=float(values["budget.pane_usd"]),
+                    pane_tokens=values["budget.pane_tokens"],
+                    day_usd=float(values["budget.day_usd"]), day_tokens=values["budget.day_tokens"])
     return Config(
+        budget=budget,
         watch=watch,
         notify=notify,
         llm_defaults=llm_defaults,
@@ -555,6 +576,7 @@ def _settings(values: dict[str, Any], path: Path, added: tuple[str, ...], create
             max_nudges=values["herd.max_nudges"],
             waiting_grace_s=values["states.waiting_grace"],
             rules=values["herd.rules"].strip(),
+            budget=budget,
         ),
         cycle=cycle_jobs.CycleSettings(
             wait_s=values["cycle.wait"],
@@ -565,6 +587,7 @@ def _settings(values: dict[str, Any], path: Path, added: tuple[str, ...], create
             transcript_entries=values["cycle.transcript_entries"],
             queue_ttl_s=values["queue.ttl"],
             allowed_checks=tuple(c.strip() for c in values["cycle.allowed_checks"]),
+            budget=budget,
         ),
         added=added,
         created=created,

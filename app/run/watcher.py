@@ -38,6 +38,7 @@ from app.observe import views
 from app.observe.llm import AsyncLLM
 from app.observe.packs import Pack
 from app.observe.pane import EVENTS, POLL, PaneObserver, Tracked, panes_by_id
+from app.observe.usage import UsageReader
 from app.run.clock import CaptureClock
 from app.run.events import EventReader
 from app.run.folders import folders, remove_folder, write_final_file
@@ -128,6 +129,7 @@ class Watcher:
         self._evented: set[str] = set()
         self.events = EventReader(store, time.time())
         self.own_views = views.WatcherViews(tmux)
+        self.usage = UsageReader(store)  # tokens per pane, from each agent's own records
 
     @property
     def settings(self) -> WatchSettings:
@@ -173,6 +175,8 @@ class Watcher:
         report.captured = len(screens)
         self._fold_terminal(current, screens, now, full)
         judged = self._judge(current, look, screens, to_capture, now, full, report)
+        if full:
+            self.usage.read(self.tracked, now)  # before the steps: their budgets count it
         written = self._write(judged, report, current, gone, orphans, now)
         if written is None:
             # A light tick that changed nothing the store shows: only a step that asked for a

@@ -38,6 +38,10 @@ EXPECTED = {
              "directive", "timeline"],
     "transcript": ["seq", "id", "ts", "kind", "text"],
     "herd_kept": ["id", "enabled", "rules", "dry_run", "goal", "check_cmd", "kept_ts"],
+    "usage": ["id", "day", "model", "name", "host", "input", "output", "cache_read",
+              "cache_write", "updated_ts"],
+    "usage_files": ["id", "path", "kind", "inode", "offset", "memo", "updated_ts"],
+    "budget_resets": ["scope", "usd", "tokens", "ts"],
 }
 
 
@@ -54,7 +58,7 @@ def test_a_blank_store_migrates_to_exactly_the_schema_in_wal_mode(tmp_path: Path
     assert applied == ["m001_initial", "m002_events_and_signals", "m003_herding", "m004_jobs",
                        "m005_declared_check", "m006_worktree", "m007_hosts",
                        "m008_host_heartbeat", "m009_session_identity",
-                       "m010_keep_herd_of_gone_panes", "m011_seen"]
+                       "m010_keep_herd_of_gone_panes", "m011_seen", "m012_usage"]
 
 
 def test_a_store_from_the_first_release_gains_events_and_keeps_its_rows(tmp_path: Path) -> None:

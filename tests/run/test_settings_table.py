@@ -19,6 +19,7 @@ from app.adapters.notify_settings import KINDS, NotifySettings
 from app.base import settings
 from app.base.errors import ConfigError
 from app.base.model import State
+from app.base.prices import Budget
 from app.base.settings import WatchSettings
 from app.base.settings_table import BY_KEY, TABLE, Setting, rule_words
 from app.run.configfile import DEFAULT_DOCUMENT, Config, McpSettings, ServeSettings, load_config
@@ -110,7 +111,7 @@ def _object_default(setting: Setting) -> Any:
         "WatchSettings": WatchSettings(), "NotifySettings": NotifySettings(),
         "LLMSettings": LLMSettings(), "HerdSettings": HerdSettings(),
         "CycleSettings": CycleSettings(), "McpSettings": McpSettings(),
-        "ServeSettings": ServeSettings(),
+        "ServeSettings": ServeSettings(), "Budget": Budget(),
     }
     owner, _, name = setting.goes_to.partition(".")
     kind = setting.key.split(".")[1] if setting.key.count(".") == 2 else ""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from app.base import inputs
 from app.base.errors import ConductorError
 from app.base.model import Job, JobKind, JobState, timeline_steps
 from app.base.model import stamp as stamp
+from app.base.prices import Budget
 from app.base.redact import redact
 from app.base.settings_table import default
 
@@ -82,6 +83,7 @@ class CycleSettings:
     queue_ttl_s: float = DEFAULT_QUEUE_TTL_S
     # Check commands an agent may ask for in any pane (exact text), besides each pane's own.
     allowed_checks: tuple[str, ...] = ()
+    budget: Budget = field(default_factory=Budget)  # [budget]: past it, no directive is typed
 
 
 def _writer(workers_dir: Path) -> StoreWriter:

@@ -23,6 +23,7 @@ from collections.abc import Collection, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from app.act.budget import BUDGET, BudgetCheck
 from app.act.cycle import decide
 from app.act.cycle.checks import Check, CheckRunner, store_tag
 from app.act.cycle.jobs import (
@@ -81,6 +82,7 @@ class CycleStep(ActingStep[CycleSettings]):
         self._moving = True  # until the first turn has looked at the jobs
         self._acted_at = 0.0
         self._store_version: int | None = None
+        self._budget = BudgetCheck(self.store, self.settings.budget)
 
     # --- during the tick ------------------------------------------------------------------------
 
@@ -335,7 +337,9 @@ class CycleStep(ActingStep[CycleSettings]):
         done = {"decision": decision.decision, "done_ts": now}
         if decision.decision == decide.CONTINUE:
             fault = decide.typing_fault(decision.directive)
+            spent = self._budget.budget_exceeded(pane.worker_id, now)
             refusal = (f"it may not be typed: {fault}" if fault else "") or \
+                (f"{BUDGET}: {spent}" if spent else "") or \
                 prose_refusal(self.packs, pane) or self._type(pane, decision.directive, "cycle")
             if not refusal:
                 transcript.append({"id": pane.worker_id, "ts": now, "kind": "directive",

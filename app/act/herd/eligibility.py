@@ -5,7 +5,9 @@ Gates, in the order they are tried (the order is the explanation a person reads)
 
 1. ``pane_dead``, ``not_an_agent``, ``busy``, ``unknown``: a dead pane, a pane whose program is
    not an agent CLI (a shell, where a nudge would run as a command; a plain program; conductor's
-   own views), a working agent and a screen nothing recognises are never nudged.
+   own views), a working agent and a screen nothing recognises are never nudged. ``budget``
+   (before ``busy``, so the reason holds while the agent works on): an opted-in pane past its
+   [budget] (app.act.budget) until a person resets it.
 2. ``too_recent``: the state is younger than ``stability`` seconds.
 3. ``low_confidence``: the assessment's confidence is under ``confidence_min``.
 4. READY must follow a turn (``no_turn_yet``: a fresh agent at its first prompt has nothing to
@@ -24,9 +26,10 @@ our nudge did not start) puts them back to zero.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from app.base.model import State
+from app.base.prices import Budget
 from app.base.settings_table import default
 
 DEFAULT_STALL_AFTER_S = default("herd.stall_after", float)
@@ -54,6 +57,7 @@ class HerdSettings:
     max_nudges: int = DEFAULT_MAX_NUDGES
     waiting_grace_s: float = default("states.waiting_grace", float)
     rules: str = DEFAULT_RULES  # the rule set `herd on` uses without --rules
+    budget: Budget = field(default_factory=Budget)  # [budget]: past it, no nudge
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ class PaneFacts:
     draft: bool = False  # unsent text in the prompt (only looked for when it can matter)
     # The pane runs an agent CLI, whose prompt takes prose (app.act.herd.step.agent_cli).
     agent: bool = True
+    over_budget: bool = False  # past its [budget] (looked at for opted-in panes only)
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,8 @@ def decide(facts: PaneFacts, counters: Counters, settings: HerdSettings, now: fl
         return Decision(False, "pane_dead")
     if not facts.agent:
         return Decision(False, "not_an_agent")
+    if facts.over_budget:
+        return Decision(False, "budget")
     if facts.state is State.BUSY:
         return Decision(False, "busy")
     if facts.state is State.UNKNOWN:

@@ -19,6 +19,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from app.act.budget import BUDGET, BudgetCheck
 from app.act.herd import eligibility, rules
 from app.act.herd.eligibility import Counters, Decision, HerdSettings, PaneFacts
 from app.act.steps import ActingStep
@@ -52,6 +53,7 @@ class _Pending:
     counters: Counters
     decision: Decision
     row: dict[str, Any]
+    over_budget: str = ""  # why it is past its budget
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,8 @@ class HerdStep(ActingStep[HerdSettings]):
         self._typed: dict[str, str] = {}  # the last nudge typed into each pane
         # Per pane: the screen (hash) and rule whose pattern ran out of time on it, and why.
         self._timed_out: dict[str, tuple[str | None, rules.Rule, str]] = {}
+        self._budget = BudgetCheck(self.store, self.settings.budget)
+        self._told_budget: set[str] = set()  # panes told they are past it, until a reset
 
     # --- during the tick ------------------------------------------------------------------------
 
@@ -111,11 +115,12 @@ class HerdStep(ActingStep[HerdSettings]):
         if signals.sent or signals.turn_start or (
                 a.verdict is not None and a.verdict.state is State.BUSY):
             self._had_turn.add(tracked.worker_id)
+        spent = self._budget.budget_exceeded(tracked.worker_id, now) if opted_in else ""
         facts = PaneFacts(
             state=a.state, state_entered=a.state_entered, last_change=a.last_change,
             last_send=signals.sent, confidence=a.confidence, opted_in=opted_in,
             had_turn=tracked.worker_id in self._had_turn, dead=tracked.pane.dead,
-            agent=agent_cli(tracked.pack),
+            agent=agent_cli(tracked.pack), over_budget=bool(spent),
         )
         counters = Counters(nudges=row.get("nudges") or 0,
                             last_nudge_ts=row.get("last_nudge_ts") or 0.0,
@@ -135,7 +140,8 @@ class HerdStep(ActingStep[HerdSettings]):
         decision = eligibility.decide(facts, counters, self.settings, now)
         if unsent and decision.reason == "draft_in_prompt":
             decision = replace(decision, reason="nudge_unsent")
-        self._pending[tracked.worker_id] = _Pending(tracked, facts, counters, decision, row)
+        self._pending[tracked.worker_id] = _Pending(tracked, facts, counters, decision, row,
+                                                    spent)
         return {"herd_eligible": int(decision.eligible), "herd_reason": decision.reason}
 
     def _draft(self, tracked: Tracked) -> str | None:
@@ -174,7 +180,9 @@ class HerdStep(ActingStep[HerdSettings]):
                 continue
             counters = pending.counters
             outcome = self._apply_safely(pending, now) if pending.decision.eligible else \
-                Outcome(BLOCKED, pending.decision.reason)
+                Outcome(BLOCKED, pending.decision.reason,
+                        detail=pending.over_budget if pending.decision.reason == BUDGET else "")
+            self._tell_budget(pending)
             if outcome.outcome in (NUDGED, DRY_RUN):
                 counters = eligibility.nudged(counters, now, typed=outcome.outcome == NUDGED)
             stored = Counters(pending.row.get("nudges") or 0,
@@ -204,6 +212,16 @@ class HerdStep(ActingStep[HerdSettings]):
             self._had_turn.discard(wid)
             self._typed.pop(wid, None)
             self._timed_out.pop(wid, None)
+
+    def _tell_budget(self, pending: _Pending) -> None:
+        """One notification when a pane goes past its budget; again only after a reset."""
+        wid = pending.tracked.worker_id
+        if not pending.over_budget:
+            self._told_budget.discard(wid)
+        elif wid not in self._told_budget:
+            self._told_budget.add(wid)
+            self._tell(pending.tracked, Note("herd", BUDGET, "needs you",
+                                             f"herd stopped: {pending.over_budget}", urgent=True))
 
     def _apply_safely(self, pending: _Pending, now: float) -> Outcome:
         """:meth:`_apply`, with a fault confined to its pane: the other panes still decide."""

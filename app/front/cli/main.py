@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -35,6 +35,9 @@ from app.front.cli.context import (
     usage_error,
 )
 from app.front.cli.output import emit, emit_line, error_document, versioned, wants_json
+
+if TYPE_CHECKING:
+    from app.base.prices import PriceTable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -177,13 +180,15 @@ def status(obj: Context, short: bool, as_json: bool, colour: bool, width: int | 
     if short:
         click.echo(status_module.short_line(obj.workers_dir, colour, width, obj.socket_name))
         return
-    settings = read_config().watch
+    config = read_config()
+    settings = config.watch
     grace = settings.waiting_grace_s
     keep_s = float("inf") if show_all else settings.exited_shown_s
 
     def snapshot(workers_dir: Path) -> status_module.Snapshot:
         snap = status_module.snapshot(workers_dir, obj.socket_name)
         snap.workers = status_module.shown(snap.workers, time.time(), keep_s)
+        _add_usage(workers_dir, snap.workers, config.budget.table())
         return snap
 
     def columns() -> int | None:
@@ -524,7 +529,10 @@ def explain(obj: Context, ident: str, lines: int, as_json: bool) -> None:
     for line in render.stored_assessment(worker, time.time()):
         echo_clean(line)
     echo_clean(f"  {sessions.describe(session)}")
+    from app.front.cli.cost import spend_line
     from app.front.cli.cycle import cycle_line
+
+    echo_clean(spend_line(obj, worker["id"]))
 
     echo_clean(cycle_line(jobs))
     queued = sum(1 for j in jobs if j.kind is JobKind.MESSAGE and j.state is JobState.QUEUED)
@@ -577,6 +585,24 @@ def _explain_json(worker: dict[str, Any], session: Any, jobs: list[Any], history
             "queued_messages": sum(1 for j in jobs if j.kind is JobKind.MESSAGE and
                                    j.state is JobState.QUEUED),
             "live": live, "history": [_history_json(row) for row in history]}
+
+
+def _add_usage(workers_dir: Path, workers: list[dict[str, Any]], prices: PriceTable) -> None:
+    """Each row's ``usage`` (tokens by kind, ``cost_usd``), None for a pane with no record."""
+    from app.adapters.store_read import StoreReader
+    from app.observe.spend import totals
+
+    if not workers:
+        return
+    reader = StoreReader(workers_dir)
+    try:
+        rows = reader.usage()
+    finally:
+        reader.close()
+    by_pane = totals(rows, prices, lambda row: str(row["id"]))
+    for worker in workers:
+        found = by_pane.get(worker["id"])
+        worker["usage"] = found.public() if found is not None else None
 
 
 def _add_sessions(workers_dir: Path, workers: list[dict[str, Any]]) -> None:
@@ -637,6 +663,7 @@ def _not_utf8(argv: Sequence[str]) -> str | None:
 def _register_groups() -> None:
     from app.front.cli.agents import hook, hooks, mcp
     from app.front.cli.classify import classify
+    from app.front.cli.cost import budget, cost
     from app.front.cli.cycle import dispatch, pause, queue, report, resume
     from app.front.cli.doctor import doctor
     from app.front.cli.herd import goal, herd
@@ -647,7 +674,8 @@ def _register_groups() -> None:
     from app.front.cli.worktree import worktree
 
     for command in (hook, hooks, mcp, report, queue, dispatch, pause, resume, herd, goal,
-                    stop, logs, service, worktree, hosts, restore, serve, doctor, classify):
+                    stop, logs, service, worktree, hosts, restore, serve, doctor, classify, cost,
+                    budget):
         pty.add_command(command)
 
 
