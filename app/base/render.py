@@ -288,8 +288,24 @@ def _table_row(w: Mapping[str, Any], now: float, grace_s: float) -> list[str]:
         _clock(entered, now) if entered else "-",
         "-" if waited is None else duration(waited) + (" long" if long_wait else ""),
         _one_line(str(w.get("goal") or "-"), GOAL_WIDTH),
-        _one_line(str(w.get("summary") or "")),
+        summary_cell(w),
     ]
+
+
+def summary_cell(w: Mapping[str, Any], limit: int = 80) -> str:
+    """The SUMMARY column: the verdict's summary, and what runs in the background after it,
+    kept when the summary is cut (``Waiting for 2 background agents… · 2 background
+    agents``); a lead's teammates too."""
+    from app.base.background import background_in, plural
+
+    notes = []
+    background = background_in(w.get("reasons") or (), str(w.get("summary") or ""))
+    if background is not None:
+        notes.append(background.note())
+    if w.get("teammates"):
+        notes.append(plural(int(w["teammates"]), "teammate"))
+    tail = "".join(f" · {note}" for note in notes)
+    return _one_line(str(w.get("summary") or ""), max(20, limit - len(tail))) + tail
 
 
 def fold_ended(workers: Sequence[Mapping[str, Any]], now: float
@@ -385,11 +401,36 @@ def stored_assessment(worker: Mapping[str, Any], now: float) -> list[str]:
     ]
     if worker.get("summary"):
         lines.append(f"  summary: {clean_text(worker['summary'])}")
+    lines += background_evidence(worker)
     if worker.get("actions_needed"):
         lines.append(f"  actions: {clean_text(worker['actions_needed'])}")
     lines.append(f"  herding: {'eligible' if worker.get('eligible_for_herd') else 'not eligible'}"
                  f"{' (' + worker['herd_reason'] + ')' if worker.get('herd_reason') else ''}; "
                  f"goal: {clean_text(worker.get('goal') or '-')}")
+    return lines
+
+
+def background_evidence(worker: Mapping[str, Any]) -> list[str]:
+    """``explain``'s lines on background work: what runs, and what said so (the screen's line,
+    the hooks' count), and the pane's lead and teammates."""
+    from app.base.background import BACKGROUND_NOTE, background_in
+
+    reasons = worker.get("reasons") or ()
+    background = background_in(reasons, str(worker.get("summary") or ""))
+    lines = []
+    if background is not None:
+        what = "does not resume the turn: READY, with a note" if BACKGROUND_NOTE in reasons \
+            else "resumes the turn when it ends: not READY until then"
+        lines.append(f"  background: {background.note()}, which {what}")
+        if "subagent_hooks" in reasons:
+            lines.append("    evidence: Claude Code's hooks, SubagentStart events without their "
+                         "SubagentStop")
+        lines.append(f"    evidence: {clean_text(background.evidence)}")
+    if worker.get("lead"):
+        lines.append(f"  lead: {clean_text(str(worker['lead']))} (this pane was started for it)")
+    if worker.get("teammates"):
+        lines.append(f"  teammates: {worker['teammates']} pane(s) name this one their lead, "
+                     f"{worker.get('teammates_working') or 0} working")
     return lines
 
 
