@@ -158,3 +158,13 @@ def m010_keep_herd_of_gone_panes(db: Database) -> None:
 ORDER = (m001_initial, m002_events_and_signals, m003_herding, m004_jobs, m005_declared_check,
          m006_worktree, m007_hosts, m008_host_heartbeat, m009_session_identity,
          m010_keep_herd_of_gone_panes)
+
+
+def m011_lead(db: Database) -> None:
+    """The pane whose agent started this one (its worker id), for `lead` in status: recorded
+    by `create` when run from inside a pane of the same tmux server (design/states.md)."""
+    table(db, "ptys").add_column("lead", str)
+
+
+# Appended here, not in ORDER above, so that parallel branches' migrations merge by hand.
+ORDER = (*ORDER, m011_lead)  # type: ignore[assignment]

@@ -48,6 +48,8 @@ PUBLIC_FIELDS = (
     "worktree",
     # The machine the pane runs on: "local", or a [hosts.NAME] of the config file (over ssh).
     "host",
+    # The worker id of the pane whose agent started this one (design/states.md), or None.
+    "lead",
 )
 
 
@@ -159,7 +161,7 @@ class StoreReader:
             "p.cwd, p.cli_type, p.socket, p.server_pid, s.state, s.summary, s.actions_needed, "
             "s.confidence, s.reasons, s.rule_id, s.classifier, s.state_entered_ts, "
             "s.last_change_ts, s.signals, s.herd_eligible, s.herd_reason, h.goal, s.cycle, "
-            "p.worktree, p.host "
+            "p.worktree, p.host, p.lead "
             "FROM ptys p LEFT JOIN status s ON s.id = p.id LEFT JOIN herd h ON h.id = p.id "
             # Another host's panes belong to every local socket's watcher.
             "WHERE ? IS NULL OR p.socket = ? OR p.socket IS NULL OR p.host != 'local' "

@@ -240,7 +240,7 @@ def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120
     """The status table; with ``width``, columns go (``_DROP_ORDER``) until the summary has
     room, and every line is cut to it. A column with nothing to say (every cell empty or ``-``)
     is left out, and the panes of a tmux server that ended are one line each server."""
-    shown, ended = fold_ended(workers, now)
+    shown, ended = fold_ended(with_teammates(workers), now)
     rows = [_table_row(w, now, grace_s) for w in by_attention(shown)]
     header = ["ID", "NAME", "CLI", "STATE", "CYCLE", "SINCE", "WAITING", "GOAL", "SUMMARY"]
     if any(_at_host(w) for w in workers):
@@ -345,6 +345,19 @@ def _one_line(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def with_teammates(workers: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Each row with ``teammates`` (the listed panes that name it their ``lead``, not EXITED)
+    and ``teammates_working`` (those of them BUSY)."""
+    counts: dict[str, list[int]] = {}
+    for w in workers:
+        if w.get("lead") and w.get("state") != "EXITED":
+            count = counts.setdefault(str(w["lead"]), [0, 0])
+            count[0] += 1
+            count[1] += w.get("state") == "BUSY"
+    return [{**w, "teammates": counts.get(str(w.get("id")), [0, 0])[0],
+             "teammates_working": counts.get(str(w.get("id")), [0, 0])[1]} for w in workers]
+
+
 def as_json(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120.0,
             stale_s: float | None = None) -> str:
     """``stale_s``: how old the states are when the watcher stopped or fell behind (None:
@@ -354,7 +367,7 @@ def as_json(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 1
     from app.base.background import background_in
 
     out = []
-    for w in by_attention(workers):
+    for w in by_attention(with_teammates(workers)):
         background = background_in(w.get("reasons") or (), str(w.get("summary") or ""))
         waited, long_wait = waiting(w, now, grace_s)
         changed = w.get("last_change_ts")
