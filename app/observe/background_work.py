@@ -15,7 +15,10 @@ from dataclasses import replace
 
 from app.base.background import BACKGROUND_REASON, SCREEN_QUOTE, plural
 from app.base.model import State, Verdict
+from app.observe.packs import GENERIC_PACK
 
+# Packs of panes where no agent runs: nothing there waits for subagents or teammates.
+PLAIN_PACKS = frozenset({"shell", GENERIC_PACK})
 # The reason (beside BACKGROUND_REASON) and rule of a verdict held back by hooks or teammates.
 SUBAGENT_HOOKS = "subagent_hooks"
 TEAMMATES_WORKING = "teammates_working"

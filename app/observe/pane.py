@@ -20,7 +20,7 @@ from app.base.screen import normalise, screen_hash
 from app.base.settings import WatchSettings
 from app.base.termsignals import TermSignal
 from app.observe.assess import NO_SIGNALS, Assessment, Policy, Signals, assess
-from app.observe.background_work import hold_for_background
+from app.observe.background_work import PLAIN_PACKS, hold_for_background
 from app.observe.llm import AsyncLLM, merge, worth_asking
 from app.observe.pack_detection import detect_pack, judge_for, plain_program
 from app.observe.pack_patterns import PatternTimeout, time_limit
@@ -290,7 +290,11 @@ class PaneObserver:
         pack_verdict = verdict
         if self.llm is not None and not pane.dead:
             verdict = merge(pack_verdict, self.llm.result(tracked.worker_id, tracked.text_hash))
-        verdict = hold_for_background(verdict, tracked.signals.subagents, tracked.teammates)
+        if tracked.pack is not None and tracked.pack.name not in PLAIN_PACKS:
+            # Only an agent waits for its subagents and teammates: a shell left behind by an
+            # agent that died mid-subagent, or a person's shell `create` was run from, does not.
+            verdict = hold_for_background(verdict, tracked.signals.subagents,
+                                          tracked.teammates)
         pack_polls = tracked.pack.stable_polls if tracked.pack else 3
         events = tracked.mode == EVENTS
         policy = self._policies.get((pack_polls, events))

@@ -20,6 +20,22 @@ from tests.conftest import conductor
 from tests.run.test_watcher_tick import screen_of, states_by_name
 from tests.waiting import retry_until
 
+CLAUDE_IDLE = Path(__file__).resolve().parents[1] / "corpus" / "shared" / "claude-code" / \
+    "ready-after-answer-200x50.txt"
+# A pane that shows each file whose path it reads, as a screen of its own.
+SHOWS_FILES = ("sh -c 'stty -echo; while read f; do printf \"\\033[H\\033[2J\"; cat \"$f\"; "
+               "done'")
+
+
+def idle_claude_window(session: Any, name: str) -> Any:
+    """A window showing Claude Code's idle screen (a recorded one): the claude pack reads it."""
+    pane = session.new_window(window_name=name, attach=False,
+                              window_shell=SHOWS_FILES).active_pane
+    pane.send_keys(str(CLAUDE_IDLE), enter=True, literal=True)
+    retry_until(lambda: "for shortcuts" in screen_of(session, name), 10)
+    return pane
+
+
 IDLE = Verdict(state=State.READY, confidence=90, reasons=("prompt_visible",), rule_id="idle",
                summary="Claude Code is waiting for input")
 
@@ -88,8 +104,7 @@ def test_status_and_explain_show_what_the_hooks_counted(
         server: Any, session: Any, watcher: Watcher, isolated_env: Path) -> None:
     """A pane whose screen is idle, whose agent's hooks said two subagents started and the turn
     stopped: BUSY with two background agents until both stop, then READY."""
-    pane = session.new_window(window_name="lead", attach=False).active_pane
-    retry_until(lambda: screen_of(session, "lead").strip().endswith(("$", "#")), 10)
+    pane = idle_claude_window(session, "lead")
     server_pid = int(server.cmd("display-message", "-p", "#{pid}").stdout[0])
 
     def hook(name: str, kind: str) -> None:
@@ -124,6 +139,21 @@ def test_status_and_explain_show_what_the_hooks_counted(
     assert state_after_ticks()["state"] == "BUSY"
     hook("SubagentStop", "working")
     retry_until(lambda: state_after_ticks()["state"] == "READY", 10)
+
+
+def test_a_shell_left_with_subagents_counted_is_not_held(
+        server: Any, session: Any, watcher: Watcher, isolated_env: Path) -> None:
+    """An agent that died mid-subagent leaves its shell: nothing there waits for them."""
+    pane = session.new_window(window_name="left", attach=False).active_pane
+    retry_until(lambda: screen_of(session, "left").strip().endswith(("$", "#")), 10)
+    record_event(str(isolated_env), {
+        "ts": time.time(), "kind": "hook", "event": "working", "name": "SubagentStart",
+        "cli": "claude", "pane_id": pane.pane_id,
+        "server_pid": int(server.cmd("display-message", "-p", "#{pid}").stdout[0])})
+    for _ in range(3):
+        watcher.tick(time.time())
+        time.sleep(0.2)
+    assert states_by_name(isolated_env)["left"]["state"] == "READY"
 
 
 def test_a_row_without_background_work_says_nothing_of_it() -> None:

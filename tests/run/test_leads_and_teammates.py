@@ -14,6 +14,7 @@ from app.observe.background_work import TEAMMATES_WORKING
 from app.observe.pane import worker_id
 from app.run.watcher import Watcher
 from tests.conftest import conductor
+from tests.observe.test_background_hooks_and_notes import idle_claude_window
 from tests.run.test_watcher_tick import PRINTER, screen_of, states_by_name
 from tests.waiting import retry_until
 
@@ -29,8 +30,7 @@ def test_only_a_pane_of_the_same_server_is_taken_for_the_lead() -> None:
 
 def test_a_lead_waits_for_its_working_teammate(
         server: Any, session: Any, watcher: Watcher, isolated_env: Path, tmp_path: Path) -> None:
-    lead_pane = session.new_window(window_name="lead", attach=False).active_pane
-    retry_until(lambda: screen_of(session, "lead").strip().endswith(("$", "#")), 10)
+    lead_pane = idle_claude_window(session, "lead")
     socket_path = server.cmd("display-message", "-p", "#{socket_path}").stdout[0]
     pid = server.cmd("display-message", "-p", "#{pid}").stdout[0]
     created = conductor("-L", server.socket_name, "pty", "create", str(tmp_path), "--name",
@@ -63,3 +63,23 @@ def test_a_lead_waits_for_its_working_teammate(
     server.cmd("send-keys", "-t", states["mate"]["pane_id"], "C-c")
     retry_until(lambda: ticks()["lead"]["state"] == "READY", 20)
     assert ticks()["mate"]["state"] != "BUSY"
+
+
+def test_a_person_s_shell_that_ran_create_is_not_held(
+        server: Any, session: Any, watcher: Watcher, isolated_env: Path, tmp_path: Path) -> None:
+    """The lead is recorded, but a shell waits for nobody: it stays READY."""
+    shell = session.new_window(window_name="me", attach=False).active_pane
+    retry_until(lambda: screen_of(session, "me").strip().endswith(("$", "#")), 10)
+    socket_path = server.cmd("display-message", "-p", "#{socket_path}").stdout[0]
+    pid = server.cmd("display-message", "-p", "#{pid}").stdout[0]
+    created = conductor("-L", server.socket_name, "pty", "create", str(tmp_path), "--name",
+                        "mate", "--cmd", PRINTER,
+                        env={"TMUX": f"{socket_path},{pid},0", "TMUX_PANE": shell.pane_id})
+    assert created.returncode == 0, created.stderr
+    retry_until(lambda: "line 3" in screen_of(session, "mate"), 30)
+    for _ in range(3):
+        watcher.tick(time.time())
+        time.sleep(0.3)
+    states = states_by_name(isolated_env)
+    assert states["mate"]["lead"] == states["me"]["id"]
+    assert (states["mate"]["state"], states["me"]["state"]) == ("BUSY", "READY")
