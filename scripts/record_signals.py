@@ -186,6 +186,18 @@ class LabSession:
         self.pane = self.tmux("new-session", "-d", "-s", "agent", "-x", "200", "-y", "50",
                               "-P", "-F", "#{pane_id}", "--", script, *cli_args).strip()
 
+    def keep_streaming(self, panes: list[str]) -> None:
+        """Have each of ``panes`` that sits idle stream a slow reply (28 s), then give their
+        requests a moment to reach the server before anything is queued for another pane."""
+        idle = re.compile(self.spec.idle)
+        for pane in panes:
+            screen = self.tmux("capture-pane", "-p", "-t", pane)
+            if idle.search(screen) and "esc to cancel" not in screen:
+                self.tmux("send-keys", "-t", pane, "-l", "LAB_SLOW keep streaming")
+                time.sleep(0.3)
+                self.tmux("send-keys", "-t", pane, "Enter")
+        time.sleep(2.0)
+
     def _install_hooks(self, tag: str) -> None:
         """With ``hooks`` (Gemini CLI only), ``conductor pty hooks install`` into the settings
         the lab just wrote for session ``tag``, before the CLI reads them."""
@@ -408,8 +420,8 @@ def attached_client(lab: LabSession) -> Any:
 
 
 def measure_lab(cli: str, install: Path, turns: int, more_panes: int = 0,
-                status_line: bool = False, hooks: bool = False, split: bool = False
-                ) -> TurnFigures:
+                status_line: bool = False, hooks: bool = False, split: bool = False,
+                busy_others: bool = False) -> TurnFigures:
     """Seconds from each turn's last byte to READY in status.db, with a real ``conductor pty
     watch`` at every default beside the CLI (the figures of ``scripts/bench.py --only agents``
     for the lab CLIs): ``turns`` plain turns, then ``turns // 3`` with a command approved in its
@@ -417,8 +429,9 @@ def measure_lab(cli: str, install: Path, turns: int, more_panes: int = 0,
     ``more_panes`` more sessions of the CLI sit idle in windows of their own (``split``: tiled
     beside it), ``status_line`` turns on tmux's status line with
     ``scripts/tmux-status-right.sh`` in it (``status --short`` against the same store, once a
-    second, with a client attached to show it), ``hooks`` installs our Gemini CLI hooks. The
-    plain turns' figures are returned."""
+    second, with a client attached to show it), ``hooks`` installs our Gemini CLI hooks,
+    ``busy_others`` keeps the other sessions streaming a slow reply (the lab server's
+    ``LAB_SLOW``) through every measured turn. The plain turns' figures are returned."""
     from scripts.bench import conductor_argv, figures, wait_for
 
     conf = agents.TMUX_CONF
@@ -435,7 +448,7 @@ def measure_lab(cli: str, install: Path, turns: int, more_panes: int = 0,
     client = None
     try:
         lab.start([])
-        lab.start_more(more_panes, split)
+        others = lab.start_more(more_panes, split)
         if status_line:  # tmux runs a status line's commands only while a client shows it
             client = attached_client(lab)
         lab.wait_for_screen(lab.spec.idle, 120)
@@ -444,6 +457,8 @@ def measure_lab(cli: str, install: Path, turns: int, more_panes: int = 0,
         try:
             wait_for(lambda: db.exists() and pane_state(db, lab.pane) == "READY", 60)
             for turn in range(turns):
+                if busy_others:
+                    lab.keep_streaming(others)
                 _measured_turn(lab, db, f"say something, turn {turn}", False, plain)
             for turn in range(turns // 3):
                 _measured_turn(lab, db, f"run the command, turn {turn}", True, approved)
@@ -522,6 +537,8 @@ def main() -> int:
                         "status line on, redrawn every second with scripts/tmux-status-right.sh")
     parser.add_argument("--split", action="store_true", help="with --more-panes: the sessions "
                         "tiled in the first one's window, not in windows of their own")
+    parser.add_argument("--busy-others", action="store_true", help="with --more-panes: the "
+                        "other sessions stream a slow reply through every measured turn")
     parser.add_argument("--hooks", action="store_true", help="with --turn-ends: `conductor "
                         "pty hooks install` for each Gemini CLI session")
     parser.add_argument("--cli-args", default="", help="more arguments for a lab CLI, one string "
@@ -532,7 +549,7 @@ def main() -> int:
             parser.error(f"{args.cli} needs --install")
         if args.turn_ends:
             measure_lab(args.cli, args.install, args.turn_ends, args.more_panes,
-                        args.status_line, args.hooks, args.split)
+                        args.status_line, args.hooks, args.split, args.busy_others)
         else:
             record_lab(args.cli, args.install, args.out, args.raw, args.cli_args.split())
     else:
