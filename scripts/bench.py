@@ -565,7 +565,10 @@ def gemini_section(turns: int) -> None:
     for label, options in (("the lab: one pane, no status line", {}),
                            ("4 panes tiled, a client, status line every 1 s",
                             {"more_panes": 3, "split": True, "status_line": True}),
-                           ("the same with our Gemini CLI hooks installed",
+                           ("the same, the 3 others streaming all along",
+                            {"more_panes": 3, "split": True, "status_line": True,
+                             "busy_others": True}),
+                           ("the same (others idle) with our Gemini CLI hooks",
                             {"more_panes": 3, "split": True, "status_line": True,
                              "hooks": True})):
         got = record_signals.measure_lab("gemini", install, turns, **options)  # type: ignore[arg-type]
