@@ -550,7 +550,33 @@ def figures(values: list[float]) -> str:
 
 
 SECTIONS = ("cycles", "latency", "replay", "cost", "handoff", "startup", "agents", "hosts",
-            "usage")
+            "usage", "gemini")
+
+
+def gemini_section(turns: int) -> None:
+    """Gemini CLI 0.61.0 turn end -> READY as the lab runs it and as a user does (issue 31: a
+    user measured 3.3 s where the lab measured 0.05-0.08 s)."""
+    from scripts import record_signals
+
+    install = Path.home() / ".cache" / "conductor-pty" / "agents" / "gemini-cli-0.61.0"
+    print("\nGemini CLI 0.61.0 against scripts/lab's fake server, every default (s): the model's "
+          "last byte -> READY; the CLI's idle screen drawn -> READY")
+    if not install.is_dir():
+        print(f"  not measured: no {install} (npm install --prefix {install} "
+              "@google/gemini-cli@0.61.0)")
+        return
+    for label, options in (("the lab: one pane, no status line", {}),
+                           ("4 panes tiled, a client, status line every 1 s",
+                            {"more_panes": 3, "split": True, "status_line": True}),
+                           ("the same, the 3 others streaming all along",
+                            {"more_panes": 3, "split": True, "status_line": True,
+                             "busy_others": True}),
+                           ("the same (others idle) with our Gemini CLI hooks",
+                            {"more_panes": 3, "split": True, "status_line": True,
+                             "hooks": True})):
+        got = record_signals.measure_lab("gemini", install, turns, **options)  # type: ignore[arg-type]
+        print(f"  {label:48} end->READY {figures(got.latencies)}; drawn->READY "
+              f"{figures(got.after_drawn)} (load {os.getloadavg()[0]:.1f})")
 
 
 def hosts_section(trials: int, seconds: float) -> None:
@@ -722,6 +748,8 @@ def main() -> None:
 
     if "hosts" in only:
         hosts_section(trials, cost_s)
+    if "gemini" in only:
+        gemini_section(max(4, trials))
     if "startup" not in only:
         return
     short, bare = startup(runs)

@@ -148,7 +148,7 @@ def _free_port() -> int:
 class LabSession:
     """One lab CLI in a tmux server of its own, talking to the lab's fake server."""
 
-    def __init__(self, cli: str, install: Path) -> None:
+    def __init__(self, cli: str, install: Path, tmux_conf: str = agents.TMUX_CONF) -> None:
         self.cli, self.spec = cli, LAB_CLIS[cli]
         self.scratch = Path(tempfile.mkdtemp(prefix="conductor-signals-"))
         (self.scratch / ("venv" if cli == "aider" else "npm")).symlink_to(install.resolve())
@@ -157,12 +157,14 @@ class LabSession:
         self.logs.mkdir(parents=True)
         self.socket_name = f"conductor-signals-{os.getpid()}"
         self.conf = self.scratch / "tmux.conf"
-        self.conf.write_text(agents.TMUX_CONF)
+        self.conf.write_text(tmux_conf)
         self.server: subprocess.Popen[bytes] | None = None
         self.pane = ""
+        self.extra_env: dict[str, str] = {}
+        self.hooks = False
 
     def env(self) -> dict[str, str]:
-        return {**os.environ, "LANG": "C.UTF-8", "SHELL": "/bin/bash"}
+        return {**os.environ, "LANG": "C.UTF-8", "SHELL": "/bin/bash", **self.extra_env}
 
     def tmux(self, *args: str) -> str:
         done = subprocess.run(["tmux", "-L", self.socket_name, "-f", str(self.conf), *args],
@@ -180,8 +182,48 @@ class LabSession:
         drive: Any = importlib.import_module("scripts.lab.labb_drive")
         drive.A = argparse.Namespace(scratch=str(self.scratch), port=self.port)
         script, _work = getattr(drive, self.spec.start_script)("signals")
+        self._install_hooks("signals")
         self.pane = self.tmux("new-session", "-d", "-s", "agent", "-x", "200", "-y", "50",
                               "-P", "-F", "#{pane_id}", "--", script, *cli_args).strip()
+
+    def keep_streaming(self, panes: list[str]) -> None:
+        """Have each of ``panes`` that sits idle stream a slow reply (28 s), then give their
+        requests a moment to reach the server before anything is queued for another pane."""
+        idle = re.compile(self.spec.idle)
+        for pane in panes:
+            screen = self.tmux("capture-pane", "-p", "-t", pane)
+            if idle.search(screen) and "esc to cancel" not in screen:
+                self.tmux("send-keys", "-t", pane, "-l", "LAB_SLOW keep streaming")
+                time.sleep(0.3)
+                self.tmux("send-keys", "-t", pane, "Enter")
+        time.sleep(2.0)
+
+    def _install_hooks(self, tag: str) -> None:
+        """With ``hooks`` (Gemini CLI only), ``conductor pty hooks install`` into the settings
+        the lab just wrote for session ``tag``, before the CLI reads them."""
+        if not self.hooks or self.cli != "gemini":
+            return
+        from scripts.bench import conductor_argv
+
+        path = self.scratch / f"home-gemini-{tag}" / ".gemini" / "settings.json"
+        subprocess.run([*conductor_argv(), "pty", "hooks", "install", "--cli", "gemini",
+                        "--path", str(path)], env=self.env(), check=True, capture_output=True)
+
+    def start_more(self, count: int, split: bool = False) -> list[str]:
+        """``count`` more sessions of the same CLI (as a user runs several agents), each in a
+        window of its own or (``split``) beside the first in its window, tiled, against the same
+        fake server; their pane ids."""
+        drive: Any = importlib.import_module("scripts.lab.labb_drive")
+        panes = []
+        for number in range(count):
+            script, _work = getattr(drive, self.spec.start_script)(f"more{number}")
+            self._install_hooks(f"more{number}")
+            where = ("split-window", "-d", "-t", self.pane) if split else \
+                ("new-window", "-d", "-t", "agent")
+            panes.append(self.tmux(*where, "-P", "-F", "#{pane_id}", "--", script).strip())
+            if split:
+                self.tmux("select-layout", "-t", self.pane, "tiled")
+        return panes
 
     def _server_up(self) -> bool:
         try:
@@ -296,9 +338,22 @@ class TurnFigures:
     approvals: int = 0
 
 
+def pane_state(db: Path, pane_id: str) -> str | None:
+    """The stored state of one pane of the lab's tmux server (it may hold several)."""
+    import sqlite3
+
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+        row = conn.execute("SELECT s.state FROM status s JOIN ptys p ON p.id = s.id "
+                           "WHERE p.pane_id = ?", (pane_id,)).fetchone()
+    return row[0] if row else None
+
+
 def _measured_turn(lab: LabSession, db: Path, text: str, approve: bool,
                    figures: TurnFigures) -> None:
-    from scripts.bench import state, wait_for
+    from scripts.bench import wait_for
+
+    def state(db: Path) -> str | None:
+        return pane_state(db, lab.pane)
 
     if approve:
         lab.queue({"type": "shell", "command": LAB_COMMAND, "description": "Touch a file"},
@@ -342,26 +397,68 @@ def _measured_turn(lab: LabSession, db: Path, text: str, approve: bool,
     time.sleep(1.0)
 
 
-def measure_lab(cli: str, install: Path, turns: int) -> None:
+# The new user's tmux (issue 31): a status line redrawn every second by a command.
+STATUS_LINE_CONF = """\
+set -g status on
+set -g status-interval 1
+set -g status-right '#({script})'
+"""
+
+
+def attached_client(lab: LabSession) -> Any:
+    """A real client attached to the lab's session, in a 200x50 terminal of ours."""
+    import fcntl
+    import struct
+    import termios
+
+    from tests.tmux_client import AttachedClient
+
+    client = AttachedClient(["-L", lab.socket_name, "-f", str(lab.conf)], "agent",
+                            "xterm-256color", lab.env())
+    fcntl.ioctl(client.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+    return client
+
+
+def measure_lab(cli: str, install: Path, turns: int, more_panes: int = 0,
+                status_line: bool = False, hooks: bool = False, split: bool = False,
+                busy_others: bool = False) -> TurnFigures:
     """Seconds from each turn's last byte to READY in status.db, with a real ``conductor pty
     watch`` at every default beside the CLI (the figures of ``scripts/bench.py --only agents``
     for the lab CLIs): ``turns`` plain turns, then ``turns // 3`` with a command approved in its
-    dialog; how often READY came before the turn ended, and whether the dialog was seen."""
-    from scripts.bench import conductor_argv, figures, state, wait_for
+    dialog; how often READY came before the turn ended, and whether the dialog was seen.
+    ``more_panes`` more sessions of the CLI sit idle in windows of their own (``split``: tiled
+    beside it), ``status_line`` turns on tmux's status line with
+    ``scripts/tmux-status-right.sh`` in it (``status --short`` against the same store, once a
+    second, with a client attached to show it), ``hooks`` installs our Gemini CLI hooks,
+    ``busy_others`` keeps the other sessions streaming a slow reply (the lab server's
+    ``LAB_SLOW``) through every measured turn. The plain turns' figures are returned."""
+    from scripts.bench import conductor_argv, figures, wait_for
 
-    lab = LabSession(cli, install)
-    env = {**lab.env(), "CONDUCTOR_WORKERS_DIR": str(lab.scratch / "workers"),
-           "CONDUCTOR_CONFIG": str(lab.scratch / "config.toml")}
+    conf = agents.TMUX_CONF
+    if status_line:
+        script = Path(__file__).resolve().parent / "tmux-status-right.sh"
+        conf += STATUS_LINE_CONF.format(script=script)
+    lab = LabSession(cli, install, conf)
+    lab.hooks = hooks
+    lab.extra_env = {"CONDUCTOR_WORKERS_DIR": str(lab.scratch / "workers"),
+                     "CONDUCTOR_CONFIG": str(lab.scratch / "config.toml")}
+    env = lab.env()
     db = lab.scratch / "workers" / "status.db"
     plain, approved = TurnFigures([]), TurnFigures([])
+    client = None
     try:
         lab.start([])
+        others = lab.start_more(more_panes, split)
+        if status_line:  # tmux runs a status line's commands only while a client shows it
+            client = attached_client(lab)
         lab.wait_for_screen(lab.spec.idle, 120)
         daemon = subprocess.Popen([*conductor_argv(), "-L", lab.socket_name, "pty", "watch",
                                    "-q"], env=env, cwd=Path(__file__).resolve().parents[1])
         try:
-            wait_for(lambda: db.exists() and state(db) == "READY", 60)
+            wait_for(lambda: db.exists() and pane_state(db, lab.pane) == "READY", 60)
             for turn in range(turns):
+                if busy_others:
+                    lab.keep_streaming(others)
                 _measured_turn(lab, db, f"say something, turn {turn}", False, plain)
             for turn in range(turns // 3):
                 _measured_turn(lab, db, f"run the command, turn {turn}", True, approved)
@@ -369,6 +466,8 @@ def measure_lab(cli: str, install: Path, turns: int) -> None:
             daemon.terminate()
             daemon.wait(timeout=15)
     finally:
+        if client is not None:
+            client.close()
         lab.close()
     for label, got in (("plain turns", plain), ("approval turns", approved)):
         print(f"{cli} {label}: turn end -> READY {figures(got.latencies)} (idle screen drawn -> "
@@ -376,6 +475,7 @@ def measure_lab(cli: str, install: Path, turns: int) -> None:
               f"end: {got.early}; READY all through a turn: {got.never_left}"
               + (f"; dialog read NEEDS_CONFIRMATION {got.asked} of {got.approvals}"
                  if got is approved else ""))
+    return plain
 
 
 def record_cached(cli: str, version: str, out: Path | None) -> None:
@@ -431,6 +531,16 @@ def main() -> int:
     parser.add_argument("--raw", type=Path, help="write every byte of output here (lab CLIs)")
     parser.add_argument("--turn-ends", type=int, metavar="N", help="instead of recording, run N "
                         "turns beside `conductor pty watch` and print turn end -> READY (lab CLIs)")
+    parser.add_argument("--more-panes", type=int, default=0, metavar="N", help="with "
+                        "--turn-ends: N more idle sessions of the CLI in windows of their own")
+    parser.add_argument("--status-line", action="store_true", help="with --turn-ends: tmux's "
+                        "status line on, redrawn every second with scripts/tmux-status-right.sh")
+    parser.add_argument("--split", action="store_true", help="with --more-panes: the sessions "
+                        "tiled in the first one's window, not in windows of their own")
+    parser.add_argument("--busy-others", action="store_true", help="with --more-panes: the "
+                        "other sessions stream a slow reply through every measured turn")
+    parser.add_argument("--hooks", action="store_true", help="with --turn-ends: `conductor "
+                        "pty hooks install` for each Gemini CLI session")
     parser.add_argument("--cli-args", default="", help="more arguments for a lab CLI, one string "
                         "(aider: --notifications)")
     args = parser.parse_args()
@@ -438,7 +548,8 @@ def main() -> int:
         if args.install is None:
             parser.error(f"{args.cli} needs --install")
         if args.turn_ends:
-            measure_lab(args.cli, args.install, args.turn_ends)
+            measure_lab(args.cli, args.install, args.turn_ends, args.more_panes,
+                        args.status_line, args.hooks, args.split, args.busy_others)
         else:
             record_lab(args.cli, args.install, args.out, args.raw, args.cli_args.split())
     else:

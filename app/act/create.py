@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 import secrets
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.act.worktree import DEFAULT_WORKTREES, add_worktree, remove_worktree
 from app.adapters.store import StoreWriter
-from app.adapters.tmux import Tmux
+from app.adapters.tmux import PANE_ID, Tmux
 from app.base.errors import ConductorError
 from app.observe.pane import worker_id
 
@@ -27,11 +28,14 @@ class Created:
 def create_worker(tmux: Tmux, workers_dir: Path, directory: Path, name: str | None = None,
                   cli: str | None = None, command: str | None = None,
                   remain_on_exit: bool = True, worktree_branch: str | None = None,
-                  worktrees: str = DEFAULT_WORKTREES) -> Created:
+                  worktrees: str = DEFAULT_WORKTREES,
+                  caller_env: Mapping[str, str] | None = None) -> Created:
     """A new tmux window rooted in ``directory``, registered in the store at once so ``status``
     lists it before the watcher's next cycle. With ``worktree_branch``, the window is rooted in a
     new git worktree of ``directory``'s repository on that branch (placed by ``worktrees``),
-    removed again when the window cannot be made."""
+    removed again when the window cannot be made. ``caller_env``: the environment of whoever
+    asked; run from a pane of the same tmux server, that pane is recorded as the new one's lead
+    (:func:`lead_of_caller`)."""
     if name is not None and (not name.strip() or not name.isprintable() or len(name) > 200):
         # The name is how every table and message names the pane, on one line. (What it holds
         # for tmux, "#(" included, is safe: new_window passes it as literal text.)
@@ -79,8 +83,22 @@ def create_worker(tmux: Tmux, workers_dir: Path, directory: Path, name: str | No
                 "cli_forced": cli, "command": command, "created_by": "create",
                 "first_seen_ts": time.time(), "last_seen_ts": time.time(),
                 "worktree": str(folder) if worktree_branch is not None else None,
+                "lead": lead_of_caller(tmux.label, server_pid, caller_env or {}),
             })
     finally:
         store.close()
     return Created(wid, window_name, pane.pane_id, pane.session_name,
                    str(folder) if worktree_branch is not None else None)
+
+
+def lead_of_caller(label: str, server_pid: int, env: Mapping[str, str]) -> str | None:
+    """The worker id of the pane ``create`` was run from, when that pane is on the server the
+    new window opens on: tmux sets ``$TMUX`` ("<socket path>,<server pid>,<session>") and
+    ``$TMUX_PANE`` in every pane, and an agent's shell commands inherit both. A pane id of
+    another server would name a stranger's pane, so none is taken then."""
+    pid = env.get("TMUX", "").split(",")[1:2]
+    pane = env.get("TMUX_PANE", "").strip()
+    if not pid or not pid[0].isdigit() or int(pid[0]) != server_pid \
+            or not PANE_ID.fullmatch(pane):
+        return None
+    return worker_id(label, server_pid, pane)

@@ -178,6 +178,12 @@ def m012_usage(db: Database) -> None:
     }, pk="scope")
 
 
+def m013_lead(db: Database) -> None:
+    """The pane whose agent started this one (its worker id), for `lead` in status: recorded
+    by `create` when run from inside a pane of the same tmux server (design/states.md)."""
+    table(db, "ptys").add_column("lead", str)
+
+
 ORDER = (m001_initial, m002_events_and_signals, m003_herding, m004_jobs, m005_declared_check,
          m006_worktree, m007_hosts, m008_host_heartbeat, m009_session_identity,
-         m010_keep_herd_of_gone_panes, m011_seen, m012_usage)
+         m010_keep_herd_of_gone_panes, m011_seen, m012_usage, m013_lead)

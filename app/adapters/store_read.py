@@ -50,6 +50,8 @@ PUBLIC_FIELDS = (
     "host",
     # 0 while a turn that ended is not yet seen by the person (DONE; app/run/seen.py), else 1.
     "seen",
+    # The worker id of the pane whose agent started this one (design/states.md), or None.
+    "lead",
 )
 
 
@@ -165,7 +167,7 @@ class StoreReader:
             "p.cwd, p.cli_type, p.socket, p.server_pid, s.state, s.summary, s.actions_needed, "
             "s.confidence, s.reasons, s.rule_id, s.classifier, s.state_entered_ts, "
             "s.last_change_ts, s.signals, s.herd_eligible, s.herd_reason, h.goal, s.cycle, "
-            "p.worktree, p.host, s.seen "
+            "p.worktree, p.host, s.seen, p.lead "
             "FROM ptys p LEFT JOIN status s ON s.id = p.id LEFT JOIN herd h ON h.id = p.id "
             # Another host's panes belong to every local socket's watcher.
             "WHERE ? IS NULL OR p.socket = ? OR p.socket IS NULL OR p.host != 'local' "

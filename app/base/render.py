@@ -254,7 +254,7 @@ def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120
     """The status table; with ``width``, columns go (``_DROP_ORDER``) until the summary has
     room, and every line is cut to it. A column with nothing to say (every cell empty or ``-``)
     is left out, and the panes of a tmux server that ended are one line each server."""
-    shown, ended = fold_ended(workers, now)
+    shown, ended = fold_ended(with_teammates(workers), now)
     rows = [_table_row(w, now, grace_s) for w in by_attention(shown)]
     header = ["ID", "NAME", "CLI", "STATE", "CYCLE", "SINCE", "WAITING", "GOAL", "SUMMARY"]
     if any(_at_host(w) for w in workers):
@@ -308,7 +308,7 @@ def _table_row(w: Mapping[str, Any], now: float, grace_s: float) -> list[str]:
         _clock(entered, now) if entered else "-",
         "-" if waited is None else duration(waited) + (" long" if long_wait else ""),
         _one_line(str(w.get("goal") or "-"), GOAL_WIDTH),
-        _one_line(str(w.get("summary") or "")),
+        summary_cell(w),
     ]
 
 
@@ -323,6 +323,22 @@ def cost_cell(usage: Mapping[str, Any] | None) -> str:
     count = sum(int(usage.get(kind) or 0)
                 for kind in ("input", "output", "cache_read", "cache_write"))
     return f"{tokens_text(count)} tok" if count else "-"
+
+
+def summary_cell(w: Mapping[str, Any], limit: int = 80) -> str:
+    """The SUMMARY column: the verdict's summary, and what runs in the background after it,
+    kept when the summary is cut (``Waiting for 2 background agents… · 2 background
+    agents``); a lead's teammates too."""
+    from app.base.background import background_in, plural
+
+    notes = []
+    background = background_in(w.get("reasons") or (), str(w.get("summary") or ""))
+    if background is not None:
+        notes.append(background.note())
+    if w.get("teammates"):
+        notes.append(plural(int(w["teammates"]), "teammate"))
+    tail = "".join(f" · {note}" for note in notes)
+    return _one_line(str(w.get("summary") or ""), max(20, limit - len(tail))) + tail
 
 
 def fold_ended(workers: Sequence[Mapping[str, Any]], now: float
@@ -362,6 +378,19 @@ def _one_line(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def with_teammates(workers: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Each row with ``teammates`` (the listed panes that name it their ``lead``, not EXITED)
+    and ``teammates_working`` (those of them BUSY)."""
+    counts: dict[str, list[int]] = {}
+    for w in workers:
+        if w.get("lead") and w.get("state") != "EXITED":
+            count = counts.setdefault(str(w["lead"]), [0, 0])
+            count[0] += 1
+            count[1] += w.get("state") == "BUSY"
+    return [{**w, "teammates": counts.get(str(w.get("id")), [0, 0])[0],
+             "teammates_working": counts.get(str(w.get("id")), [0, 0])[1]} for w in workers]
+
+
 def as_json(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120.0,
             stale_s: float | None = None) -> str:
     """``stale_s``: how old the states are when the watcher stopped or fell behind (None:
@@ -371,7 +400,7 @@ def as_json(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 1
     from app.base.background import background_in
 
     out = []
-    for w in by_attention(workers):
+    for w in by_attention(with_teammates(workers)):
         background = background_in(w.get("reasons") or (), str(w.get("summary") or ""))
         waited, long_wait = waiting(w, now, grace_s)
         changed = w.get("last_change_ts")
@@ -420,11 +449,36 @@ def stored_assessment(worker: Mapping[str, Any], now: float) -> list[str]:
     ]
     if worker.get("summary"):
         lines.append(f"  summary: {clean_text(worker['summary'])}")
+    lines += background_evidence(worker)
     if worker.get("actions_needed"):
         lines.append(f"  actions: {clean_text(worker['actions_needed'])}")
     lines.append(f"  herding: {'eligible' if worker.get('eligible_for_herd') else 'not eligible'}"
                  f"{' (' + worker['herd_reason'] + ')' if worker.get('herd_reason') else ''}; "
                  f"goal: {clean_text(worker.get('goal') or '-')}")
+    return lines
+
+
+def background_evidence(worker: Mapping[str, Any]) -> list[str]:
+    """``explain``'s lines on background work: what runs, and what said so (the screen's line,
+    the hooks' count), and the pane's lead and teammates."""
+    from app.base.background import BACKGROUND_NOTE, background_in
+
+    reasons = worker.get("reasons") or ()
+    background = background_in(reasons, str(worker.get("summary") or ""))
+    lines = []
+    if background is not None:
+        what = "does not resume the turn: READY, with a note" if BACKGROUND_NOTE in reasons \
+            else "resumes the turn when it ends: not READY until then"
+        lines.append(f"  background: {background.note()}, which {what}")
+        if "subagent_hooks" in reasons:
+            lines.append("    evidence: Claude Code's hooks, SubagentStart events without their "
+                         "SubagentStop")
+        lines.append(f"    evidence: {clean_text(background.evidence)}")
+    if worker.get("lead"):
+        lines.append(f"  lead: {clean_text(str(worker['lead']))} (this pane was started for it)")
+    if worker.get("teammates"):
+        lines.append(f"  teammates: {worker['teammates']} pane(s) name this one their lead, "
+                     f"{worker.get('teammates_working') or 0} working")
     return lines
 
 

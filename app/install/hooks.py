@@ -48,7 +48,7 @@ CLAUDE_ASYNC_EVENTS = frozenset({"Stop", "Notification", "PermissionRequest"})
 CLAUDE_EVENTS = (
     # SessionStart names the session before the first prompt (and again after /clear).
     "SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse",
-    "Notification", "Stop", "SubagentStop", "SessionEnd",
+    "Notification", "Stop", "SubagentStart", "SubagentStop", "SessionEnd",
 )
 GEMINI_EVENTS = (
     "BeforeAgent", "BeforeTool", "AfterTool", "AfterAgent", "Notification", "SessionEnd",

@@ -46,6 +46,9 @@ from app.base.model import State, Verdict
 TURN_START_EVENTS = frozenset({"turn_start", "working"})
 TURN_END_EVENTS = frozenset({"turn_end", "idle"})
 PERMISSION_EVENTS = frozenset({"permission"})
+# Claude Code's hook names that count subagents (design/states.md, "Background work").
+SUBAGENT_START, SUBAGENT_STOP = "SubagentStart", "SubagentStop"
+SESSION_BOUNDS = frozenset({"SessionStart", "SessionEnd"})
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,9 @@ class Signals:
     last_terminal: str = ""
     # The pane's newest title is its CLI's own "stopped" title (Pack.title_says_stopped).
     title_stopped: bool = False
+    # Subagents the agent's hooks said started and not yet stopped (Claude Code's
+    # SubagentStart/SubagentStop): a background one outlives the turn's Stop and resumes it.
+    subagents: int = 0
 
     def with_event(self, kind: str, event: str, name: str, ts: float) -> Signals:
         """Fold one row of the events table in (rows arrive in store order), or one of the
@@ -75,6 +81,7 @@ class Signals:
         else:
             hooked = replace(self, last_hook=name or event, last_hook_ts=ts) \
                 if ts >= self.last_hook_ts else self
+            hooked = replace(hooked, subagents=running_subagents(self.subagents, name))
         if event in TURN_START_EVENTS:
             return replace(hooked, turn_start=max(self.turn_start, ts))
         if event in TURN_END_EVENTS:
@@ -82,6 +89,18 @@ class Signals:
         if event in PERMISSION_EVENTS:
             return replace(hooked, permission=max(self.permission, ts))
         return hooked
+
+
+def running_subagents(running: int, hook_name: str) -> int:
+    """The count of running subagents after one hook event (the CLI's own name). A session that
+    starts or ends has none: a SubagentStop lost with a killed agent does not outlive it."""
+    if hook_name == SUBAGENT_START:
+        return running + 1
+    if hook_name == SUBAGENT_STOP:
+        return max(0, running - 1)
+    if hook_name in SESSION_BOUNDS:
+        return 0
+    return running
 
 
 NO_SIGNALS = Signals()

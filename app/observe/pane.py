@@ -20,6 +20,7 @@ from app.base.screen import normalise, screen_hash
 from app.base.settings import WatchSettings
 from app.base.termsignals import TermSignal
 from app.observe.assess import NO_SIGNALS, Assessment, Policy, Signals, assess
+from app.observe.background_work import PLAIN_PACKS, hold_for_background
 from app.observe.llm import AsyncLLM, merge, worth_asking
 from app.observe.pack_detection import detect_pack, judge_for, plain_program
 from app.observe.pack_patterns import PatternTimeout, time_limit
@@ -137,6 +138,11 @@ class Tracked:
     # What conductor view the pane shows ("status --watch", "this watcher's log"), else "": such
     # a pane is never captured, classified, notified, herded or typed into (app.observe.views).
     view: str = ""
+    # The worker id of the pane whose agent started this one ("" for none; design/states.md,
+    # "Leads and teammates"), and how many of this pane's own teammates work now (the watcher
+    # counts them each tick): a lead is not READY while a teammate it waits on works.
+    lead: str = ""
+    teammates: int = 0
     screen: Screen = field(default_factory=Screen)
     looks: Looks = field(default_factory=Looks)
     stored: Stored = field(default_factory=Stored)
@@ -284,6 +290,11 @@ class PaneObserver:
         pack_verdict = verdict
         if self.llm is not None and not pane.dead:
             verdict = merge(pack_verdict, self.llm.result(tracked.worker_id, tracked.text_hash))
+        if tracked.pack is not None and tracked.pack.name not in PLAIN_PACKS:
+            # Only an agent waits for its subagents and teammates: a shell left behind by an
+            # agent that died mid-subagent, or a person's shell `create` was run from, does not.
+            verdict = hold_for_background(verdict, tracked.signals.subagents,
+                                          tracked.teammates)
         pack_polls = tracked.pack.stable_polls if tracked.pack else 3
         events = tracked.mode == EVENTS
         policy = self._policies.get((pack_polls, events))

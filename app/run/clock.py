@@ -210,6 +210,12 @@ class CaptureClock:
         """The pane's screen was captured at ``now`` (its listing as it stands)."""
         tracked.looks.captured_at, tracked.looks.hint = now, tracked.pane.change_hint
 
+    def look_soon(self, tracked: Tracked, now: float) -> None:
+        """Something besides its screen moved for the pane (a teammate's state): look again at
+        the next light tick."""
+        if tracked.captured_at:
+            tracked.looks.recheck_at = now
+
     def looked(self, tracked: Tracked, now: float) -> None:
         """The pane was judged at ``now``: when to look at it again without new output."""
         tracked.looks.recheck_at = self.recheck_at(tracked, now) \

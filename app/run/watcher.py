@@ -39,6 +39,7 @@ from app.observe.llm import AsyncLLM
 from app.observe.packs import Pack
 from app.observe.pane import EVENTS, POLL, PaneObserver, Tracked, panes_by_id
 from app.observe.usage import UsageReader
+from app.run import teammates
 from app.run.clock import CaptureClock
 from app.run.events import EventReader
 from app.run.folders import folders, remove_folder, write_final_file
@@ -169,6 +170,7 @@ class Watcher:
         self._evented = self.events.read_events(current, self.tracked, self._server_pid, marks)
         self._fold_heard(current)
         to_capture, look = self._choose_looks(current, now, full)
+        self._count_teammates(current, look, full)
         screens = self._capture(current, to_capture, report, now)
         if screens is None:
             return report
@@ -177,6 +179,10 @@ class Watcher:
         judged = self._judge(current, look, screens, to_capture, now, full, report)
         if full:
             self.usage.read(self.tracked, now)  # before the steps: their budgets count it
+        for lead in teammates.stale_counts(self.tracked):
+            # A teammate judged now moved its lead's count: the lead is looked at again at
+            # once, not at its own next output.
+            self.clock.look_soon(lead, now)
         written = self._write(judged, report, current, gone, orphans, now)
         if written is None:
             # A light tick that changed nothing the store shows: only a step that asked for a
@@ -308,6 +314,13 @@ class Watcher:
                 (self.tracked[wid] for wid in current if wid not in to_capture), now)
         look.update(to_capture)
         return to_capture, look
+
+    def _count_teammates(self, current: Mapping[str, Pane], look: set[str], full: bool) -> None:
+        """Each pane's count of teammates at work; a lead whose count moved is judged now."""
+        if full:
+            teammates.read_leads(self.store, self.tracked)
+        look.update(wid for wid in teammates.recount(self.tracked, current)
+                    if self.tracked[wid].captured_at)
 
     def _capture(self, current: Mapping[str, Pane], to_capture: list[str],
                  report: CycleReport, now: float) -> dict[str, str] | None:

@@ -17,7 +17,7 @@ from app.base.errors import StoreError
 EXPECTED = {
     "ptys": ["id", "name", "socket", "server_pid", "pane_id", "tmux_session", "tmux_window",
              "window_index", "pane_index", "cwd", "cli_type", "cli_forced", "command",
-             "created_by", "first_seen_ts", "last_seen_ts", "worktree", "host"],
+             "created_by", "first_seen_ts", "last_seen_ts", "worktree", "host", "lead"],
     "hosts": ["name", "socket", "reachable", "problem", "checked_ts", "reached_ts", "watched",
               "removed_ts"],
     "status": ["id", "state", "summary", "actions_needed", "confidence", "reasons", "rule_id",
@@ -58,7 +58,7 @@ def test_a_blank_store_migrates_to_exactly_the_schema_in_wal_mode(tmp_path: Path
     assert applied == ["m001_initial", "m002_events_and_signals", "m003_herding", "m004_jobs",
                        "m005_declared_check", "m006_worktree", "m007_hosts",
                        "m008_host_heartbeat", "m009_session_identity",
-                       "m010_keep_herd_of_gone_panes", "m011_seen", "m012_usage"]
+                       "m010_keep_herd_of_gone_panes", "m011_seen", "m012_usage", "m013_lead"]
 
 
 def test_a_store_from_the_first_release_gains_events_and_keeps_its_rows(tmp_path: Path) -> None:

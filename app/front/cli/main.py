@@ -139,7 +139,7 @@ def create(obj: Context, directory: Path, name: str | None, cli_name: str | None
     cfg = read_config()
     created = create_worker(obj.tmux(), obj.workers_dir, directory, name, cli_name, command,
                             remain_on_exit=cfg.remain_on_exit, worktree_branch=branch,
-                            worktrees=cfg.worktrees)
+                            worktrees=cfg.worktrees, caller_env=os.environ)
     if as_json:
         emit({"id": created.id, "name": created.name, "pane_id": created.pane_id,
               "session": created.session, "directory": str(directory.absolute()),
@@ -517,7 +517,9 @@ def explain(obj: Context, ident: str, lines: int, as_json: bool) -> None:
 
     reader = StoreReader(obj.workers_dir)
     try:
-        worker = find_worker(reader.workers(obj.socket_name), ident)
+        # Its teammates are the other rows naming it their lead.
+        worker = find_worker([dict(w) for w in render.with_teammates(
+            reader.workers(obj.socket_name))], ident)
         history = reader.history(worker["id"], limit=lines) if lines else []
         jobs = reader.jobs(worker["id"], limit=20)
         session = sessions.pane_session(reader, worker)
