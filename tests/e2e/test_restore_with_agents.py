@@ -178,10 +178,6 @@ def _sent_input_with(lab: CodexInTmux, marker: str) -> str:
     raise AssertionError(f"no request carried {marker!r}")
 
 
-# Known broken, for the next round of issue 33: on this machine a restored Codex 0.169 stays at
-# "Resuming session…" and never draws its prompt, so nothing typed reaches it (reproduced on the
-# branch that built restore too). Claude Code's restore (the test above) is unaffected.
-@pytest.mark.skip(reason="restored Codex 0.169 hangs at 'Resuming session…' here (issue 33)")
 def test_codex_comes_back_in_its_own_thread_and_a_fresh_pane_says_so(
         codex: CodexInTmux, tmp_path: Path, isolated_env: Path) -> None:
     """Codex names its thread only in notify (after a turn): the pane that had a turn resumes
