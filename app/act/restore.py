@@ -42,6 +42,12 @@ AGENT_COMMANDS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
     "aider": (("aider",), None),
 }
 
+# A flag a CLI takes only in some releases, that keeps its agent the pane's own process: without
+# --no-daemon, Codex 0.169 starts a shared background app-server that outlives the pane and
+# resumes the thread through it (stuck at "Resuming session…" while that server starts or
+# updates itself). Releases that predate the flag refuse it: the pane asks its own help first.
+_PANE_OWNED_FLAG: Mapping[str, str] = {"codex": "--no-daemon"}
+
 RESUME, FRESH, SHELL, SKIP = "resume", "fresh", "shell", "skip"
 # What a new agent window runs until respawn-pane starts the agent, as Tmux.new_window does:
 # an agent that exits at once leaves a dead pane that shows why.
@@ -151,19 +157,33 @@ def _plan_one(reader: StoreReader, row: Mapping[str, Any], in_place: bool) -> Pl
     found = pane_session(reader, row)
     if found is None:
         return Planned(**base, how=FRESH, why="its session id is unknown",
-                       command=shlex.join(fresh))
+                       command=agent_command(cli, fresh))
     if found.ended:
         return Planned(**base, how=FRESH, why=f"its session {found.id} had ended",
-                       command=shlex.join(fresh))
+                       command=agent_command(cli, fresh))
     if resume is None:
         return Planned(**base, how=FRESH, why=f"{cli} cannot be resumed by id",
-                       command=shlex.join(fresh))
+                       command=agent_command(cli, fresh))
     if not found.resumable or not SESSION_ID.fullmatch(found.id):
         return Planned(**base, how=FRESH, why="its session id is not a plain id",
-                       command=shlex.join(fresh))
-    argv = [found.id if part == "{id}" else part for part in resume]
+                       command=agent_command(cli, fresh))
     return Planned(**base, how=RESUME, why="", session_id=found.id,
-                   transcript=found.transcript, command=shlex.join(argv))
+                   transcript=found.transcript, command=agent_command(cli, resume, found.id))
+
+
+def agent_command(cli: str, template: tuple[str, ...], session_id: str = "") -> str:
+    """The shell command a restored pane runs: ``template`` with the (already checked) id, and
+    the CLI's pane-owned flag wherever its installed release lists it in its help."""
+    before_id = [part for part in template if part != "{id}"]
+    after = [session_id] if "{id}" in template else []
+    plain = shlex.join([*before_id, *after])
+    flag = _PANE_OWNED_FLAG.get(cli)
+    if flag is None:
+        return plain
+    asks = shlex.join([*before_id, "--help"])
+    flagged = shlex.join([*before_id, flag, *after])
+    return f"if {asks} 2>/dev/null | grep -q -e {shlex.quote(flag)}; " \
+           f"then exec {flagged}; else exec {plain}; fi"
 
 
 def as_json_rows(planned: Iterable[Planned]) -> list[dict[str, Any]]:

@@ -51,7 +51,9 @@ CLAUDE_EVENTS = (
     "Notification", "Stop", "SubagentStart", "SubagentStop", "SessionEnd",
 )
 GEMINI_EVENTS = (
-    "BeforeAgent", "BeforeTool", "AfterTool", "AfterAgent", "Notification", "SessionEnd",
+    # SessionStart names the session before the first prompt, and the new one after /clear.
+    "SessionStart", "BeforeAgent", "BeforeTool", "AfterTool", "AfterAgent", "Notification",
+    "SessionEnd",
 )
 # Only tool events get an explicit catch-all matcher; on the others a missing matcher already
 # matches everything, and UserPromptSubmit/Stop ignore matchers.

@@ -140,7 +140,9 @@ def _pty_row(tracked: Tracked, server_pid: int, tmux: Tmux, packs: Mapping[str, 
         "tmux_window": pane.window_name,
         "window_index": pane.window_index,
         "pane_index": pane.pane_index,
-        "cwd": pane.cwd,
+        # tmux names no folder for a dead pane: the row keeps the one it had, where restore
+        # starts the pane again.
+        **({"cwd": pane.cwd} if pane.cwd else {}),
         "cli_type": _cli_label(tracked, packs),
         "command": pane.current_command,
     }

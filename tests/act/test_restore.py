@@ -7,6 +7,7 @@ import json
 import os
 import sqlite3
 import stat
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,9 @@ ENDED = "b2d5c1e0-5b8e-4a63-8d3a-6b1f0c2e9a77"
 CODEX = "019a0b6c-1d2e-7f30-8a4b-5c6d7e8f9a0b"
 
 # A stand-in agent: it writes how it was started, then stays (its process name is the CLI's).
+# Asked for its help, it lists the flags of a current Codex, as a CLI does, and exits.
 FAKE_AGENT = """#!/bin/sh
+case " $* " in *" --help "*) echo "      --no-daemon"; exit 0;; esac
 printf '%s\\n' "$(basename "$0") $* @ $(pwd)" >> "{log}"
 while :; do sleep 1; done
 """
@@ -144,7 +147,8 @@ def test_restore_brings_each_pane_back_in_its_own_conversation_keeping_its_row(
     retry_until(lambda: len(started()) == 4, STARTS_WITHIN_S, interval=0.2)
     repo, other = tmp_path / "repo", tmp_path / "other"
     assert started() == sorted([f"claude --resume {FIRST} @ {repo}", f"claude  @ {repo}",
-                                f"claude  @ {repo}", f"codex resume {CODEX} @ {other}"])
+                                f"claude  @ {repo}",
+                                f"codex resume --no-daemon {CODEX} @ {other}"])
     windows = server.cmd("list-windows", "-a", "-F",
                          "#{window_name} #{pane_current_path} #{@conductor-id}").stdout
     ours = sorted(w for w in windows if w.split()[0] in ids)
@@ -275,3 +279,24 @@ def test_hostile_names_and_folders_arrive_as_themselves_and_run_nothing(
                 == [str(folder)], STARTS_WITHIN_S, interval=0.1)
     assert path in ([str(folder)], [""])
     assert not canary.exists()
+
+
+def test_codex_is_resumed_as_the_panes_own_process_when_its_release_knows_how(
+        tmp_path: Path) -> None:
+    """--no-daemon where the installed release lists it (0.169: no shared background server to
+    wait on at "Resuming session…"); an older release that refuses it is resumed without."""
+    from app.act.restore import AGENT_COMMANDS, agent_command
+
+    started = tmp_path / "started"
+    codex = tmp_path / "codex"
+    command = agent_command("codex", AGENT_COMMANDS["codex"][1] or (), CODEX)
+    for listed, expected in (("      --no-daemon  Run without the shared background server",
+                              f"resume --no-daemon {CODEX}"), ("  --last", f"resume {CODEX}")):
+        codex.write_text(f'#!/bin/sh\ncase " $* " in *" --help "*) echo "{listed}"; exit 0;; '
+                         f'esac\nprintf "%s" "$*" > "{started}"\n')
+        codex.chmod(0o755)
+        env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
+        done = subprocess.run(["sh", "-c", command], env=env, capture_output=True, text=True,
+                              timeout=30, check=False)
+        assert done.returncode == 0, done.stderr
+        assert started.read_text() == expected

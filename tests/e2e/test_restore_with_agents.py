@@ -158,6 +158,82 @@ def test_two_claude_panes_in_one_folder_each_come_back_in_their_own_conversation
     assert "BETA-NINE" in two and "ALPHA-SEVEN" not in two
 
 
+def _watch_once(lab: AgentInTmux, workers_dir: Path) -> None:
+    """A watcher started and stopped: what a restart in between leaves in the store."""
+    store = StoreWriter(workers_dir)
+    watcher = Watcher(Tmux(socket_name=lab.socket_name), store, load_packs(),
+                      WatchSettings(interval_s=1, ready_min_s=0))
+    try:
+        watcher.tick()
+    finally:
+        watcher.close()
+        store.close()
+
+
+def test_after_a_watcher_restart_a_pane_whose_session_ended_comes_back_fresh_and_says_so(
+        claude: ClaudeInTmux, tmp_path: Path, isolated_env: Path) -> None:
+    installed = conductor("-L", claude.socket_name, "pty", "hooks", "install", "--cli", "claude",
+                          "--path", str(claude.settings_path))
+    assert installed.returncode == 0, installed.stderr
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").symlink_to(claude.binary)
+    with claude:
+        kept = claude.pane_id
+        ended = claude.tmux("new-window", "-d", "-c", str(claude.project), "-P", "-F",
+                            "#{pane_id}", "--", str(claude.binary)).strip()
+        _idle(claude, ended)
+        store = StoreWriter(isolated_env)
+        watcher = Watcher(Tmux(socket_name=claude.socket_name), store, load_packs(),
+                          WatchSettings(interval_s=1, ready_min_s=0))
+        try:
+            def both_claude() -> bool:
+                watcher.tick()
+                return sorted(t.pack.name if t.pack else "" for t in watcher.tracked.values()
+                              ) == ["claude", "claude"]
+
+            retry_until(both_claude, 30, interval=0.3)
+            ids = {t.pane.pane_id: wid for wid, t in watcher.tracked.items()}
+        finally:
+            watcher.close()
+            store.close()
+        claude.server.queue(Say("Noted alpha."), Say("Noted delta."))
+        _ask(claude, kept, "Remember the word ALPHA-SEVEN", 1)
+        _ask(claude, ended, "Remember the word DELTA-TWO", 2)
+        retry_until(lambda: all(_sessions(claude).get(i) for i in ids.values()), 20,
+                    interval=0.3)
+        ended_session = _sessions(claude)[ids[ended]]["id"]
+        # The person ends that conversation: Claude Code's SessionEnd names it ended.
+        claude.tmux("send-keys", "-t", ended, "-l", "/exit")
+        retry_until(lambda: "/exit" in claude.tmux("capture-pane", "-p", "-t", ended), 20,
+                    interval=0.1)
+        claude.tmux("send-keys", "-t", ended, "Enter")
+        retry_until(lambda: (_sessions(claude).get(ids[ended]) or {}).get("ended") is True,
+                    START_S, interval=0.3)
+
+        _watch_once(claude, isolated_env)
+        claude.tmux("kill-server")
+        _watch_once(claude, isolated_env)  # restarted after the crash, before the restore
+        env = {**claude.pane_env(), "PATH": f"{bin_dir}{os.pathsep}{claude.pane_env()['PATH']}"}
+        done = conductor("-L", claude.socket_name, "pty", "restore", env=env)
+        assert done.returncode == 0, done.stderr
+        lines = {line.split()[1].strip("()"): line for line in done.stdout.splitlines()[1:]}
+        assert "resume claude session" in lines[ids[kept]]
+        assert f"fresh claude (its session {ended_session} had ended)" in lines[ids[ended]]
+
+        panes = dict(line.split(" ")[::-1] for line in claude.tmux(
+            "list-panes", "-a", "-F", "#{pane_id} #{@conductor-id}").split("\n") if line)
+        for pane_id in panes.values():
+            _idle(claude, pane_id)
+        claude.server.queue(Say("It was alpha."), Say("Nothing yet."))
+        _ask(claude, panes[ids[kept]], "Which word? QUESTION-ONE", 3)
+        _ask(claude, panes[ids[ended]], "Which word? QUESTION-TWO", 4)
+
+    one, two = _sent_with(claude, "QUESTION-ONE"), _sent_with(claude, "QUESTION-TWO")
+    assert "ALPHA-SEVEN" in one and "DELTA-TWO" not in one
+    assert "DELTA-TWO" not in two and "ALPHA-SEVEN" not in two
+
+
 @pytest.fixture
 def codex(tmp_path: Path, isolated_env: Path) -> Iterator[CodexInTmux]:
     try:
@@ -178,14 +254,11 @@ def _sent_input_with(lab: CodexInTmux, marker: str) -> str:
     raise AssertionError(f"no request carried {marker!r}")
 
 
-# Known broken, for the next round of issue 33: on this machine a restored Codex 0.169 stays at
-# "Resuming session…" and never draws its prompt, so nothing typed reaches it (reproduced on the
-# branch that built restore too). Claude Code's restore (the test above) is unaffected.
-@pytest.mark.skip(reason="restored Codex 0.169 hangs at 'Resuming session…' here (issue 33)")
 def test_codex_comes_back_in_its_own_thread_and_a_fresh_pane_says_so(
         codex: CodexInTmux, tmp_path: Path, isolated_env: Path) -> None:
     """Codex names its thread only in notify (after a turn): the pane that had a turn resumes
-    it; the one that never had one comes back fresh, and the plan said so."""
+    it; the one that never had one comes back fresh, and the plan said so. A watcher runs
+    between the crash and the restore."""
     installed = conductor("-L", codex.socket_name, "pty", "hooks", "install", "--cli", "codex",
                           "--path", str(codex.config_path))
     assert installed.returncode == 0, installed.stderr
@@ -216,6 +289,7 @@ def test_codex_comes_back_in_its_own_thread_and_a_fresh_pane_says_so(
         retry_until(lambda: bool(_sessions(codex).get(ids[first])), 20, interval=0.3)
 
         codex.tmux("kill-server")
+        _watch_once(codex, isolated_env)  # a watcher restarted in between changes nothing
         env = {**codex.pane_env(), "PATH": f"{bin_dir}{os.pathsep}{codex.pane_env()['PATH']}"}
         done = conductor("-L", codex.socket_name, "pty", "restore", env=env)
         assert done.returncode == 0, done.stderr

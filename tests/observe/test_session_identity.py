@@ -93,6 +93,49 @@ def test_codex_notify_names_its_thread(server: Any, session: Any, watcher: Watch
                                         "ended": False}
 
 
+def test_gemini_names_its_session_at_start_and_after_clear(
+        server: Any, session: Any, watcher: Watcher, tmp_path: Path) -> None:
+    """Gemini CLI's SessionStart (installed with its hooks) carries the session id and chat
+    file before any prompt; /clear starts another, which replaces it; restore resumes by id."""
+    from app.act.restore import AGENT_COMMANDS, agent_command
+    from app.install.hooks import GEMINI_EVENTS
+
+    assert "SessionStart" in GEMINI_EVENTS
+    pane = _pane(server, watcher, tmp_path, "gemini", "gem")
+    chats = "/home/u/.gemini/tmp/0a1b/chats"
+    _hook(server, pane, {"hook_event_name": "SessionStart", "source": "startup",
+                         "session_id": FIRST, "transcript_path": f"{chats}/session-1.json",
+                         "cwd": str(tmp_path), "timestamp": "2026-11-28T03:00:00.000Z"},
+          "gemini")
+    assert _sessions(server)["gem"] == {"id": FIRST, "transcript": f"{chats}/session-1.json",
+                                        "cli": "gemini", "ended": False}
+    _hook(server, pane, {"hook_event_name": "SessionEnd", "reason": "clear",
+                         "session_id": FIRST, "timestamp": "2026-11-28T03:01:00.000Z"},
+          "gemini")
+    _hook(server, pane, {"hook_event_name": "SessionStart", "source": "clear",
+                         "session_id": SECOND, "timestamp": "2026-11-28T03:01:00.100Z"},
+          "gemini")
+    assert _sessions(server)["gem"]["id"] == SECOND
+    assert agent_command("gemini", AGENT_COMMANDS["gemini"][1] or (), SECOND) == \
+        f"gemini --resume {SECOND}"
+
+
+def test_clis_that_name_no_session_are_unknown_beside_one_that_does(
+        server: Any, session: Any, watcher: Watcher, tmp_path: Path) -> None:
+    """Qwen Code and opencode run no hooks of ours: their panes' sessions stay unknown, even
+    in a folder where another pane's session is known (never "the newest of the folder")."""
+    named = _pane(server, watcher, tmp_path, "claude", "ann")
+    _pane(server, watcher, tmp_path, "qwen", "qwe")
+    _pane(server, watcher, tmp_path, "opencode", "ope")
+    _hook(server, named, {"hook_event_name": "SessionStart", "source": "startup",
+                          "session_id": FIRST}, "claude")
+    found = _sessions(server)
+    assert (found["ann"] or {}).get("id") == FIRST
+    assert (found["qwe"], found["ope"]) == (None, None)
+    explained = conductor("-L", server.socket_name, "pty", "explain", "qwe", "-n", "0")
+    assert "session: unknown" in explained.stdout, explained.stderr
+
+
 def test_a_pane_whose_program_changed_forgets_the_old_session() -> None:
     event = {"session_id": FIRST, "cli": "claude", "event": "other", "ts": 1.0}
     assert identity({"cli_type": "shell"}, event) is None
