@@ -6,12 +6,13 @@ its seen step, and an agent that draws Claude Code's screens (tests/fake_agent.p
 from __future__ import annotations
 
 import json
+import sqlite3
+from pathlib import Path
 import sys
 from typing import Any
 
 import pytest
 
-from app.base.model import State
 from tests.conftest import REPO, conductor
 from tests.tmux_client import AttachedClient
 from tests.waiting import STARTS_WITHIN_S, retry_until
@@ -20,39 +21,59 @@ AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
 
 
 class Lab:
-    """The real watcher (its seen step among its steps) on the test's server, read as a script
-    would read it."""
+    """The real watcher (its seen step among its steps) on the test's server. Waits read the
+    store itself (a CLI start per look can outlast a short turn on a loaded machine); what a
+    person or a script sees is checked with the real CLI."""
 
-    def __init__(self, server: Any) -> None:
+    def __init__(self, server: Any, workers: Path) -> None:
         self.server = server
+        self.db = workers / "status.db"
+
+    def stored(self, pane: Any) -> tuple[str, int] | None:
+        """The pane's (state, seen) in the store; None before the watcher wrote it."""
+        if not self.db.exists():
+            return None
+        with sqlite3.connect(self.db) as conn:
+            found = conn.execute("SELECT s.state, s.seen FROM ptys p JOIN status s ON s.id = p.id "
+                                 "WHERE p.pane_id = ?", (pane.pane_id,)).fetchone()
+        return (str(found[0]), int(found[1])) if found else None
+
+    def turns_ended(self, pane: Any) -> int:
+        """How many BUSY -> READY transitions of the pane the store holds."""
+        if not self.db.exists():
+            return 0
+        with sqlite3.connect(self.db) as conn:
+            return int(conn.execute(
+                "SELECT COUNT(*) FROM status_history h JOIN ptys p ON p.id = h.id WHERE "
+                "p.pane_id = ? AND h.state = 'READY' AND h.previous_state = 'BUSY'",
+                (pane.pane_id,)).fetchone()[0])
+
+    def settle(self, pane: Any, state: str, seen: int | None = None) -> None:
+        def there() -> bool:
+            found = self.stored(pane)
+            return found is not None and found[0] == state and seen in (None, found[1])
+        retry_until(there, STARTS_WITHIN_S, interval=0.1)
+
+    def work(self, pane: Any) -> None:
+        """One turn of the agent, ended (its BUSY -> READY is in the store)."""
+        before = self.turns_ended(pane)
+        pane.send_keys("work 2")
+        retry_until(lambda: self.turns_ended(pane) > before, STARTS_WITHIN_S, interval=0.1)
 
     def row(self, pane: Any) -> dict[str, Any]:
-        """The pane's row as `status --json` gives it; {} before the watcher made its store."""
-        done = conductor("-L", self.server.socket_name, "pty", "status", "--json")
-        rows: list[dict[str, Any]] = json.loads(done.stdout) if done.returncode == 0 else []
-        return next((r for r in rows if r["pane_id"] == pane.pane_id), {})
+        rows: list[dict[str, Any]] = json.loads(self.status("--json"))
+        return next(r for r in rows if r["pane_id"] == pane.pane_id)
 
     def status(self, *args: str) -> str:
         done = conductor("-L", self.server.socket_name, "pty", "status", *args)
         assert done.returncode == 0, done.stderr
         return done.stdout
 
-    def settle(self, pane: Any, state: State, **fields: Any) -> dict[str, Any]:
-        found: dict[str, Any] = {}
-
-        def there() -> bool:
-            found.update(self.row(pane))
-            return found.get("state") == state.value and all(
-                found.get(key) == value for key, value in fields.items())
-
-        retry_until(there, STARTS_WITHIN_S, interval=0.2)
-        return found
-
 
 @pytest.fixture
-def lab(server: Any, watcher_process: Any) -> Lab:
+def lab(server: Any, watcher_process: Any, isolated_env: Path) -> Lab:
     watcher_process("--interval", "1")
-    return Lab(server)
+    return Lab(server, isolated_env)
 
 
 def agent(session: Any, name: str) -> Any:
@@ -69,13 +90,15 @@ def test_a_turn_that_ends_unseen_reads_done_until_its_pane_is_shown(
     session.select_window("home")
     client = AttachedClient(["-L", server.socket_name], "work", "xterm")
     try:
-        lab.settle(idle, State.READY)
+        lab.settle(idle, "READY")
         # An agent that started up idle has finished no turn: plain READY.
-        lab.settle(worker, State.READY, seen=True)
+        lab.settle(worker, "READY", seen=1)
 
-        worker.send_keys("work 3")
-        lab.settle(worker, State.BUSY)
-        lab.settle(worker, State.READY, seen=False)
+        lab.work(worker)
+
+        lab.settle(worker, "READY", seen=0)
+        row = lab.row(worker)
+        assert (row["state"], row["seen"]) == ("READY", False)
         table = lab.status()
         assert any("worker" in line and "DONE" in line for line in table.splitlines()), table
         assert "[worker: DONE]" in lab.status("--short")
@@ -89,7 +112,7 @@ def test_a_turn_that_ends_unseen_reads_done_until_its_pane_is_shown(
         assert went.returncode == 0 and "worker" in went.stdout, went.stdout + went.stderr
 
         # The client now shows it: seen.
-        lab.settle(worker, State.READY, seen=True)
+        lab.settle(worker, "READY", seen=1)
         assert "[worker: READY]" in lab.status("--short")
     finally:
         client.close()
@@ -101,11 +124,10 @@ def test_a_turn_that_ends_on_the_shown_pane_is_seen_at_once(server: Any, lab: La
     session.select_window("worker")
     client = AttachedClient(["-L", server.socket_name], "work", "xterm")
     try:
-        lab.settle(worker, State.READY)
-        worker.send_keys("work 3")
-        lab.settle(worker, State.BUSY)
-        lab.settle(worker, State.READY)
+        lab.settle(worker, "READY")
+        lab.work(worker)
 
+        assert lab.stored(worker) == ("READY", 1)
         assert lab.row(worker)["seen"] is True
     finally:
         client.close()
