@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from pathlib import Path
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,22 +31,27 @@ class Lab:
 
     def stored(self, pane: Any) -> tuple[str, int] | None:
         """The pane's (state, seen) in the store; None before the watcher wrote it."""
-        if not self.db.exists():
-            return None
-        with sqlite3.connect(self.db) as conn:
-            found = conn.execute("SELECT s.state, s.seen FROM ptys p JOIN status s ON s.id = p.id "
-                                 "WHERE p.pane_id = ?", (pane.pane_id,)).fetchone()
+        found = self._query("SELECT s.state, s.seen FROM ptys p JOIN status s ON s.id = p.id "
+                            "WHERE p.pane_id = ?", pane.pane_id)
         return (str(found[0]), int(found[1])) if found else None
 
     def turns_ended(self, pane: Any) -> int:
         """How many BUSY -> READY transitions of the pane the store holds."""
+        found = self._query(
+            "SELECT COUNT(*) FROM status_history h JOIN ptys p ON p.id = h.id WHERE "
+            "p.pane_id = ? AND h.state = 'READY' AND h.previous_state = 'BUSY'", pane.pane_id)
+        return int(found[0]) if found else 0
+
+    def _query(self, sql: str, *params: str) -> tuple[Any, ...] | None:
+        """One row, or None while the watcher has not made the store and its tables yet."""
         if not self.db.exists():
-            return 0
-        with sqlite3.connect(self.db) as conn:
-            return int(conn.execute(
-                "SELECT COUNT(*) FROM status_history h JOIN ptys p ON p.id = h.id WHERE "
-                "p.pane_id = ? AND h.state = 'READY' AND h.previous_state = 'BUSY'",
-                (pane.pane_id,)).fetchone()[0])
+            return None
+        try:
+            with sqlite3.connect(self.db) as conn:
+                row: tuple[Any, ...] | None = conn.execute(sql, params).fetchone()
+                return row
+        except sqlite3.OperationalError:  # no such table: the schema is being made
+            return None
 
     def settle(self, pane: Any, state: str, seen: int | None = None) -> None:
         def there() -> bool:
