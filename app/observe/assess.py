@@ -375,7 +375,7 @@ def _choose(prior: Assessment, verdict: Verdict, facts: _Facts, signals: Signals
     elif facts.title_done:
         draft = _Draft(State.READY, 75, "The turn ended (the pane's title says the CLI stopped; "
                        "this release draws no end mark)", "", [*verdict.reasons, "title_stopped"])
-    elif draft.state in (State.NEEDS_CONFIRMATION, State.BUSY, State.ERROR):
+    elif draft.state in (State.NEEDS_CONFIRMATION, State.BUSY, State.ERROR, State.EXITED):
         if draft.state is State.BUSY and facts.turn_end_valid:
             draft.reasons.append("screen_veto")  # the hook said done; the screen says not yet
     elif facts.permission_active:

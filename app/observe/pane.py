@@ -20,6 +20,7 @@ from app.base.screen import normalise, screen_hash
 from app.base.settings import WatchSettings
 from app.base.termsignals import TermSignal
 from app.observe.assess import NO_SIGNALS, Assessment, Policy, Signals, assess
+from app.observe.exits import dead_pane_verdict
 from app.observe.llm import AsyncLLM, merge, worth_asking
 from app.observe.pack_detection import detect_pack, judge_for, plain_program
 from app.observe.pack_patterns import PatternTimeout, time_limit
@@ -272,13 +273,7 @@ class PaneObserver:
         pane = tracked.pane
         verdict = tracked.verdict
         if pane.dead:
-            status = pane.dead_status
-            verdict = Verdict(
-                state=State.ERROR, confidence=100, reasons=("pane_dead",), rule_id="pane-dead",
-                summary=f"Process exited (status {status})" if status is not None
-                else "Process exited",
-                actions_needed="Restart or close the pane", classifier="tmux",
-            )
+            verdict = dead_pane_verdict(pane.dead_status, tracked.text)
         if verdict is None or tracked.text_hash is None or tracked.stability_hash is None:
             return None
         pack_verdict = verdict
