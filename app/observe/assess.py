@@ -33,6 +33,10 @@ The screen is the judge; other signals only move it earlier or hold it back:
    others here: a known state gives way to it only after ``unknown_polls`` polls and
    ``unknown_min_s`` seconds (one poll interval), so a screen that redraws on a timer, or a
    command line just run whose program tmux does not name yet, cannot flip BUSY and UNKNOWN.
+7. A resize: for a moment after the pane changed size, a changed screen that still reads as the
+   reported state is no change (no "Screen is changing", no new stability run, ``last_change``
+   kept: herding's stall clock goes on), and even READY is left only after the anti-flap hold,
+   so a half-drawn frame is not a transition.
 """
 
 from __future__ import annotations
@@ -226,15 +230,18 @@ def assess(
     *,
     policy: Policy | None = None,
     signals: Signals = NO_SIGNALS,
+    redrawing: bool = False,
 ) -> Assessment:
-    """Fold one poll's verdict and the pane's signals into its assessment (rules: module doc)."""
+    """Fold one poll's verdict and the pane's signals into its assessment (rules: module doc).
+    ``redrawing``: the pane was just resized (rule 7)."""
     if policy is None or policy.stable_polls != stable_polls:
         policy = replace(policy or Policy(), stable_polls=stable_polls)
     first_sight = previous is None or previous.screen_hash is None
     prior = previous or Assessment(state_entered=now, last_change=now, stable_since=now)
     if first_sight:
         prior = absorb(prior, signals)
-    facts = _establish(prior, verdict, screen_hash, now, policy, signals, first_sight)
+    facts = _establish(prior, verdict, screen_hash, now, policy, signals, first_sight,
+                       redrawing)
 
     shown = [f"screen={verdict.state.value}"]
     if signals.last_hook:
@@ -252,7 +259,8 @@ def assess(
     young = candidate_count < policy.hold(candidate) or (
         candidate is State.UNKNOWN and now - candidate_since < policy.unknown_min_s)
     state = candidate
-    if (not first_sight and candidate is not prior.state and prior.state is not State.READY
+    if (not first_sight and candidate is not prior.state
+            and (prior.state is not State.READY or redrawing)
             and candidate is not State.READY and young):
         # Anti-flap: not yet held long enough. Never applied when leaving READY.
         draft = _Draft(prior.state, prior.confidence, prior.summary, prior.actions_needed,
@@ -287,9 +295,12 @@ def assess(
 
 
 def _establish(prior: Assessment, verdict: Verdict, screen_hash: str, now: float,
-               policy: Policy, signals: Signals, first_sight: bool) -> _Facts:
+               policy: Policy, signals: Signals, first_sight: bool,
+               redrawing: bool = False) -> _Facts:
     """Stability, the send's departure, the permission screen and the turn-end's screen."""
-    changed = screen_hash != prior.screen_hash
+    # A screen redrawn for a new size that still reads as what was reported is the same screen.
+    changed = screen_hash != prior.screen_hash and not (
+        redrawing and verdict.state is prior.state)
     busy_evidence = max(signals.sent, signals.turn_start)
     fresh_evidence = busy_evidence > prior.evidence_seen
     restarted = changed or fresh_evidence
