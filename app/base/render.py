@@ -94,6 +94,25 @@ def _attention(w: Mapping[str, Any]) -> tuple[int, float, str, str]:
     return _ATTENTION.get(state, 9), waited, str(w.get("name") or ""), str(w.get("id") or "")
 
 
+# What is not an agent: a shell or a plain program, whose READY is an idle prompt that asks
+# nothing of anyone (a status line or `switch --next` puts it after every agent).
+_NOT_AGENTS = frozenset(("", "shell", "conductor"))
+
+
+def _urgency(w: Mapping[str, Any]) -> tuple[int, int, float, str, str]:
+    state, rest = w.get("state") or "UNKNOWN", _attention(w)
+    shell = str(w.get("cli_type") or "") in _NOT_AGENTS
+    # A question or an error needs the person whatever asks; an idle shell does not.
+    return (0 if state in ("NEEDS_CONFIRMATION", "ERROR") or not shell else 1, *rest)
+
+
+def by_urgency(workers: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The order of the status line and ``switch --next``: :func:`by_attention`, but a READY
+    shell (or plain program) after every agent, so an agent that just finished is not pushed
+    off the line by shells idle for an hour."""
+    return sorted(workers, key=_urgency)
+
+
 def by_attention(workers: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Panes needing a human first (NEEDS_CONFIRMATION, ERROR, READY), longest-waiting first
     within those; the rest by state, then name and id, so panes that only change between BUSY
@@ -142,11 +161,11 @@ def short_line(workers: Sequence[Mapping[str, Any]], colour: bool = False,
     """``[worker-a: READY] [api: NEEDS_CONF]`` for tmux's status-right; exited panes and
     conductor's own views are left out (the line is for the panes you can act on).
 
-    With ``width``, the line shows at most that many columns: whole items only, in attention
-    order, and ``+N`` for the N panes that did not fit."""
+    With ``width``, the line shows at most that many columns: whole items only, in urgency
+    order (:func:`by_urgency`), and ``+N`` for the N panes that did not fit."""
     style = styles(style_spec) if colour else {}
     items: list[tuple[str, int]] = []  # (text as printed, columns it shows)
-    for w in by_attention(workers):
+    for w in by_urgency(workers):
         state = w.get("state") or "UNKNOWN"
         if state == "EXITED" or w.get("cli_type") == "conductor":  # nothing to act on there
             continue

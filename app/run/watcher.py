@@ -29,7 +29,7 @@ from app.adapters.control import ControlMode
 from app.adapters.status import pid_alive
 from app.adapters.store import StoreWriter
 from app.adapters.store_read import public_row
-from app.adapters.tmux import Tmux
+from app.adapters.tmux import Tmux, capture_with_history
 from app.base.errors import PaneNotFound, TmuxServerNotRunning
 from app.base.model import Pane, State, Transition
 from app.base.settings import WatchSettings
@@ -328,8 +328,8 @@ class Watcher:
             pane = current[w]
             if pane.dead and pane.dead_status in SHELL_COULD_NOT_RUN and pane.pane_id in by_pane:
                 try:
-                    by_pane[pane.pane_id] = self.tmux.capture_with_history(pane.pane_id,
-                                                                           HISTORY_LINES)
+                    by_pane[pane.pane_id] = capture_with_history(self.tmux, pane.pane_id,
+                                                                 HISTORY_LINES)
                 except PaneNotFound:
                     del by_pane[pane.pane_id]
         return {w: by_pane[current[w].pane_id] for w in to_capture

@@ -293,15 +293,22 @@ def _history(row: Any) -> str:
 @pty.command()
 @click.argument("ident", metavar="ID|NAME", required=False, shell_complete=complete_panes)
 @click.option("--next", "go_next", is_flag=True,
-              help="The pane that needs you most: NEEDS_CONFIRMATION, then ERROR, then the "
-                   "longest-waiting READY.")
+              help="The next pane that needs you: NEEDS_CONFIRMATION, then ERROR, then the "
+                   "longest-waiting READY agent, then READY shells; each in turn, every "
+                   "waiting pane once before any again.")
 @click.option("--from", "current_pane", default=None, metavar="%PANE",
               help="With --next: the pane you are on, taken last (the tmux key binding).")
 @click.pass_obj
 @friendly_errors
 def switch(obj: Context, ident: str | None, go_next: bool, current_pane: str | None) -> None:
     """Bring a pane to the front (switch-client, or select-window with no client attached)."""
-    from app.adapters.status import next_needing_human, snapshot
+    from app.adapters.status import (
+        load_round,
+        next_needing_human,
+        round_after,
+        save_round,
+        snapshot,
+    )
     from app.run.hosts import pick_worker, switch_to_remote
 
     hosts = read_config().hosts
@@ -312,7 +319,8 @@ def switch(obj: Context, ident: str | None, go_next: bool, current_pane: str | N
     workers = [w for w in snapshot(obj.workers_dir, tmux.label).workers
                if w.get("state") != "EXITED"]
     if go_next:
-        found = next_needing_human(workers, current_pane)
+        visited = load_round(obj.workers_dir, tmux.label)
+        found = next_needing_human(workers, current_pane, visited)
         if found is None:
             message = "no pane needs you: none is NEEDS_CONFIRMATION, ERROR or READY"
             if current_pane:
@@ -321,6 +329,7 @@ def switch(obj: Context, ident: str | None, go_next: bool, current_pane: str | N
             click.echo(message)
             return
         worker = found
+        save_round(obj.workers_dir, tmux.label, round_after(visited, workers, found, current_pane))
     else:
         worker = pick_worker(workers, str(ident), hosts)
     if (worker.get("host") or "local") != "local":
