@@ -50,6 +50,8 @@ from app.base.model import State, Verdict
 TURN_START_EVENTS = frozenset({"turn_start", "working"})
 TURN_END_EVENTS = frozenset({"turn_end", "idle"})
 PERMISSION_EVENTS = frozenset({"permission"})
+# The reason a hook's evidence gives; the terminal's signals give "title_event" and the like.
+HOOK_EVENT = "hook_event"
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,11 @@ class Signals:
     last_terminal: str = ""
     # The pane's newest title is its CLI's own "stopped" title (Pack.title_says_stopped).
     title_stopped: bool = False
+    # The channel that gave the newest turn start, turn end and permission, as a reason names it:
+    # "hook_event", or the terminal's "title_event" / "progress_event".
+    turn_start_by: str = HOOK_EVENT
+    turn_end_by: str = HOOK_EVENT
+    permission_by: str = HOOK_EVENT
 
     def with_event(self, kind: str, event: str, name: str, ts: float) -> Signals:
         """Fold one row of the events table in (rows arrive in store order), or one of the
@@ -79,12 +86,16 @@ class Signals:
         else:
             hooked = replace(self, last_hook=name or event, last_hook_ts=ts) \
                 if ts >= self.last_hook_ts else self
+        by = HOOK_EVENT if kind == "hook" else f"{(name or event).partition(':')[0]}_event"
         if event in TURN_START_EVENTS:
-            return replace(hooked, turn_start=max(self.turn_start, ts))
+            return replace(hooked, turn_start=max(self.turn_start, ts),
+                           turn_start_by=by if ts >= self.turn_start else self.turn_start_by)
         if event in TURN_END_EVENTS:
-            return replace(hooked, turn_end=max(self.turn_end, ts))
+            return replace(hooked, turn_end=max(self.turn_end, ts),
+                           turn_end_by=by if ts >= self.turn_end else self.turn_end_by)
         if event in PERMISSION_EVENTS:
-            return replace(hooked, permission=max(self.permission, ts))
+            return replace(hooked, permission=max(self.permission, ts),
+                           permission_by=by if ts >= self.permission else self.permission_by)
         return hooked
 
 
@@ -382,7 +393,7 @@ def _choose(prior: Assessment, verdict: Verdict, facts: _Facts, signals: Signals
                    list(verdict.reasons))
     if facts.lacks_end_mark and facts.turn_end_confirmed:
         draft = _Draft(State.READY, 80, "The turn ended (its hook or title said so; this "
-                       "release draws no end mark)", "", [*verdict.reasons, "hook_event"])
+                       "release draws no end mark)", "", [*verdict.reasons, signals.turn_end_by])
     elif facts.title_done:
         draft = _Draft(State.READY, 75, "The turn ended (the pane's title says the CLI stopped; "
                        "this release draws no end mark)", "", [*verdict.reasons, "title_stopped"])
@@ -391,13 +402,13 @@ def _choose(prior: Assessment, verdict: Verdict, facts: _Facts, signals: Signals
             draft.reasons.append("screen_veto")  # the hook said done; the screen says not yet
     elif facts.permission_active:
         draft = _Draft(State.NEEDS_CONFIRMATION, 90, "The agent is asking for permission",
-                       "Answer the prompt in the pane", [*verdict.reasons, "hook_event"])
+                       "Answer the prompt in the pane", [*verdict.reasons, signals.permission_by])
     elif facts.first_sight:
         draft.state, draft.confidence = State.UNKNOWN, min(draft.confidence, 30)
         draft.reasons.append("settling")
     elif draft.state is State.READY and facts.turn_end_confirmed \
             and not facts.awaiting_departure:
-        draft.reasons.append("hook_event")
+        draft.reasons.append(signals.turn_end_by)
     elif facts.awaiting_departure:
         draft = _Draft(State.BUSY, 70, "Instruction sent; waiting for the agent to start", "",
                        [*verdict.reasons, "sent"])
@@ -412,7 +423,7 @@ def _choose(prior: Assessment, verdict: Verdict, facts: _Facts, signals: Signals
                                                                   "screen_changing"])
     elif signals.turn_start > signals.turn_end or facts.stable_count == 1:
         # Same screen, but a send or a turn-start hook since it settled: work has begun.
-        why = "sent" if signals.sent >= signals.turn_start else "hook_event"
+        why = "sent" if signals.sent >= signals.turn_start else signals.turn_start_by
         draft = _Draft(State.BUSY, 70, "The agent is working", "", [*verdict.reasons, why])
     else:
         # Same screen as last poll, not yet stable long enough: hold what we reported.

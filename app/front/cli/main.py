@@ -469,8 +469,6 @@ def explain(obj: Context, ident: str, lines: int) -> None:
     from app.adapters.store_read import StoreReader
     from app.base.model import JobKind, JobState
     from app.observe import sessions
-    from app.observe.pack_detection import detect_pack
-    from app.observe.pack_loading import load_packs
 
     reader = StoreReader(obj.workers_dir)
     try:
@@ -489,21 +487,11 @@ def explain(obj: Context, ident: str, lines: int) -> None:
     queued = sum(1 for j in jobs if j.kind is JobKind.MESSAGE and j.state is JobState.QUEUED)
     if queued:
         click.echo(f"  queued messages: {queued} (see `conductor pty queue`)")
-    packs = load_packs()
-    screen = _live_screen(worker)
-    if screen is None:
-        click.echo("live screen: the pane is gone")
-    elif worker.get("cli_type") == "conductor":
+    if worker.get("cli_type") == "conductor":
         click.echo("live screen: conductor's own view, never read (see `status`)")
     else:
-        pack = packs.get(worker.get("cli_type") or "") or detect_pack(packs, screen)
-        verdict, traces = pack.explain(screen)
-        echo_clean(f"live screen, pack {pack.name}: {verdict.state.value} "
-                   f"(rule {verdict.rule_id or 'none'})")
-        for line in verdict.matched_lines:
-            click.echo(f"  matched: {render.clean_text(line)}")
-        for trace in traces:
-            echo_clean(render.rule_trace(trace))
+        for line in _live_lines(obj, worker):
+            echo_clean(line)
     if history:
         click.echo("last transitions:")
         for row in history:
@@ -524,23 +512,38 @@ def _add_sessions(workers_dir: Path, workers: list[dict[str, Any]]) -> None:
         reader.close()
 
 
-def _live_screen(worker: dict[str, Any]) -> str | None:
-    """The pane's screen from its own tmux server; None when the pane or its server is gone (an
-    exited pane's %N may belong to another pane by now: a new tmux server reuses them)."""
-    from app.adapters.tmux import Tmux
-    from app.base.errors import TmuxServerNotRunning
+def _live_lines(obj: Context, worker: dict[str, Any]) -> list[str]:
+    """The live check's lines: the screen's verdict by the judge the watcher would use, the
+    state with the title, hooks and sends folded in (the watcher's rules), every rule tried."""
+    from app.observe.pack_loading import load_packs
+    from app.run.live_check import live_check
 
-    if worker["state"] == "EXITED":
-        return None
+    config = read_config()
+    tmux = _server_of(worker) if (worker.get("host") or "local") == "local" else obj.tmux()
+    found = live_check(tmux, config.hosts, obj.workers_dir, worker, load_packs(),
+                       config.watch)
+    if found.missing:
+        return [f"live screen: {found.missing}"]
+    verdict, a = found.verdict, found.assessment
+    lines = []
+    if verdict is not None:
+        judge = f"pack {found.pack}" + (f" (foreground {found.program})" if found.program else "")
+        lines.append(f"live screen, {judge}: {verdict.state.value} "
+                     f"(rule {verdict.rule_id or 'none'})")
+        lines += [f"  matched: {render.clean_text(line)}" for line in verdict.matched_lines]
+    if a is not None:
+        lines.append(f"live state: {a.state.value} [{', '.join(a.reasons) or '-'}] "
+                     f"({', '.join(a.signals)})")
+    return lines + [render.rule_trace(trace) for trace in found.traces]
+
+
+def _server_of(worker: dict[str, Any]) -> Any:
+    """The local tmux server the pane was seen on (its socket), whatever -L this command got."""
+    from app.adapters.tmux import Tmux
+
     socket = worker.get("socket") or "default"
-    tmux = Tmux(socket_path=socket) if socket.startswith("/") else \
+    return Tmux(socket_path=socket) if socket.startswith("/") else \
         Tmux(socket_name=None if socket == "default" else socket)
-    try:
-        if worker.get("server_pid") and tmux.list_panes().server_pid != worker["server_pid"]:
-            return None
-        return tmux.capture([worker["pane_id"]]).get(worker["pane_id"])
-    except TmuxServerNotRunning:
-        return None
 
 
 @pty.command()
