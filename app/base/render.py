@@ -416,3 +416,24 @@ def rule_trace(trace: RuleTrace) -> str:
     """One rule of a pack and how it fared on a screen (``explain``, ``classify --explain``)."""
     mark = "✓" if trace.matched else "·"
     return f"  {mark} {trace.state.value:<18} {trace.rule_id:<28} {trace.detail}"
+
+
+# The fields MCP's `status` gives each pane.
+MCP_FIELDS = ("id", "name", "host", "pane_id", "cli_type", "state", "cycle", "summary", "goal")
+
+
+def mcp_rows(workers: Sequence[Mapping[str, Any]], include_exited: bool = False
+             ) -> list[dict[str, Any]]:
+    """MCP's ``status``: the live panes (EXITED too with ``include_exited``), each with its host;
+    a pane of another host has its tmux id qualified (``gpu:%3``), since each tmux server
+    numbers its panes from ``%0``. The row ``id`` is unique everywhere."""
+    rows = []
+    for w in by_attention(workers):
+        if w.get("state") == "EXITED" and not include_exited:
+            continue
+        row = {k: w.get(k) for k in MCP_FIELDS}
+        row["host"] = host = str(w.get("host") or "local")
+        if host != "local" and row["pane_id"]:
+            row["pane_id"] = f"{host}:{row['pane_id']}"
+        rows.append(row)
+    return rows
