@@ -113,7 +113,7 @@ def watch(obj: Context, interval: float | None, stable_polls: int | None, once: 
     try:
         code = Daemon(obj.tmux(), obj.workers_dir, settings, once=once, notify=notify,
                       llm_defaults=cfg.llm_defaults, notes=tuple(notes), herd=cfg.herd,
-                      cycle=cfg.cycle, hosts=cfg.hosts).run()
+                      cycle=cfg.cycle, hosts=cfg.hosts, config_path=cfg.path).run()
     except StoreLost as lost:
         start_anew(lost, obj.workers_dir)
     sys.exit(code)
