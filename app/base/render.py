@@ -243,9 +243,10 @@ def waiting(worker: Mapping[str, Any], now: float, grace_s: float) -> tuple[floa
 
 GOAL_WIDTH = 30  # the whole goal is in `explain`, `herd list` and --json
 # A narrow terminal loses these columns first, in this order, until the summary has at least
-# SUMMARY_MIN columns: NAME, STATE, WAITING and SUMMARY stay. A column with nothing to say
+# SUMMARY_MIN columns: NAME, STATE, WAITING and SUMMARY stay (with HOST gone, another host's
+# pane is NAME@HOST). A column with nothing to say
 # (every cell empty or "-") is left out, except these three always shown.
-_DROP_ORDER = ("SINCE", "CLI", "GOAL", "ID", "CYCLE")
+_DROP_ORDER = ("SINCE", "CLI", "GOAL", "ID", "CYCLE", "HOST")
 _ALWAYS = ("NAME", "STATE", "WAITING")
 SUMMARY_MIN = 30
 # The reason code of the final row of a pane whose tmux server ended (not the pane itself).
@@ -278,6 +279,11 @@ def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120
             if fixed + room <= width:
                 break
             keep = [i for i in keep if header[i] != name]
+    if "HOST" in header and header.index("HOST") not in keep:
+        named = header.index("NAME")
+        for row, w in zip(rows, by_attention(shown), strict=True):
+            row[named] += clean_text(_at_host(w))
+        widths[named] = max(len(row[named]) for row in [header, *rows])
     lines = []
     for row in [header, *rows] if rows else []:
         cells = [row[i] if i == keep[-1] else row[i].ljust(widths[i]) for i in keep]

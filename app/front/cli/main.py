@@ -131,7 +131,8 @@ def watch(obj: Context, interval: float | None, stable_polls: int | None, once: 
 @friendly_errors
 def create(obj: Context, directory: Path, name: str | None, cli_name: str | None,
            command: str | None, branch: str | None) -> None:
-    """Open a new tmux window rooted in DIRECTORY and register it; prints its id."""
+    """Open a new tmux window rooted in DIRECTORY and register it; prints its id (with
+    --worktree, the worktree's path and branch too, on stderr)."""
     from app.act.create import create_worker
 
     cfg = read_config()
@@ -139,6 +140,9 @@ def create(obj: Context, directory: Path, name: str | None, cli_name: str | None
                             remain_on_exit=cfg.remain_on_exit, worktree_branch=branch,
                             worktrees=cfg.worktrees)
     click.echo(created.id)
+    if created.worktree is not None:
+        # On stderr: `id=$(conductor pty create ...)` keeps getting the id alone.
+        echo_clean(f"{created.id}: worktree {created.worktree} on branch {branch}", err=True)
 
 
 @pty.command()
