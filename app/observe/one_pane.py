@@ -62,7 +62,10 @@ def resolve(tmux: Tmux, workers_dir: Path, ident: str) -> Target:
             except PaneNotFound:
                 if not ident.startswith("%"):
                     raise
-            if stored is not None and stored["state"] == "EXITED":
+            # A dead pane tmux keeps (remain-on-exit; EXITED after status 0) is still a pane:
+            # `wait --until EXITED` reaches it, `send` says it exited with its status.
+            if stored is not None and stored["state"] == "EXITED" \
+                    and stored["pane_id"] not in live:
                 raise PaneNotFound(f"pane {ident!r} has exited ({stored['summary']}); see "
                                    f"`conductor pty tail {stored['id']}`")
             if stored is not None:

@@ -66,6 +66,12 @@ def test_exit_status_0_is_exited_normally_with_no_alert_even_once_the_pane_is_cl
     row = row_named(isolated_env, "side")
     assert row["summary"] == "Exited normally (status 0)"
     assert row["actions_needed"] == ""
+    # Still a pane: waiting for its end is over at once; typing into it is refused.
+    waited = conductor("-L", server.socket_name, "pty", "wait", "side", "--until", "EXITED",
+                       "--timeout", "20")
+    assert waited.returncode == 0, waited.stderr
+    sent = conductor("-L", server.socket_name, "pty", "send", "side", "hello")
+    assert sent.returncode == 1 and "status 0" in sent.stderr, sent.stderr
     # Closing the dead pane is no second end.
     server.cmd("kill-pane", "-t", pane.pane_id)
     watcher.tick(time.time())
