@@ -10,6 +10,10 @@ set -u
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 MARK="conductor-pty-segment"  # in the segment, so a second run does not append it again
+PLACEHOLDER='#{conductor_status}'  # where the user wants the segment, like #{cpu_percentage}
+# On the right with tmux 3.2+, status-right-length is raised to this so the client's width, not
+# a length fixed once, decides the segment's room (the format below takes the smaller).
+WIDE=1000
 
 option() {  # option NAME DEFAULT: the global @option's value, or DEFAULT when unset
 	local value
@@ -89,9 +93,51 @@ format_math() {  # tmux 3.2 or newer: formats can add, subtract and compare (#{e
 	[ "$major" -gt 3 ] || { [ "$major" -eq 3 ] && [ "$minor" -ge 2 ]; }
 }
 
+segment_for() {  # segment_for WIDTH: the #(...) that prints the line in WIDTH columns
+	printf '%s' "#($(style_env)$QBIN -L $QSOCKET pty status --short --colour --width $1; : $MARK)"
+}
+
+place_at_placeholder() {  # place_at_placeholder SIDE: 0 when the user's #{conductor_status} took it
+	local side="$1" current before after shown width reserve length
+	current="$(tmux show-option -gqv "status-$side")"
+	case "$current" in *"$PLACEHOLDER"*) ;; *) return 1 ;; esac
+	before="${current%%"$PLACEHOLDER"*}"
+	after="${current#*"$PLACEHOLDER"}"
+	# The user's own part, without the placeholder, as add_status_segment counts it.
+	tmux set-option -g @conductor-pty-rest "$before$after"
+	shown="$(tmux display-message -p "#{n:@conductor-pty-rest}")"
+	tmux set-option -gu @conductor-pty-rest
+	reserve="$(option @conductor-status-length 60)"
+	case "$reserve" in '' | *[!0-9]*) reserve=60 ;; esac
+	length="$(tmux show-option -gqv "status-$side-length")"
+	if format_math; then
+		width="$(room "$side" "$shown")"
+	else
+		width="$reserve"
+	fi
+	if [ "$side" = right ] && format_math; then
+		[ "$length" -lt "$WIDE" ] && tmux set-option -g status-right-length "$WIDE"
+	elif [ $((shown + reserve)) -gt "$length" ]; then
+		tmux set-option -g "status-$side-length" $((shown + reserve))
+	fi
+	tmux set-option -g "status-$side" "$before$(segment_for "$width")$after"
+}
+
 add_status_segment() {
-	local where side current length reserve shown interval width
+	local where side current length reserve shown width placed
 	where="$(option @conductor-status right)"
+	placed="$(option @conductor-pty-placed "")"
+	if [ -n "$placed" ]; then  # put at the user's placeholder by an earlier run: stays there
+		case "$(tmux show-option -gqv "status-$placed")" in *"$MARK"*) return ;; esac
+	fi
+	# A placeholder in either part is the user's choice of place, whatever @conductor-status.
+	for side in right left; do
+		if place_at_placeholder "$side"; then
+			tmux set-option -g @conductor-pty-placed "$side"
+			set_interval
+			return
+		fi
+	done
 	case "$where" in
 	right | left) side="$where" ;;
 	off) return ;;
@@ -112,7 +158,7 @@ add_status_segment() {
 	else
 		width="$reserve"  # the room raised below, at least
 	fi
-	segment="#($(style_env)$QBIN -L $QSOCKET pty status --short --colour --width $width; : $MARK)"
+	segment="$(segment_for "$width")"
 	if [ -z "$current" ]; then
 		tmux set-option -g "status-$side" "$segment"
 	elif [ "$side" = right ]; then
@@ -120,9 +166,17 @@ add_status_segment() {
 	else
 		tmux set-option -g "status-$side" "$segment $current"
 	fi
-	if [ $((shown + 1 + reserve)) -gt "$length" ]; then
+	if [ "$side" = right ] && format_math; then
+		# The client's width decides (room): a terminal of 250 columns holds 250 less the rest.
+		[ "$length" -lt "$WIDE" ] && tmux set-option -g status-right-length "$WIDE"
+	elif [ $((shown + 1 + reserve)) -gt "$length" ]; then
 		tmux set-option -g "status-$side-length" $((shown + 1 + reserve))
 	fi
+	set_interval
+}
+
+set_interval() {
+	local interval
 	interval="$(option @conductor-status-interval "")"
 	case "$interval" in
 	'') ;;

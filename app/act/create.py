@@ -79,7 +79,10 @@ def create_worker(tmux: Tmux, workers_dir: Path, directory: Path, name: str | No
                 "id": wid, "name": window_name, "socket": tmux.label, "server_pid": server_pid,
                 "pane_id": pane.pane_id, "tmux_session": pane.session_name,
                 "tmux_window": pane.window_name, "window_index": pane.window_index,
-                "pane_index": pane.pane_index, "cwd": str(folder), "cli_type": cli,
+                "pane_index": pane.pane_index, "cwd": str(folder),
+                # What the watcher's first look calls it (a shell, or the placeholder shell a
+                # command starts from) until an agent is seen: never "-" first, then "shell".
+                "cli_type": cli or "shell",
                 "cli_forced": cli, "command": command, "created_by": "create",
                 "first_seen_ts": time.time(), "last_seen_ts": time.time(),
                 "worktree": str(folder) if worktree_branch is not None else None,

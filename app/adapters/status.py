@@ -4,7 +4,7 @@ name. Stdlib only, because the status line runs through here every few seconds."
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from app.adapters.store_read import StoreReader
 from app.base.errors import PaneNotFound
@@ -263,15 +263,74 @@ def shown(workers: list[dict[str, Any]], now: float, exited_shown_s: float
                  or now - w["host_removed_ts"] < exited_shown_s)]
 
 
-def next_needing_human(workers: list[dict[str, Any]], current_pane: str | None = None
-                       ) -> dict[str, Any] | None:
-    """The pane to go to next: NEEDS_CONFIRMATION first, then ERROR, then the READY pane that
-    has waited longest (the order of ``status``); None when nobody waits. The pane you are on
-    (``current_pane``, a tmux ``%N``) comes last, so pressing the key again moves on."""
+def next_needing_human(workers: list[dict[str, Any]], current_pane: str | None = None,
+                       visited: Sequence[str] = ()) -> dict[str, Any] | None:
+    """The pane to go to next: NEEDS_CONFIRMATION first, then ERROR, then READY agents, then
+    READY shells (the status line's order, render.by_urgency); None when nobody waits.
+
+    A round: ``visited`` (row ids) are the panes already gone to since the round began, and the
+    pane you are on (``current_pane``, a tmux ``%N``) counts as visited; the first waiting pane
+    not visited is next, so pressing the key again reaches every waiting pane in turn instead of
+    going back and forth between the first two. When all were visited, a new round begins."""
     from app.base import render
 
-    waiting = [w for w in render.by_attention(workers)
+    waiting = [w for w in render.by_urgency(workers)
                if w.get("state") in ("NEEDS_CONFIRMATION", "ERROR", "READY")]
+    seen = set(visited)
+    fresh = [w for w in waiting if w.get("id") not in seen and w.get("pane_id") != current_pane]
     others = [w for w in waiting if w.get("pane_id") != current_pane]
-    chosen = (others or waiting)[:1]
+    chosen = (fresh or others or waiting)[:1]
     return dict(chosen[0]) if chosen else None
+
+
+def round_after(visited: Sequence[str], workers: list[dict[str, Any]], chosen: Mapping[str, Any],
+                current_pane: str | None = None) -> list[str]:
+    """The round's visited ids once ``chosen`` is gone to: those still waiting, the pane left
+    (``current_pane``) and ``chosen``. A pane chosen again begins a new round with it alone (the
+    pane left is then the last of the old round, due again after the others)."""
+    chosen_id = str(chosen.get("id"))
+    if chosen_id in visited:
+        return [chosen_id]
+    waiting = {str(w.get("id")) for w in workers
+               if w.get("state") in ("NEEDS_CONFIRMATION", "ERROR", "READY")}
+    left = [str(w.get("id")) for w in workers if current_pane and w.get("pane_id") == current_pane]
+    kept = [v for v in [*visited, *left] if v in waiting]
+    return list(dict.fromkeys([*kept, chosen_id]))
+
+
+# `switch --next`'s round per tmux server: the row ids gone to since it began.
+_ROUND_FILE = "switch-round.json"
+
+
+def load_round(workers_dir: str | Path, server: str) -> list[str]:
+    """The round of ``server`` (a tmux label); [] when none was kept or the file is unreadable
+    (a lost round only means the next press starts a new one)."""
+    import json
+    from pathlib import Path
+
+    try:
+        rounds = json.loads((Path(workers_dir) / _ROUND_FILE).read_text(encoding="utf-8"))
+        kept = rounds.get(server, []) if isinstance(rounds, dict) else []
+    except (OSError, ValueError):
+        return []
+    return [str(v) for v in kept] if isinstance(kept, list) else []
+
+
+def save_round(workers_dir: str | Path, server: str, visited: Sequence[str]) -> None:
+    import json
+    import tempfile
+    from pathlib import Path
+
+    path = Path(workers_dir) / _ROUND_FILE
+    try:
+        rounds = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        rounds = {}
+    if not isinstance(rounds, dict):
+        rounds = {}
+    rounds[server] = list(visited)
+    # Written whole and renamed: two presses at once leave one round, never half a file.
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, encoding="utf-8",
+                                     prefix=".switch-round.") as out:
+        json.dump(rounds, out)
+    Path(out.name).replace(path)

@@ -627,3 +627,11 @@ def find_session(tmux: Tmux, name: str) -> str | None:
         return tmux._session_id(name)
     except TmuxError:
         return None
+
+
+def capture_with_history(tmux: Tmux, pane_id: str, history_lines: int) -> str:
+    """One pane's screen with up to ``history_lines`` lines of its history above it."""
+    done = tmux.run("capture-pane", "-p", "-S", f"-{history_lines}", "-t", pane_id, check=False)
+    if done.returncode != 0:
+        raise PaneNotFound(f"pane {pane_id} no longer exists on tmux server {tmux.label}")
+    return done.stdout

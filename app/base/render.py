@@ -108,6 +108,25 @@ def shown_state(w: Mapping[str, Any]) -> str:
     return DONE if unseen_done(w) else str(w.get("state") or "UNKNOWN")
 
 
+# What is not an agent: a shell or a plain program, whose READY is an idle prompt that asks
+# nothing of anyone (a status line or `switch --next` puts it after every agent).
+_NOT_AGENTS = frozenset(("", "shell", "conductor"))
+
+
+def _urgency(w: Mapping[str, Any]) -> tuple[int, float, float, str, str]:
+    state, rest = w.get("state") or "UNKNOWN", _attention(w)
+    shell = str(w.get("cli_type") or "") in _NOT_AGENTS
+    # A question or an error needs the person whatever asks; an idle shell does not.
+    return (0 if state in ("NEEDS_CONFIRMATION", "ERROR") or not shell else 1, *rest)
+
+
+def by_urgency(workers: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The order of the status line and ``switch --next``: :func:`by_attention`, but a READY
+    shell (or plain program) after every agent, so an agent that just finished is not pushed
+    off the line by shells idle for an hour."""
+    return sorted(workers, key=_urgency)
+
+
 def by_attention(workers: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Panes needing a human first (NEEDS_CONFIRMATION, ERROR, READY), longest-waiting first
     within those; the rest by state, then name and id, so panes that only change between BUSY
@@ -156,11 +175,11 @@ def short_line(workers: Sequence[Mapping[str, Any]], colour: bool = False,
     """``[worker-a: READY] [api: NEEDS_CONF]`` for tmux's status-right; exited panes and
     conductor's own views are left out (the line is for the panes you can act on).
 
-    With ``width``, the line shows at most that many columns: whole items only, in attention
-    order, and ``+N`` for the N panes that did not fit."""
+    With ``width``, the line shows at most that many columns: whole items only, in urgency
+    order (:func:`by_urgency`), and ``+N`` for the N panes that did not fit."""
     style = styles(style_spec) if colour else {}
     items: list[tuple[str, int]] = []  # (text as printed, columns it shows)
-    for w in by_attention(workers):
+    for w in by_urgency(workers):
         state = w.get("state") or "UNKNOWN"
         if state == "EXITED" or w.get("cli_type") == "conductor":  # nothing to act on there
             continue
@@ -238,9 +257,10 @@ def waiting(worker: Mapping[str, Any], now: float, grace_s: float) -> tuple[floa
 
 GOAL_WIDTH = 30  # the whole goal is in `explain`, `herd list` and --json
 # A narrow terminal loses these columns first, in this order, until the summary has at least
-# SUMMARY_MIN columns: NAME, STATE, WAITING and SUMMARY stay. A column with nothing to say
+# SUMMARY_MIN columns: NAME, STATE, WAITING and SUMMARY stay (with HOST gone, another host's
+# pane is NAME@HOST). A column with nothing to say
 # (every cell empty or "-") is left out, except these three always shown.
-_DROP_ORDER = ("SINCE", "CLI", "COST", "GOAL", "ID", "CYCLE")
+_DROP_ORDER = ("SINCE", "CLI", "COST", "GOAL", "ID", "CYCLE", "HOST")
 _ALWAYS = ("NAME", "STATE", "WAITING")
 SUMMARY_MIN = 30
 # The reason code of the final row of a pane whose tmux server ended (not the pane itself).
@@ -279,6 +299,11 @@ def table(workers: Sequence[Mapping[str, Any]], now: float, grace_s: float = 120
             if fixed + room <= width:
                 break
             keep = [i for i in keep if header[i] != name]
+    if "HOST" in header and header.index("HOST") not in keep:
+        named = header.index("NAME")
+        for row, w in zip(rows, by_attention(shown), strict=True):
+            row[named] += clean_text(_at_host(w))
+        widths[named] = max(len(row[named]) for row in [header, *rows])
     lines = []
     for row in [header, *rows] if rows else []:
         cells = [row[i] if i == keep[-1] else row[i].ljust(widths[i]) for i in keep]
@@ -486,3 +511,24 @@ def rule_trace(trace: RuleTrace) -> str:
     """One rule of a pack and how it fared on a screen (``explain``, ``classify --explain``)."""
     mark = "✓" if trace.matched else "·"
     return f"  {mark} {trace.state.value:<18} {trace.rule_id:<28} {trace.detail}"
+
+
+# The fields MCP's `status` gives each pane.
+MCP_FIELDS = ("id", "name", "host", "pane_id", "cli_type", "state", "cycle", "summary", "goal")
+
+
+def mcp_rows(workers: Sequence[Mapping[str, Any]], include_exited: bool = False
+             ) -> list[dict[str, Any]]:
+    """MCP's ``status``: the live panes (EXITED too with ``include_exited``), each with its host;
+    a pane of another host has its tmux id qualified (``gpu:%3``), since each tmux server
+    numbers its panes from ``%0``. The row ``id`` is unique everywhere."""
+    rows = []
+    for w in by_attention(workers):
+        if w.get("state") == "EXITED" and not include_exited:
+            continue
+        row = {k: w.get(k) for k in MCP_FIELDS}
+        row["host"] = host = str(w.get("host") or "local")
+        if host != "local" and row["pane_id"]:
+            row["pane_id"] = f"{host}:{row['pane_id']}"
+        rows.append(row)
+    return rows

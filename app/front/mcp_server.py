@@ -170,12 +170,14 @@ class Tools:
         done = commands.goal(self.workers_dir, target.worker_id, goal)
         return f"goal of {target.name}: {done['goal'] or '(none)'}"
 
-    def status(self) -> str:
+    def status(self, include_exited: bool = False) -> str:
         from app.adapters.status import snapshot
+        from app.base import render
 
-        fields = ("id", "name", "pane_id", "cli_type", "state", "cycle", "summary", "goal")
-        workers = [{k: w.get(k) for k in fields} for w in snapshot(self.workers_dir).workers]
-        return json.dumps(workers, ensure_ascii=False)
+        if not isinstance(include_exited, bool):
+            raise ConductorError(f"include_exited must be true or false, got {include_exited!r}")
+        return json.dumps(render.mcp_rows(snapshot(self.workers_dir).workers, include_exited),
+                          ensure_ascii=False)
 
     def wait(self, pane: str, until: str = "READY", timeout: float = 600.0,
              stop: threading.Event | None = None) -> str:
@@ -261,9 +263,10 @@ def server(tools: Tools) -> MCPServer:
         return call(tools.set_goal, goal)
 
     @app.tool()
-    def status() -> str:
-        """Every watched pane: id, name, CLI, state, cycle, summary, goal (JSON)."""
-        return call(tools.status)
+    def status(include_exited: bool = False) -> str:
+        """Every live watched pane: id (unique), name, host, pane_id (HOST:%N on another
+        host), CLI, state, cycle, summary, goal (JSON); include_exited: the exited ones too."""
+        return call(tools.status, include_exited)
 
     @app.tool()
     async def wait(pane: str, until: str = "READY", timeout: float = 600.0) -> str:

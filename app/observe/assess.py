@@ -33,6 +33,10 @@ The screen is the judge; other signals only move it earlier or hold it back:
    others here: a known state gives way to it only after ``unknown_polls`` polls and
    ``unknown_min_s`` seconds (one poll interval), so a screen that redraws on a timer, or a
    command line just run whose program tmux does not name yet, cannot flip BUSY and UNKNOWN.
+7. A resize: for a moment after the pane changed size, a changed screen that still reads as the
+   reported state is no change (no "Screen is changing", no new stability run, ``last_change``
+   kept: herding's stall clock goes on), and even READY is left only after the anti-flap hold,
+   so a half-drawn frame is not a transition.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ PERMISSION_EVENTS = frozenset({"permission"})
 # Claude Code's hook names that count subagents (design/states.md, "Background work").
 SUBAGENT_START, SUBAGENT_STOP = "SubagentStart", "SubagentStop"
 SESSION_BOUNDS = frozenset({"SessionStart", "SessionEnd"})
+# The reason a hook's evidence gives; the terminal's signals give "title_event" and the like.
+HOOK_EVENT = "hook_event"
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,11 @@ class Signals:
     # Subagents the agent's hooks said started and not yet stopped (Claude Code's
     # SubagentStart/SubagentStop): a background one outlives the turn's Stop and resumes it.
     subagents: int = 0
+    # The channel that gave the newest turn start, turn end and permission, as a reason names it:
+    # "hook_event", or the terminal's "title_event" / "progress_event".
+    turn_start_by: str = HOOK_EVENT
+    turn_end_by: str = HOOK_EVENT
+    permission_by: str = HOOK_EVENT
 
     def with_event(self, kind: str, event: str, name: str, ts: float) -> Signals:
         """Fold one row of the events table in (rows arrive in store order), or one of the
@@ -82,12 +93,16 @@ class Signals:
             hooked = replace(self, last_hook=name or event, last_hook_ts=ts) \
                 if ts >= self.last_hook_ts else self
             hooked = replace(hooked, subagents=running_subagents(self.subagents, name))
+        by = HOOK_EVENT if kind == "hook" else f"{(name or event).partition(':')[0]}_event"
         if event in TURN_START_EVENTS:
-            return replace(hooked, turn_start=max(self.turn_start, ts))
+            return replace(hooked, turn_start=max(self.turn_start, ts),
+                           turn_start_by=by if ts >= self.turn_start else self.turn_start_by)
         if event in TURN_END_EVENTS:
-            return replace(hooked, turn_end=max(self.turn_end, ts))
+            return replace(hooked, turn_end=max(self.turn_end, ts),
+                           turn_end_by=by if ts >= self.turn_end else self.turn_end_by)
         if event in PERMISSION_EVENTS:
-            return replace(hooked, permission=max(self.permission, ts))
+            return replace(hooked, permission=max(self.permission, ts),
+                           permission_by=by if ts >= self.permission else self.permission_by)
         return hooked
 
 
@@ -245,15 +260,18 @@ def assess(
     *,
     policy: Policy | None = None,
     signals: Signals = NO_SIGNALS,
+    redrawing: bool = False,
 ) -> Assessment:
-    """Fold one poll's verdict and the pane's signals into its assessment (rules: module doc)."""
+    """Fold one poll's verdict and the pane's signals into its assessment (rules: module doc).
+    ``redrawing``: the pane was just resized (rule 7)."""
     if policy is None or policy.stable_polls != stable_polls:
         policy = replace(policy or Policy(), stable_polls=stable_polls)
     first_sight = previous is None or previous.screen_hash is None
     prior = previous or Assessment(state_entered=now, last_change=now, stable_since=now)
     if first_sight:
         prior = absorb(prior, signals)
-    facts = _establish(prior, verdict, screen_hash, now, policy, signals, first_sight)
+    facts = _establish(prior, verdict, screen_hash, now, policy, signals, first_sight,
+                       redrawing)
 
     shown = [f"screen={verdict.state.value}"]
     if signals.last_hook:
@@ -271,7 +289,8 @@ def assess(
     young = candidate_count < policy.hold(candidate) or (
         candidate is State.UNKNOWN and now - candidate_since < policy.unknown_min_s)
     state = candidate
-    if (not first_sight and candidate is not prior.state and prior.state is not State.READY
+    if (not first_sight and candidate is not prior.state
+            and (prior.state is not State.READY or redrawing)
             and candidate is not State.READY and young):
         # Anti-flap: not yet held long enough. Never applied when leaving READY.
         draft = _Draft(prior.state, prior.confidence, prior.summary, prior.actions_needed,
@@ -306,9 +325,12 @@ def assess(
 
 
 def _establish(prior: Assessment, verdict: Verdict, screen_hash: str, now: float,
-               policy: Policy, signals: Signals, first_sight: bool) -> _Facts:
+               policy: Policy, signals: Signals, first_sight: bool,
+               redrawing: bool = False) -> _Facts:
     """Stability, the send's departure, the permission screen and the turn-end's screen."""
-    changed = screen_hash != prior.screen_hash
+    # A screen redrawn for a new size that still reads as what was reported is the same screen.
+    changed = screen_hash != prior.screen_hash and not (
+        redrawing and verdict.state is prior.state)
     busy_evidence = max(signals.sent, signals.turn_start)
     fresh_evidence = busy_evidence > prior.evidence_seen
     restarted = changed or fresh_evidence
@@ -390,22 +412,22 @@ def _choose(prior: Assessment, verdict: Verdict, facts: _Facts, signals: Signals
                    list(verdict.reasons))
     if facts.lacks_end_mark and facts.turn_end_confirmed:
         draft = _Draft(State.READY, 80, "The turn ended (its hook or title said so; this "
-                       "release draws no end mark)", "", [*verdict.reasons, "hook_event"])
+                       "release draws no end mark)", "", [*verdict.reasons, signals.turn_end_by])
     elif facts.title_done:
         draft = _Draft(State.READY, 75, "The turn ended (the pane's title says the CLI stopped; "
                        "this release draws no end mark)", "", [*verdict.reasons, "title_stopped"])
-    elif draft.state in (State.NEEDS_CONFIRMATION, State.BUSY, State.ERROR):
+    elif draft.state in (State.NEEDS_CONFIRMATION, State.BUSY, State.ERROR, State.EXITED):
         if draft.state is State.BUSY and facts.turn_end_valid:
             draft.reasons.append("screen_veto")  # the hook said done; the screen says not yet
     elif facts.permission_active:
         draft = _Draft(State.NEEDS_CONFIRMATION, 90, "The agent is asking for permission",
-                       "Answer the prompt in the pane", [*verdict.reasons, "hook_event"])
+                       "Answer the prompt in the pane", [*verdict.reasons, signals.permission_by])
     elif facts.first_sight:
         draft.state, draft.confidence = State.UNKNOWN, min(draft.confidence, 30)
         draft.reasons.append("settling")
     elif draft.state is State.READY and facts.turn_end_confirmed \
             and not facts.awaiting_departure:
-        draft.reasons.append("hook_event")
+        draft.reasons.append(signals.turn_end_by)
     elif facts.awaiting_departure:
         draft = _Draft(State.BUSY, 70, "Instruction sent; waiting for the agent to start", "",
                        [*verdict.reasons, "sent"])
@@ -420,7 +442,7 @@ def _choose(prior: Assessment, verdict: Verdict, facts: _Facts, signals: Signals
                                                                   "screen_changing"])
     elif signals.turn_start > signals.turn_end or facts.stable_count == 1:
         # Same screen, but a send or a turn-start hook since it settled: work has begun.
-        why = "sent" if signals.sent >= signals.turn_start else "hook_event"
+        why = "sent" if signals.sent >= signals.turn_start else signals.turn_start_by
         draft = _Draft(State.BUSY, 70, "The agent is working", "", [*verdict.reasons, why])
     else:
         # Same screen as last poll, not yet stable long enough: hold what we reported.

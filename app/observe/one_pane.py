@@ -9,7 +9,7 @@ whether or not a watcher runs.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from app.adapters.tmux import Tmux
 from app.base.errors import PaneNotFound, StoreError
 from app.base.model import Pane, State
 from app.base.settings import WatchSettings
-from app.observe.assess import Assessment
+from app.observe.assess import Assessment, Signals
 from app.observe.packs import Pack
 from app.observe.pane import PaneObserver, Tracked, worker_id
 
@@ -62,7 +62,10 @@ def resolve(tmux: Tmux, workers_dir: Path, ident: str) -> Target:
             except PaneNotFound:
                 if not ident.startswith("%"):
                     raise
-            if stored is not None and stored["state"] == "EXITED":
+            # A dead pane tmux keeps (remain-on-exit; EXITED after status 0) is still a pane:
+            # `wait --until EXITED` reaches it, `send` says it exited with its status.
+            if stored is not None and stored["state"] == "EXITED" \
+                    and stored["pane_id"] not in live:
                 raise PaneNotFound(f"pane {ident!r} has exited ({stored['summary']}); see "
                                    f"`conductor pty tail {stored['id']}`")
             if stored is not None:
@@ -100,6 +103,9 @@ class PaneWatch:
         self._event_seq = 0
         self._watcher_row: dict[str, Any] | None = None
         self.turn_asked_at = turn_asked_at or 0.0
+        # The assessment the first look starts from, given the signals read from the store
+        # (None: first sight, "settling"); explain starts from the stored one.
+        self.seed: Callable[[Signals], Assessment] | None = None
 
     def poll(self, now: float | None = None) -> Assessment:
         now = time.time() if now is None else now
@@ -116,6 +122,8 @@ class PaneWatch:
         self.tracked.take_title(pane.title, now)
         self.observer.classify(self.tracked, screens[pane_id])
         watcher_row = self._watcher_row = self._read_store()
+        if self.seed is not None and self.tracked.assessment is None:
+            self.tracked.assessment = self.seed(self.tracked.signals)
         self.observer.assess(self.tracked, now)
         assessment = self.tracked.assessment
         assert assessment is not None  # a classified screen is always assessed

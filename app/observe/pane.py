@@ -21,6 +21,7 @@ from app.base.settings import WatchSettings
 from app.base.termsignals import TermSignal
 from app.observe.assess import NO_SIGNALS, Assessment, Policy, Signals, assess
 from app.observe.background_work import PLAIN_PACKS, hold_for_background
+from app.observe.exits import dead_pane_verdict
 from app.observe.llm import AsyncLLM, merge, worth_asking
 from app.observe.pack_detection import detect_pack, judge_for, plain_program
 from app.observe.pack_patterns import PatternTimeout, time_limit
@@ -36,6 +37,9 @@ CLASSIFY_BUDGET_S = 0.5
 # changed screen at most this often (seconds): an agent started from it shows within a second,
 # and a shell printing nonstop does not pay for a search of every pack's marks on every capture.
 REDETECT_S = 1.0
+# A program redraws its screen for a new size within this many seconds of the resize (Claude
+# Code draws its box again, tmux rewraps long lines at once).
+REDRAW_S = 2.0
 # How a pane is watched, as shown in its signals ("watch=events"): control mode reports its
 # output, or only the poll looks at it.
 EVENTS, POLL = "events", "poll"
@@ -82,6 +86,10 @@ class Screen:
     # clocks) blanked, so they do not hold READY back.
     stability_hash: str | None = None
     verdict: Verdict | None = None
+    # The pane's size at the last assessment, and when it last changed (epoch seconds): the
+    # screen a program redraws for its new size is the same screen, not news.
+    size: tuple[int, int] | None = None
+    resized_at: float = 0.0
 
 
 @dataclass
@@ -266,6 +274,16 @@ class PaneObserver:
             screen.stability_hash = text_hash
         screen.text, screen.text_hash = text, text_hash
 
+    @staticmethod
+    def _redrawing(tracked: Tracked, now: float) -> bool:
+        """Whether the pane was resized within REDRAW_S: tmux rewraps its lines and the program
+        redraws for the new size, a changed screen that says nothing new."""
+        screen, size = tracked.screen, (tracked.pane.width, tracked.pane.height)
+        if screen.size is not None and size != screen.size:
+            screen.resized_at = now
+        screen.size = size
+        return bool(screen.resized_at) and now - screen.resized_at <= REDRAW_S
+
     def _choose_pack(self, tracked: Tracked, text: str) -> Pack:
         if tracked.cli_forced and tracked.cli_forced in self.packs:
             return self.packs[tracked.cli_forced]
@@ -278,13 +296,7 @@ class PaneObserver:
         pane = tracked.pane
         verdict = tracked.verdict
         if pane.dead:
-            status = pane.dead_status
-            verdict = Verdict(
-                state=State.ERROR, confidence=100, reasons=("pane_dead",), rule_id="pane-dead",
-                summary=f"Process exited (status {status})" if status is not None
-                else "Process exited",
-                actions_needed="Restart or close the pane", classifier="tmux",
-            )
+            verdict = dead_pane_verdict(pane.dead_status, tracked.text)
         if verdict is None or tracked.text_hash is None or tracked.stability_hash is None:
             return None
         pack_verdict = verdict
@@ -313,7 +325,8 @@ class PaneObserver:
             signals = replace(signals, title_stopped=tracked.pack.title_says_stopped(
                 tracked.terminal.title, pane.cwd))
         tracked.assessment = assess(previous, verdict, tracked.stability_hash, now,
-                                    stable_polls, policy=policy, signals=signals)
+                                    stable_polls, policy=policy, signals=signals,
+                                    redrawing=self._redrawing(tracked, now))
         if (self.llm is not None and tracked.pack is not None and not pane.dead
                 and tracked.assessment.stable_count >= stable_polls
                 and worth_asking(pack_verdict)):

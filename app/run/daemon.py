@@ -277,10 +277,39 @@ class Daemon:
     hosts: tuple[HostConfig, ...] = ()  # the config's [hosts.NAME]: each watched by its thread
     # How long a notification's Approve / Deny stays pressable: the config's serve.link_ttl.
     link_ttl_s: float = settings_table.default("serve.link_ttl", float)
+    # The config file the hosts came from: read again on SIGHUP and when it changes (None: never).
+    config_path: Path | None = None
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
         self._wake = threading.Event()  # a stop, or control mode reporting output
+        self._reread = threading.Event()  # SIGHUP: read the config's hosts again
+        self._config_mtime = _mtime(self.config_path)
+
+    def _on_hangup(self, signum: int, frame: FrameType | None) -> None:
+        self._reread.set()
+        self._wake.set()
+
+    def reload_hosts(self, remote: HostWatches | None) -> None:
+        """Read the config's [hosts.*] again when asked (SIGHUP) or when the file changed since
+        last read (its mtime); a file that does not load is logged and the hosts watched stay."""
+        from app.run.configfile import load_config
+
+        mtime = _mtime(self.config_path)
+        if remote is None or self.config_path is None or (
+                not self._reread.is_set() and mtime == self._config_mtime):
+            return
+        self._reread.clear()
+        self._config_mtime = mtime
+        try:
+            hosts = load_config(self.config_path, upgrade=False).hosts
+        except ConductorError as exc:
+            log.error("config file %s not reloaded, the hosts watched stay: %s",
+                      self.config_path, exc)
+            return
+        if remote.reload(hosts):
+            log.info("hosts reloaded from %s: %s", self.config_path,
+                     ", ".join(h.name for h in hosts if h.enabled) or "none")
 
     def stop(self) -> None:
         self._stop.set()
@@ -308,6 +337,7 @@ class Daemon:
             if install_signals:
                 for signum in (signal.SIGTERM, signal.SIGINT):
                     previous[signum] = signal.signal(signum, self._on_signal)
+                previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, self._on_hangup)
             llm = _start_llm(llm_settings)
             terminals = Terminals(self.tmux)
             buttons: DialogButtons | None = None
@@ -347,7 +377,7 @@ class Daemon:
                                  _host_watcher(self, packs, llm, notifier, terminals)) \
                 if not self.once else None
             try:
-                self._loop(watcher, store, notifier)
+                self._loop(watcher, store, notifier, remote)
             finally:
                 if remote is not None:
                     remote.close()
@@ -376,9 +406,10 @@ class Daemon:
         log.info("stopped")
         return 0
 
-    def _loop(self, watcher: Watcher, store: StoreWriter, notifier: Notifier) -> None:
+    def _loop(self, watcher: Watcher, store: StoreWriter, notifier: Notifier,
+              remote: HostWatches | None = None) -> None:
         # A failing tick is tried again at least once per interval, as the full poll would be.
-        Runner(_LocalPart(self, watcher, store, notifier), self.settings.interval_s,
+        Runner(_LocalPart(self, watcher, store, notifier, remote), self.settings.interval_s,
                stop=self._stop, wake=self._wake, gather_s=_GATHER_S,
                retry_cap_s=self.settings.interval_s, fatal=(StoreLost,)).run(once=self.once)
 
@@ -391,9 +422,11 @@ class _LocalPart:
     watcher: Watcher
     store: StoreWriter
     notifier: Notifier
+    remote: HostWatches | None = None
     server_running: bool | None = None
 
     def tick(self, now: float, full: bool) -> bool:
+        self.daemon.reload_hosts(self.remote)
         problem = self.store.verify()
         if problem is not None:
             log.error("status store %s: %s", self.store.path, problem)
@@ -431,3 +464,10 @@ class _LocalPart:
 
     def failed(self, exc: Exception, now: float) -> bool:
         return False
+
+
+def _mtime(path: Path | None) -> float | None:
+    try:
+        return path.stat().st_mtime if path is not None else None
+    except OSError:
+        return None  # no file (yet): a file that appears is a change

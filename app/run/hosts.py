@@ -354,13 +354,29 @@ class HostWatches:
 
     def __init__(self, hosts: tuple[HostConfig, ...], store: StoreWriter,
                  settings: WatchSettings, factory: WatcherFactory) -> None:
-        self._stop = threading.Event()
         self.quiet = QuietRepeats(log)
-        self._mark_watched(store, hosts)
-        self.watches = [HostWatch(h, store, settings, factory, self._stop, self.quiet).start()
-                        for h in hosts if h.enabled]
+        self.store, self.settings, self.factory = store, settings, factory
+        self.watches: list[HostWatch] = []
+        self._start(hosts)
+
+    def _start(self, hosts: tuple[HostConfig, ...]) -> None:
+        self.hosts = hosts
+        self._stop = threading.Event()
+        self._mark_watched(self.store, hosts)
+        self.watches = [HostWatch(h, self.store, self.settings, self.factory, self._stop,
+                                  self.quiet).start() for h in hosts if h.enabled]
         for watch in self.watches:
             log.info("watching host %s (%s) over ssh", watch.host.name, watch.host.ssh)
+
+    def reload(self, hosts: tuple[HostConfig, ...]) -> bool:
+        """Watch ``hosts`` from now on (the config file changed); False when they are the ones
+        watched already. Every host's thread is started again: a host whose ssh settings
+        changed reconnects, and one removed stops (its rows are marked so)."""
+        if hosts == self.hosts:
+            return False
+        self.close()
+        self._start(hosts)
+        return True
 
     @staticmethod
     def _mark_watched(store: StoreWriter, hosts: tuple[HostConfig, ...]) -> None:

@@ -15,6 +15,7 @@ from dataclasses import replace
 from app.base.errors import ConductorError
 from app.base.model import State, Transition
 from app.base.settings import WatchSettings
+from app.observe.exits import EXITED_NORMALLY
 from app.observe.pane import Tracked
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,10 @@ class Teller:
         """Whether a transition of a live pane is handed to the notifier: not in the pane's first
         seconds (held back, see settle), not a return from UNKNOWN to the state it left."""
         if transition.state is State.EXITED:
-            return True
+            # An ordinary end (status 0) is the person's own doing, and the final row of a pane
+            # already EXITED (closed after it ended) is not a second end.
+            return EXITED_NORMALLY not in transition.verdict.reasons \
+                and transition.previous is not State.EXITED
         news = tracked.news
         if not news.settled and transition.state is State.NEEDS_CONFIRMATION:
             # A question is told at once, first seconds or not: a missed one costs more than

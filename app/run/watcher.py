@@ -29,12 +29,13 @@ from app.adapters.control import ControlMode
 from app.adapters.status import pid_alive
 from app.adapters.store import StoreWriter
 from app.adapters.store_read import public_row
-from app.adapters.tmux import Tmux
-from app.base.errors import TmuxServerNotRunning
+from app.adapters.tmux import Tmux, capture_with_history
+from app.base.errors import PaneNotFound, TmuxServerNotRunning
 from app.base.model import Pane, State, Transition
 from app.base.settings import WatchSettings
 from app.base.termsignals import TermSignal
 from app.observe import views
+from app.observe.exits import HISTORY_LINES, SHELL_COULD_NOT_RUN
 from app.observe.llm import AsyncLLM
 from app.observe.packs import Pack
 from app.observe.pane import EVENTS, POLL, PaneObserver, Tracked, panes_by_id
@@ -340,6 +341,14 @@ class Watcher:
         except TmuxServerNotRunning:
             report.server_running = False
             return None
+        for w in to_capture:
+            pane = current[w]
+            if pane.dead and pane.dead_status in SHELL_COULD_NOT_RUN and pane.pane_id in by_pane:
+                try:
+                    by_pane[pane.pane_id] = capture_with_history(self.tmux, pane.pane_id,
+                                                                 HISTORY_LINES)
+                except PaneNotFound:
+                    del by_pane[pane.pane_id]
         return {w: by_pane[current[w].pane_id] for w in to_capture
                 if current[w].pane_id in by_pane}
 

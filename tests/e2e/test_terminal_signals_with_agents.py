@@ -123,7 +123,7 @@ def run_turns(lab: AgentInTmux, workers: Path) -> None:
         end = lab.server.wait_for_turn_end(1)
         retry_until(lambda: watching.turn_ready(started) is not None, 30)
         row = watching.row()
-        assert "hook_event" in row["reasons"] and "term=title:stopped" in row["signals"], row
+        assert "title_event" in row["reasons"] and "term=title:stopped" in row["signals"], row
         ready = watching.turn_ready(started)
         assert ready is not None and ready >= end, (watching.history, started, end)
 

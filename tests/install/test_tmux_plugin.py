@@ -59,8 +59,8 @@ def test_the_segment_is_appended_to_the_users_status_right_once(server: Any, ses
     # This server's panes only, in the room the line has (a format tmux expands per client).
     assert f"'{CONDUCTOR}' -L '{server.socket_name}' pty status --short --colour --width #{{" \
         in right
-    # The user's part (10 characters) + a space + the default 60 for ours.
-    assert option(server, "status-right-length") == "71"
+    # Raised far enough that the client's width decides the room (the format takes the smaller).
+    assert option(server, "status-right-length") == "1000"
     assert option(server, "status-interval") == "15"  # the user's, untouched
 
 
@@ -82,12 +82,12 @@ def test_before_tmux_3_2_the_segment_gets_the_room_reserved_for_it(
     assert "#{e|" not in right
 
 
-def test_a_long_enough_status_right_length_is_left_alone_and_left_or_off_work(
+def test_a_longer_status_right_length_is_left_alone_and_left_or_off_work(
         server: Any, session: Any) -> None:
-    server.cmd("set-option", "-g", "status-right-length", "200")
+    server.cmd("set-option", "-g", "status-right-length", "1200")
     server.cmd("set-option", "-g", "@conductor-status-length", "30")
     run_plugin(server)
-    assert option(server, "status-right-length") == "200"
+    assert option(server, "status-right-length") == "1200"
 
     server.cmd("set-option", "-g", "status-left", "[#S]")
     server.cmd("set-option", "-g", "@conductor-status", "left")
@@ -280,14 +280,13 @@ def test_the_segment_shows_whole_items_and_a_count_in_the_room_tmux_gives_it(
         server: Any, session: Any, watcher_process: Any, isolated_env: Path) -> None:
     server.cmd("set-option", "-g", "status-interval", "1")
     server.cmd("set-option", "-g", "status-right", "MINE")
-    for n in range(9):
+    for n in range(12):
         session.new_window(window_name=f"agent-{n}", attach=False)
     panes = len(server.panes)  # ours and the fixtures' own shells
     watcher = watcher_process("--interval", "0.5")
     run_plugin(server)
-    # The user's part and a space (5), in status-right-length 65 (5 + the default 60) and in
-    # the client's width less status-left-length (10).
-    rooms = {160: 65 - 5, 60: 60 - 10 - 5}
+    # The client's width less status-left-length (10), less the user's part and a space (5).
+    rooms = {160: 160 - 10 - 5, 60: 60 - 10 - 5}
     term = Terminal(server, session, width=160)
     try:
         for width, room in rooms.items():

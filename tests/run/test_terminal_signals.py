@@ -128,7 +128,7 @@ def test_a_turn_end_signal_makes_the_idle_screen_ready_at_once_but_never_work_or
                        signals=ended)
         assert still.state is state, f"a turn end overruled a {state.value} screen"
     ready = assess(busy, verdict(State.READY), "idle", 101.1, 3, policy=policy, signals=ended)
-    assert ready.state is State.READY and "hook_event" in ready.reasons
+    assert ready.state is State.READY and "title_event" in ready.reasons
     assert "term=title:✳ x" in ready.signals
     # Without the signal the same idle screen waits for the (here endless) stability window.
     waiting = assess(busy, verdict(State.READY), "idle", 101.1, 3, policy=policy,
@@ -155,12 +155,12 @@ def test_a_turn_end_vouches_for_its_idle_screen_once_not_when_that_picture_comes
     busy = assess(None, verdict(State.BUSY), "busy", 100.0, 3, policy=policy, signals=started)
     busy = assess(busy, verdict(State.BUSY), "busy", 100.5, 3, policy=policy, signals=started)
     ready = assess(busy, verdict(State.READY), "idle", 101.1, 3, policy=policy, signals=ended)
-    assert ready.state is State.READY and "hook_event" in ready.reasons
+    assert ready.state is State.READY and "title_event" in ready.reasons
     typed = assess(ready, verdict(State.READY), "idle + draft", 102.0, 3, policy=policy,
                    signals=ended)
     cleared = assess(typed, verdict(State.READY), "idle", 102.5, 3, policy=policy,
                      signals=ended)
-    assert "hook_event" not in cleared.reasons
+    assert "title_event" not in cleared.reasons
     assert cleared.state is not State.READY
 
 
@@ -310,7 +310,7 @@ def test_a_turn_end_title_makes_ready_at_once_on_an_idle_screen(
     player.do(f"show {IDLE_SCREEN}", f"title {STOPPED_TITLE}")
     light_ticks_until(signal_watcher, isolated_env, "READY")
     row = stored(isolated_env, "agent")
-    assert "hook_event" in row["reasons"]
+    assert "title_event" in row["reasons"]
     assert "term=title:stopped" in row["signals"]
 
 
@@ -437,5 +437,5 @@ def test_recorded_titles_over_the_release_s_screens_read_as_the_screen_allows(
     player.do(f"show {release.idle}", f"title {release.title('turn2-end')}")
     light_ticks_until(signal_watcher, isolated_env, "READY")
     row = stored(isolated_env, "agent")
-    assert "hook_event" in row["reasons"]
+    assert "title_event" in row["reasons"]
     assert "term=title:stopped" in row["signals"]

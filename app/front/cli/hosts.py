@@ -42,18 +42,44 @@ def hosts(obj: Context, as_json: bool) -> None:
         for report in reports:
             emit_line(asdict(report))
         return
+    watched = _watched_hosts(obj)
     rows = [("HOST", "SSH", "REACHABLE", "LATENCY", "TMUX", "WATCH", "PANES")]
     for r in reports:
         latency = "-" if r.latency_s is None or r.name == LOCAL_HOST else \
             f"{r.latency_s * 1000:.0f} ms"
         reachable = "yes" if r.reachable else ("disabled" if not r.enabled else "no")
         watch = ("events" if r.events else "polling") if r.reachable else "-"
+        if r.enabled and r.name != LOCAL_HOST and r.name not in watched:
+            # Reachable by this command is not watched: the watcher has not reached it (not
+            # running, started before the host was added, or still connecting).
+            watch = "not watched yet"
         rows.append((r.name, r.destination, reachable, latency, r.tmux or "-", watch,
                      "-" if r.panes is None else str(r.panes)))
     echo_clean(render.columns(rows))
     for r in reports:
         if r.problem and r.enabled:
             echo_clean(f"{r.name}: {r.problem}")
+
+
+def _watched_hosts(obj: Context) -> set[str]:
+    """The hosts a running watcher has reached since it started (the store's ``hosts`` table:
+    watched, not removed, and checked by its host's thread)."""
+    from app.adapters.status import snapshot
+    from app.adapters.store_read import StoreReader
+    from app.run.hosts import NOT_REACHED_YET
+
+    try:
+        if snapshot(obj.workers_dir).watcher_pid is None:
+            return set()
+        reader = StoreReader(obj.workers_dir)
+    except ConductorError:
+        return set()
+    try:
+        rows = reader.hosts()
+    finally:
+        reader.close()
+    return {name for name, row in rows.items() if row.get("watched") and not row.get("removed_ts")
+            and row.get("problem") != NOT_REACHED_YET}
 
 
 def install_remote_hooks(host_name: str, cli: str, path: str | None, show_only: bool) -> None:

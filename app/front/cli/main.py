@@ -34,6 +34,7 @@ from app.front.cli.context import (
     read_config,
     usage_error,
 )
+from app.front.cli.explain import history_json, history_text
 from app.front.cli.output import emit, emit_line, error_document, versioned, wants_json
 
 if TYPE_CHECKING:
@@ -114,7 +115,8 @@ def watch(obj: Context, interval: float | None, stable_polls: int | None, once: 
     try:
         code = Daemon(obj.tmux(), obj.workers_dir, settings, once=once, notify=notify,
                       llm_defaults=cfg.llm_defaults, notes=tuple(notes), herd=cfg.herd,
-                      cycle=cfg.cycle, hosts=cfg.hosts, link_ttl_s=cfg.serve.link_ttl_s).run()
+                      cycle=cfg.cycle, hosts=cfg.hosts, link_ttl_s=cfg.serve.link_ttl_s,
+                      config_path=cfg.path).run()
     except StoreLost as lost:
         start_anew(lost, obj.workers_dir)
     sys.exit(code)
@@ -133,7 +135,8 @@ def watch(obj: Context, interval: float | None, stable_polls: int | None, once: 
 @friendly_errors
 def create(obj: Context, directory: Path, name: str | None, cli_name: str | None,
            command: str | None, branch: str | None, as_json: bool) -> None:
-    """Open a new tmux window rooted in DIRECTORY and register it; prints its id."""
+    """Open a new tmux window rooted in DIRECTORY and register it; prints its id (with
+    --worktree, the worktree's path and branch too, on stderr)."""
     from app.act.create import create_worker
 
     cfg = read_config()
@@ -146,6 +149,9 @@ def create(obj: Context, directory: Path, name: str | None, cli_name: str | None
               "worktree": created.worktree, "branch": branch})
         return
     click.echo(created.id)
+    if created.worktree is not None:
+        # On stderr: `id=$(conductor pty create ...)` keeps getting the id alone.
+        echo_clean(f"{created.id}: worktree {created.worktree} on branch {branch}", err=True)
 
 
 @pty.command()
@@ -283,9 +289,9 @@ def tail(obj: Context, ident: str, lines: int, follow: bool, as_json: bool) -> N
 
         def show(row: Any) -> None:
             if as_json:
-                emit_line({"id": worker["id"], "name": worker["name"], **_history_json(row)})
+                emit_line({"id": worker["id"], "name": worker["name"], **history_json(row)})
             else:
-                echo_clean(_history(row))
+                echo_clean(history_text(row))
 
         for row in reader.history(worker["id"], limit=lines):
             show(row)
@@ -303,29 +309,25 @@ def tail(obj: Context, ident: str, lines: int, follow: bool, as_json: bool) -> N
         reader.close()
 
 
-def _history_json(row: Any) -> dict[str, Any]:
-    return {"seq": row.seq, "ts": row.ts, "state": row.state,
-            "previous_state": row.previous_state, "summary": row.summary,
-            "reasons": list(row.reasons)}
-
-
-def _history(row: Any) -> str:
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row.ts))
-    return render.history_line(stamp, row.state, row.previous_state, row.summary, row.reasons)
-
-
 @pty.command()
 @click.argument("ident", metavar="ID|NAME", required=False, shell_complete=complete_panes)
 @click.option("--next", "go_next", is_flag=True,
-              help="The pane that needs you most: NEEDS_CONFIRMATION, then ERROR, then the "
-                   "longest-waiting READY.")
+              help="The next pane that needs you: NEEDS_CONFIRMATION, then ERROR, then the "
+                   "longest-waiting READY agent, then READY shells; each in turn, every "
+                   "waiting pane once before any again.")
 @click.option("--from", "current_pane", default=None, metavar="%PANE",
               help="With --next: the pane you are on, taken last (the tmux key binding).")
 @click.pass_obj
 @friendly_errors
 def switch(obj: Context, ident: str | None, go_next: bool, current_pane: str | None) -> None:
     """Bring a pane to the front (switch-client, or select-window with no client attached)."""
-    from app.adapters.status import next_needing_human, snapshot
+    from app.adapters.status import (
+        load_round,
+        next_needing_human,
+        round_after,
+        save_round,
+        snapshot,
+    )
     from app.run.hosts import pick_worker, switch_to_remote
 
     hosts = read_config().hosts
@@ -336,7 +338,8 @@ def switch(obj: Context, ident: str | None, go_next: bool, current_pane: str | N
     workers = [w for w in snapshot(obj.workers_dir, tmux.label).workers
                if w.get("state") != "EXITED"]
     if go_next:
-        found = next_needing_human(workers, current_pane)
+        visited = load_round(obj.workers_dir, tmux.label)
+        found = next_needing_human(workers, current_pane, visited)
         if found is None:
             message = "no pane needs you: none is NEEDS_CONFIRMATION, ERROR or READY"
             if current_pane:
@@ -345,6 +348,7 @@ def switch(obj: Context, ident: str | None, go_next: bool, current_pane: str | N
             click.echo(message)
             return
         worker = found
+        save_round(obj.workers_dir, tmux.label, round_after(visited, workers, found, current_pane))
     else:
         worker = pick_worker(workers, str(ident), hosts)
     if (worker.get("host") or "local") != "local":
@@ -497,98 +501,6 @@ def wait(obj: Context, ident: str, until_text: str, timeout: float | None, poll:
         click.echo(f"{target.label}: {a.state.value} after {result.waited_s:.1f}s")
 
 
-@pty.command()
-@click.argument("ident", metavar="ID|NAME", shell_complete=complete_panes)
-@click.option("-n", "lines", type=click.IntRange(min=0, max=MAX_ROWS), default=5,
-              show_default=True,
-              help="How many recent transitions to show.")
-@click.option("--json", "as_json", is_flag=True, help="All of it as one JSON object.")
-@click.pass_obj
-@friendly_errors
-def explain(obj: Context, ident: str, lines: int, as_json: bool) -> None:
-    """Why a pane has its state: the stored assessment, the live screen's verdict, the rule that
-    decided and the lines it matched, every rule tried, and the last transitions."""
-    from app.adapters.status import find_worker
-    from app.adapters.store_read import StoreReader
-    from app.base.model import JobKind, JobState
-    from app.observe import sessions
-    from app.observe.pack_detection import detect_pack
-    from app.observe.pack_loading import load_packs
-
-    reader = StoreReader(obj.workers_dir)
-    try:
-        # Its teammates are the other rows naming it their lead.
-        worker = find_worker([dict(w) for w in render.with_teammates(
-            reader.workers(obj.socket_name))], ident)
-        history = reader.history(worker["id"], limit=lines) if lines else []
-        jobs = reader.jobs(worker["id"], limit=20)
-        session = sessions.pane_session(reader, worker)
-    finally:
-        reader.close()
-    if as_json:
-        emit(_explain_json(worker, session, jobs, history))
-        return
-    for line in render.stored_assessment(worker, time.time()):
-        echo_clean(line)
-    echo_clean(f"  {sessions.describe(session)}")
-    from app.front.cli.cost import spend_line
-    from app.front.cli.cycle import cycle_line
-
-    echo_clean(spend_line(obj, worker["id"]))
-
-    echo_clean(cycle_line(jobs))
-    queued = sum(1 for j in jobs if j.kind is JobKind.MESSAGE and j.state is JobState.QUEUED)
-    if queued:
-        click.echo(f"  queued messages: {queued} (see `conductor pty queue`)")
-    packs = load_packs()
-    screen = _live_screen(worker)
-    if screen is None:
-        click.echo("live screen: the pane is gone")
-    elif worker.get("cli_type") == "conductor":
-        click.echo("live screen: conductor's own view, never read (see `status`)")
-    else:
-        pack = packs.get(worker.get("cli_type") or "") or detect_pack(packs, screen)
-        verdict, traces = pack.explain(screen)
-        echo_clean(f"live screen, pack {pack.name}: {verdict.state.value} "
-                   f"(rule {verdict.rule_id or 'none'})")
-        for line in verdict.matched_lines:
-            click.echo(f"  matched: {render.clean_text(line)}")
-        for trace in traces:
-            echo_clean(render.rule_trace(trace))
-    if history:
-        click.echo("last transitions:")
-        for row in history:
-            echo_clean(f"  {_history(row)}")
-
-
-def _explain_json(worker: dict[str, Any], session: Any, jobs: list[Any], history: list[Any]
-                  ) -> dict[str, Any]:
-    """``explain --json``: the stored row, the live screen's verdict with every rule tried (None
-    when the pane is gone or is conductor's own view), and the last transitions."""
-    from app.base.model import JobKind, JobState
-    from app.front.cli.cycle import redacted
-    from app.observe.pack_detection import detect_pack
-    from app.observe.pack_loading import load_packs
-
-    cycles = [j for j in jobs if j.kind is JobKind.CYCLE]
-    live: dict[str, Any] | None = None
-    screen = _live_screen(worker)
-    if screen is not None and worker.get("cli_type") != "conductor":
-        packs = load_packs()
-        pack = packs.get(worker.get("cli_type") or "") or detect_pack(packs, screen)
-        verdict, traces = pack.explain(screen)
-        live = {"pack": pack.name, "state": verdict.state.value, "rule": verdict.rule_id,
-                "reasons": list(verdict.reasons), "summary": verdict.summary,
-                "matched_lines": list(verdict.matched_lines),
-                "tried": [{"rule": t.rule_id, "state": t.state.value, "matched": t.matched,
-                           "detail": t.detail} for t in traces]}
-    return {"pane": worker, "session": session.public() if session is not None else None,
-            "cycle": redacted(cycles[-1].row()) if cycles else None,
-            "queued_messages": sum(1 for j in jobs if j.kind is JobKind.MESSAGE and
-                                   j.state is JobState.QUEUED),
-            "live": live, "history": [_history_json(row) for row in history]}
-
-
 def _add_usage(workers_dir: Path, workers: list[dict[str, Any]], prices: PriceTable) -> None:
     """Each row's ``usage`` (tokens by kind, ``cost_usd``), None for a pane with no record."""
     from app.adapters.store_read import StoreReader
@@ -621,25 +533,6 @@ def _add_sessions(workers_dir: Path, workers: list[dict[str, Any]]) -> None:
         reader.close()
 
 
-def _live_screen(worker: dict[str, Any]) -> str | None:
-    """The pane's screen from its own tmux server; None when the pane or its server is gone (an
-    exited pane's %N may belong to another pane by now: a new tmux server reuses them)."""
-    from app.adapters.tmux import Tmux
-    from app.base.errors import TmuxServerNotRunning
-
-    if worker["state"] == "EXITED":
-        return None
-    socket = worker.get("socket") or "default"
-    tmux = Tmux(socket_path=socket) if socket.startswith("/") else \
-        Tmux(socket_name=None if socket == "default" else socket)
-    try:
-        if worker.get("server_pid") and tmux.list_panes().server_pid != worker["server_pid"]:
-            return None
-        return tmux.capture([worker["pane_id"]]).get(worker["pane_id"])
-    except TmuxServerNotRunning:
-        return None
-
-
 def _stdin_text() -> str:
     """stdin as UTF-8 text; bytes that are not are refused, never typed as "?"."""
     data = sys.stdin.buffer.read()
@@ -668,6 +561,7 @@ def _register_groups() -> None:
     from app.front.cli.cost import budget, cost
     from app.front.cli.cycle import dispatch, pause, queue, report, resume
     from app.front.cli.doctor import doctor
+    from app.front.cli.explain import explain
     from app.front.cli.herd import goal, herd
     from app.front.cli.hosts import hosts
     from app.front.cli.restore import restore
@@ -677,7 +571,7 @@ def _register_groups() -> None:
 
     for command in (hook, hooks, mcp, report, queue, dispatch, pause, resume, herd, goal,
                     stop, logs, service, worktree, hosts, restore, serve, doctor, classify, cost,
-                    budget):
+                    budget, explain):
         pty.add_command(command)
 
 
