@@ -4,8 +4,9 @@ The stored state stays READY (scripts, ``wait`` and the gate see READY); the sta
 ``seen`` column says whether the person has looked at the pane since its turn ended: 0 from the
 READY that ends a turn (BUSY or a dialog before it) until an attached tmux client shows the pane
 (its active pane of its active window, read on each full look, so `conductor pty switch` to it
-counts too). A turn is one that began at the idle prompt: an agent starting up has ended none. `status`, the status segment and `switch --next` show such a pane as DONE, ahead of
-idle ones. A step of the watcher's (app/act/steps.py) that only observes.
+counts too). A turn is one that began at the idle prompt: an agent starting up has ended none.
+`status`, the status segment and `switch --next` show such a pane as DONE, ahead of idle ones.
+A step of the watcher's (app/act/steps.py) that only observes.
 """
 
 from __future__ import annotations
