@@ -117,11 +117,14 @@ def codex_session(CV, v):
     L.kill_session(s)
     L.new_session(s, script, size[0], size[1])
     try:
+        CV.step(startup_menu, L, s, v)
         L.wait_for(s, CV.IDLE, 60)
         L.wait_stable(s, 3.0, 40)
+        if re.search(STARTUP_MENU, L.capture(s)):
+            return  # a menu still up: no screen of this session can be labelled by its actions
         L.save(s, "codex", f"{v}-ready-startup", "READY", f"{v}: idle right after start-up")
         CV.step(generic_menus, L, s, "codex", v, CV.IDLE, "/model", r"Select Model|Select model|reasoning")
-        CV.step(CV.turn, s, v, "Please write a long paragraph LONGSLOW", "streaming",
+        CV.step(sent_turn, CV, s, v, "Please write a long paragraph LONGSLOW", "streaming",
                 "idle after a streamed answer", "model streaming text")
         CV.step(codex_question, CV, s, v)
         CV.step(codex_new_menu, L, s, v)
@@ -134,6 +137,38 @@ def codex_session(CV, v):
         L.send_keys(s, "C-c")
         time.sleep(0.5)
         L.kill_session(s)
+
+
+# 0.11x: a model-upgrade notice asks at start-up (`Choose how you'd like Codex to proceed.`,
+# `› 1. Try new model`, `2. Use existing model`); its `› 1.` row looks like the composer's `› `.
+STARTUP_MENU = r"(?i)press enter to (?:confirm|continue)|Choose how you'd like Codex to proceed"
+
+
+def startup_menu(L, s, v):
+    if not seen(L, s, STARTUP_MENU, 8):
+        return
+    L.wait_stable(s, 1.5)
+    L.save(s, "codex", f"{v}-confirm-startup-menu", "NEEDS_CONFIRMATION", f"{v}: a menu at start-up")
+    L.send_keys(s, "Down")
+    time.sleep(0.5)
+    L.send_keys(s, "Enter")
+    L.wait_for(s, STARTUP_MENU, 10, absent=True)
+
+
+def sent_turn(CV, s, v, text, case, note, busy_note):
+    """CV.turn, but only once the server has the request: a prompt typed into a menu or lost
+    never reaches it, and then no screen after it is BUSY."""
+    requests = len(CV.events("request"))
+    n = len(CV.events("turn_end"))
+    CV.prompt(s, text)
+    deadline = time.time() + 20
+    while len(CV.events("request")) == requests:
+        if time.time() > deadline:
+            raise TimeoutError("the prompt never reached the server")
+        time.sleep(0.2)
+    time.sleep(4)
+    CV.busy_save(s, v, f"busy-{case}", busy_note, n)
+    CV.idle_save(s, v, f"ready-after-{case}", note, n)
 
 
 def codex_question(CV, s, v):
