@@ -126,6 +126,7 @@ def codex_session(CV, v):
         CV.step(generic_menus, L, s, "codex", v, CV.IDLE, "/model", r"Select Model|Select model|reasoning")
         CV.step(sent_turn, CV, s, v, "Please write a long paragraph LONGSLOW", "streaming",
                 "idle after a streamed answer", "model streaming text")
+        CV.step(codex_interrupt, CV, s, v)
         CV.step(codex_question, CV, s, v)
         CV.step(codex_new_menu, L, s, v)
         CV.step(CV.shell, s, v, True)
@@ -169,6 +170,24 @@ def sent_turn(CV, s, v, text, case, note, busy_note):
     time.sleep(4)
     CV.busy_save(s, v, f"busy-{case}", busy_note, n)
     CV.idle_save(s, v, f"ready-after-{case}", note, n)
+
+
+def codex_interrupt(CV, s, v):
+    """Esc while the reply streams: `■ Conversation interrupted - tell the model what to do
+    differently…`, which wraps onto a second line in a narrow pane."""
+    L = CV.L
+    requests = len(CV.events("request"))
+    CV.prompt(s, "Please write a long paragraph LONGSLOW")
+    deadline = time.time() + 20
+    while len(CV.events("request")) == requests:
+        if time.time() > deadline:
+            raise TimeoutError("the prompt never reached the server")
+        time.sleep(0.2)
+    time.sleep(3)
+    L.send_keys(s, "Escape")
+    if seen(L, s, r"Conversation interrupted", 10):
+        L.wait_stable(s, 2.0)
+        L.save(s, "codex", f"{v}-ready-interrupted", "READY", f"{v}: Esc while the reply streamed")
 
 
 def codex_question(CV, s, v):
@@ -270,7 +289,8 @@ def exit_hint(L, s, cli, v, hint_rx):
 MENUS = {"gemini": ("/model", r"Select Model|Model\b.*\n.*(●|›)|Gemini 2"),
          "qwen": ("/model", r"Select Model|Select model|labb-model"),
          "opencode": ("/models", r"Select model|Search")}
-EXIT_HINTS = {"gemini": r"again to exit", "qwen": r"again to exit", "opencode": r"again to exit|exit"}
+# opencode quits on the first Ctrl+C (no hint): its pattern never matches, the class is skipped
+EXIT_HINTS = {"gemini": r"again to exit", "qwen": r"again to exit", "opencode": r"again to exit"}
 
 
 def lab_b_sweep(a):
