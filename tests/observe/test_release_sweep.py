@@ -37,7 +37,7 @@ def test_the_sweep_covers_the_newest_release_of_each_cli_and_older_ones() -> Non
         versions.setdefault(cli, set()).add(version)
     assert {"0.171.0", "0.152.0", "0.142.5", "0.116.0"} <= versions["codex"]
     assert {"0.61.0", "0.51.0", "0.31.0"} <= versions["gemini-cli"]
-    assert {"0.24.4", "0.12.0"} <= versions["qwen-code"]
+    assert {"0.24.4", "0.12.0", "0.7.1"} <= versions["qwen-code"]
     assert "1.18.33" in versions["opencode"]
 
 
