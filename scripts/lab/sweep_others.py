@@ -245,6 +245,15 @@ def codex_first_run(a):
             L.send_keys(s, "C-c")
             time.sleep(0.5)
             L.kill_session(s)
+    # without a provider Codex starts its app-server daemon from the scratch home: stop what runs
+    # from there (only that folder's processes)
+    for line in subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout.splitlines():
+        pid, _, args = line.strip().partition(" ")
+        if home in args and int(pid) != os.getpid():
+            try:
+                os.kill(int(pid), 15)
+            except OSError:
+                pass
     shutil.rmtree(home, ignore_errors=True)
 
 
