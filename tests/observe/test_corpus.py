@@ -38,7 +38,7 @@ TIMELINES = load_timelines()
 # tests/e2e/test_codex_old_releases.py; a screen captured with its title is scored with it).
 # Claude Code 2.1.80 draws none after a short turn, and 2.1.23's idle screen under a status line
 # cannot be told from it once its banner scrolled away: their Stop hook (or `✳` title) ends it.
-ENDS_ONLY_BY_HOOK = {("codex", "0.142.5"), ("codex", "0.152.0"),
+ENDS_ONLY_BY_HOOK = {("codex", "0.116.0"), ("codex", "0.142.5"), ("codex", "0.152.0"),
                      ("claude-code", "2.1.23"), ("claude-code", "2.1.80")}
 VERSIONS = sorted({(c.cli, c.version or "?") for c in CASES})
 

@@ -176,12 +176,15 @@ def without_dialog_rules(pack: Pack) -> Pack:
 
 AGENT_DIALOGS = [c for c in DIALOG_CASES if c.cli != "plain"]
 # Screens only a CLI's own pack can know: Codex's question form keeps the turn's `esc to
-# interrupt` footer (work, to anyone else), and panels a person opened or a sign-in code prompt
-# show no options to find.
+# interrupt` footer (work, to anyone else), panels a person opened or a sign-in code prompt
+# show no options to find, and a picker a person opened by command (`/model`, `/new`'s worktree
+# menu, closed by `esc back` / `Esc to close`) waits for that person, not for an agent.
 PACK_ONLY_DIALOGS = ("confirm-question-form", "confirm-shortcuts-panel", "confirm-help-panel",
-                     "confirm-login-code")
+                     "confirm-login-code", "confirm-menu-model", "confirm-new-worktree-menu")
+# the sweep's screens name their set-up first: `sweep-120x40-confirm-menu-model-120x40.txt`
 LAYER_DIALOGS = [c for c in AGENT_DIALOGS
-                 if not c.path.rpartition("/")[2].startswith(PACK_ONLY_DIALOGS)]
+                 if not re.sub(r"^(?:sweep-[\w-]*?-)?(?=confirm-)", "",
+                               c.path.rpartition("/")[2]).startswith(PACK_ONLY_DIALOGS)]
 
 
 @pytest.mark.parametrize("case", LAYER_DIALOGS, ids=[c.id for c in LAYER_DIALOGS])

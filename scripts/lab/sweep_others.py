@@ -1,0 +1,386 @@
+#!/usr/bin/env python3
+"""The release sweep for Codex, Gemini CLI, Qwen Code and opencode (issue 31): install one release,
+drive it against the lab's fake model servers through every screen class a person meets, and
+import the capture into the corpus (a third held out, its release in each set's versions.tsv, which
+the release table reads).
+
+    sweep_others.py CLI VERSION [--screens DIR] [--port N] [--no-import] [--suffix sweep]
+
+CLI is codex | gemini | qwen | opencode. Releases are installed with `npm install --prefix` into
+~/.cache/conductor-pty/sweep/<cli>-<version> (once). The classes, each labelled by the driver's
+own action and the wait that followed it (a screen that does not show what the action should have
+drawn is not saved):
+
+  idle after start-up (READY); a draft typed, not sent (READY); the `/` list opened by typing `/`
+  (READY: the turn has ended, the person is typing); a menu the person opened (`/model`, and for
+  Codex `/new` in a git repository: `Where should the new conversation run?`) (NEEDS_CONFIRMATION);
+  the exit hint after one Ctrl+C (READY); busy streaming, with and without a status line (BUSY); a
+  shell approval (NEEDS_CONFIRMATION), the approved command running (BUSY), idle after it (READY);
+  Codex's `request_user_input` question form (NEEDS_CONFIRMATION; feature
+  `default_mode_request_user_input`); Codex's first-run sign-in screen, no key and no provider
+  (NEEDS_CONFIRMATION); Gemini CLI with a GEMINI.md in the project (the `1 GEMINI.md file` line).
+
+Runs as a file (stdlib; imports its neighbours codex_variations, labb_drive, variations_drive).
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+NPM = {"codex": "@openai/codex", "gemini": "@google/gemini-cli", "qwen": "@qwen-code/qwen-code",
+       "opencode": "opencode-ai"}
+CORPUS_CLI = {"codex": "codex", "gemini": "gemini-cli", "qwen": "qwen-code", "opencode": "opencode"}
+DRAFT = "refactor the parser and keep the tests"
+
+
+def install(cli, version):
+    prefix = os.path.expanduser(f"~/.cache/conductor-pty/sweep/{cli}-{version}")
+    if not os.path.isdir(os.path.join(prefix, "node_modules", ".bin")):
+        subprocess.run(["npm", "install", "--prefix", prefix, f"{NPM[cli]}@{version}"], check=True)
+    return prefix
+
+
+def seen(L, s, rx, timeout):
+    """wait_for that answers instead of raising: a class the release does not draw is skipped."""
+    try:
+        L.wait_for(s, rx, timeout, interval=0.1)
+        return True
+    except TimeoutError:
+        return False
+
+
+def clear_input(L, s, n):
+    for _ in range(n):
+        L.send_keys(s, "BSpace")
+    time.sleep(0.8)
+
+
+# ------------------------------------------------------------------ Codex
+
+QUESTION_ARGS = {"questions": [
+    {"header": "Database", "id": "database", "question": "Which database should the service use?",
+     "options": [{"label": "PostgreSQL (Recommended)", "description": "Mature and relational."},
+                 {"label": "SQLite", "description": "Embedded, zero setup."}]}]}
+
+
+def codex_sweep(a):
+    os.environ.setdefault("LABB_SOCKET", f"sweep-codex-{a.version}")  # not the variations' socket
+    import codex_variations as CV
+    CV.SCENARIO["rules"].append({"match": "ASKFORM", "action": {
+        "type": "tool", "tool": "named", "pre_text": "I need one answer first.", "delay": 0.1,
+        "args_by_name": {"request_user_input": QUESTION_ARGS}}})
+    CV.SCENARIO["rules"].append({"match": "LONGSLOW", "action": {"type": "text", "tokens": 60, "delay": 0.4}})
+    CV.VARIATIONS.clear()
+    CV.VARIATIONS.update({
+        "sweep-120x40": ((120, 40), ["default_mode_request_user_input = true"], [], "sweep"),
+        "sweep-status-80x24": ((80, 24), [f"status_line = {json.dumps(CV.STATUS_ITEMS)}"], [], "sweep"),
+    })
+    real_config = CV.config
+
+    def config(v):
+        script, size, what = real_config(v)
+        path = os.path.join(CV.A.scr, f"home-{v}", ".codex", "config.toml")
+        with open(path) as f:
+            text = f.read()
+        # the feature flag is a [features] key, not a [tui] one
+        flags = [t for t in CV.VARIATIONS[v][1] if t.startswith("default_mode")]
+        for t in flags:
+            text = text.replace(t + "\n", "")
+        if flags:
+            text = text.replace("[analytics]", "[features]\n" + "\n".join(flags) + "\n\n[analytics]")
+        with open(path, "w") as f:
+            f.write(text)
+        return script, size, what
+
+    CV.config = config
+    CV.run_variation = lambda v: codex_session(CV, v)
+    sys.argv = [sys.argv[0], a.prefix, a.screens, "--port", str(a.port)]
+    if not a.first_run_only:
+        CV.main()
+    codex_first_run(a)
+
+
+def codex_session(CV, v):
+    L = CV.L
+    script, size, _ = CV.config(v)
+    s = f"sw-{v}"[:30]
+    L.kill_session(s)
+    L.new_session(s, script, size[0], size[1])
+    try:
+        CV.step(startup_menu, L, s, v)
+        L.wait_for(s, CV.IDLE, 60)
+        L.wait_stable(s, 3.0, 40)
+        if re.search(STARTUP_MENU, L.capture(s)):
+            return  # a menu still up: no screen of this session can be labelled by its actions
+        L.save(s, "codex", f"{v}-ready-startup", "READY", f"{v}: idle right after start-up")
+        CV.step(generic_menus, L, s, "codex", v, CV.IDLE, "/model", r"Select Model|Select model|reasoning")
+        CV.step(sent_turn, CV, s, v, "Please write a long paragraph LONGSLOW", "streaming",
+                "idle after a streamed answer", "model streaming text")
+        CV.step(codex_interrupt, CV, s, v)
+        CV.step(codex_question, CV, s, v)
+        CV.step(codex_new_menu, L, s, v)
+        CV.step(CV.shell, s, v, True)
+        # last: 0.171 quits on the first Ctrl+C at an empty composer (no hint)
+        CV.step(exit_hint, L, s, "codex", v, r"(?i)again to (quit|exit)")
+    finally:
+        L.send_keys(s, "C-c")
+        time.sleep(0.5)
+        L.send_keys(s, "C-c")
+        time.sleep(0.5)
+        L.kill_session(s)
+
+
+# 0.11x: a model-upgrade notice asks at start-up (`Choose how you'd like Codex to proceed.`,
+# `› 1. Try new model`, `2. Use existing model`); its `› 1.` row looks like the composer's `› `.
+STARTUP_MENU = r"(?i)press enter to (?:confirm|continue)|Choose how you'd like Codex to proceed"
+
+
+def startup_menu(L, s, v):
+    if not seen(L, s, STARTUP_MENU, 8):
+        return
+    L.wait_stable(s, 1.5)
+    L.save(s, "codex", f"{v}-confirm-startup-menu", "NEEDS_CONFIRMATION", f"{v}: a menu at start-up")
+    L.send_keys(s, "Down")
+    time.sleep(0.5)
+    L.send_keys(s, "Enter")
+    L.wait_for(s, STARTUP_MENU, 10, absent=True)
+
+
+def sent_turn(CV, s, v, text, case, note, busy_note):
+    """CV.turn, but only once the server has the request: a prompt typed into a menu or lost
+    never reaches it, and then no screen after it is BUSY."""
+    requests = len(CV.events("request"))
+    n = len(CV.events("turn_end"))
+    CV.prompt(s, text)
+    deadline = time.time() + 20
+    while len(CV.events("request")) == requests:
+        if time.time() > deadline:
+            raise TimeoutError("the prompt never reached the server")
+        time.sleep(0.2)
+    time.sleep(4)
+    CV.busy_save(s, v, f"busy-{case}", busy_note, n)
+    CV.idle_save(s, v, f"ready-after-{case}", note, n)
+
+
+def codex_interrupt(CV, s, v):
+    """Esc while the reply streams: `■ Conversation interrupted - tell the model what to do
+    differently…`, which wraps onto a second line in a narrow pane."""
+    L = CV.L
+    requests = len(CV.events("request"))
+    CV.prompt(s, "Please write a long paragraph LONGSLOW")
+    deadline = time.time() + 20
+    while len(CV.events("request")) == requests:
+        if time.time() > deadline:
+            raise TimeoutError("the prompt never reached the server")
+        time.sleep(0.2)
+    time.sleep(3)
+    L.send_keys(s, "Escape")
+    if seen(L, s, r"Conversation interrupted", 10):
+        L.wait_stable(s, 2.0)
+        L.save(s, "codex", f"{v}-ready-interrupted", "READY", f"{v}: Esc while the reply streamed")
+
+
+def codex_question(CV, s, v):
+    L = CV.L
+    n = len(CV.events("turn_end"))
+    CV.prompt(s, "Set up the service ASKFORM")
+    if not seen(L, s, r"enter to submit|Question 1/", 30):
+        return
+    L.wait_stable(s, 1.5)
+    L.save(s, "codex", f"{v}-confirm-question-form", "NEEDS_CONFIRMATION",
+           f"{v}: request_user_input form (Question 1/1, numbered answers)")
+    L.send_keys(s, "Down")
+    time.sleep(0.8)
+    L.wait_stable(s, 1.0)
+    L.save(s, "codex", f"{v}-confirm-question-form-second", "NEEDS_CONFIRMATION",
+           f"{v}: request_user_input form, second answer highlighted")
+    L.send_keys(s, "Enter")
+    CV.idle_save(s, v, "ready-after-question", "idle after the answered question", n)
+
+
+def codex_new_menu(L, s, v):
+    L.send_text(s, "/new")
+    time.sleep(0.6)
+    L.send_keys(s, "Enter")
+    if not seen(L, s, r"Where should the new conversation run", 10):
+        L.send_keys(s, "Escape")
+        return
+    L.wait_stable(s, 1.0)
+    L.save(s, "codex", f"{v}-confirm-new-worktree-menu", "NEEDS_CONFIRMATION",
+           f"{v}: /new in a git repository: 'Where should the new conversation run?'")
+    L.send_keys(s, "Escape")
+    time.sleep(1.0)
+    L.wait_stable(s, 1.5)
+
+
+def codex_first_run(a):
+    """No key, no provider: Codex starts at its sign-in screen."""
+    import labb_tmux as L
+    home = tempfile.mkdtemp(prefix="sweep-codex-login.")
+    proj = os.path.join(home, "proj")
+    os.makedirs(proj)
+    os.makedirs(os.path.join(home, ".codex"))  # Codex refuses a CODEX_HOME that does not exist
+    for size in ((120, 40), (80, 24)):
+        s = f"sw-login-{size[0]}"
+        cmd = (f"env -u OPENAI_API_KEY HOME={home} CODEX_HOME={home}/.codex TERM=tmux-256color "
+               f"PATH={a.prefix}/node_modules/.bin:$PATH bash -c 'cd {proj} && codex'")
+        L.kill_session(s)
+        L.new_session(s, cmd, *size)
+        try:
+            if seen(L, s, r"Sign in with ChatGPT|Provide your own API key|API key", 40):
+                L.wait_stable(s, 2.0)
+                L.save(s, "codex", "first-run-confirm-sign-in", "NEEDS_CONFIRMATION",
+                       "first run without a key: the sign-in screen")
+        finally:
+            L.send_keys(s, "C-c")
+            time.sleep(0.5)
+            L.kill_session(s)
+    # without a provider Codex starts its app-server daemon from the scratch home: stop what runs
+    # from there (only that folder's processes)
+    for line in subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout.splitlines():
+        pid, _, args = line.strip().partition(" ")
+        if home in args and int(pid) != os.getpid():
+            try:
+                os.kill(int(pid), 15)
+            except OSError:
+                pass
+    shutil.rmtree(home, ignore_errors=True)
+
+
+# ------------------------------------------------------------------ shared classes
+
+
+def generic_menus(L, s, cli, v, idle_rx, menu_cmd, menu_rx):
+    """A draft, the `/` list, then a menu the person opens (and closes with Escape)."""
+    L.send_text(s, DRAFT)
+    L.wait_for(s, re.escape(DRAFT[:20]), 10)
+    L.wait_stable(s, 1.5)
+    L.save(s, cli, f"{v}-ready-draft", "READY", f"{v}: idle with a draft typed, not sent")
+    clear_input(L, s, len(DRAFT) + 2)
+    L.send_text(s, "/")
+    time.sleep(1.0)
+    L.wait_stable(s, 1.5)
+    L.save(s, cli, f"{v}-ready-slash-list", "READY", f"{v}: the / list opened by typing '/' at the idle prompt")
+    clear_input(L, s, 3)
+    L.send_text(s, menu_cmd)
+    time.sleep(0.6)
+    L.send_keys(s, "Enter")
+    if seen(L, s, menu_rx, 10):
+        L.wait_stable(s, 1.5)
+        L.save(s, cli, f"{v}-confirm-menu-{menu_cmd.strip('/')}", "NEEDS_CONFIRMATION",
+               f"{v}: {menu_cmd} menu the person opened")
+    L.send_keys(s, "Escape")
+    time.sleep(1.0)
+    L.wait_for(s, idle_rx, 10)
+    L.wait_stable(s, 1.5)
+
+
+def exit_hint(L, s, cli, v, hint_rx):
+    L.send_keys(s, "C-c")
+    if seen(L, s, hint_rx, 3):
+        L.save(s, cli, f"{v}-ready-exit-hint", "READY", f"{v}: one Ctrl+C at the idle prompt: the exit hint")
+    L.wait_for(s, hint_rx, 10, absent=True)
+    L.wait_stable(s, 1.5)
+
+
+# ------------------------------------------------------------------ Gemini CLI, Qwen Code, opencode
+
+MENUS = {"gemini": ("/model", r"Select Model|Model\b.*\n.*(●|›)|Gemini 2"),
+         "qwen": ("/model", r"Select Model|Select model|labb-model"),
+         "opencode": ("/models", r"Select model|Search")}
+# opencode quits on the first Ctrl+C (no hint): its pattern never matches, the class is skipped
+EXIT_HINTS = {"gemini": r"again to exit", "qwen": r"again to exit", "opencode": r"again to exit"}
+
+
+def lab_b_sweep(a):
+    os.environ.setdefault("LABB_SOCKET", f"sweep-{a.cli}-{a.version}")
+    os.environ["LABB_SCREENS"] = os.path.abspath(a.screens)
+    import labb_drive as D
+    import labb_tmux as L
+    import variations_drive as VD
+    scratch = tempfile.mkdtemp(prefix=f"sweep-{a.cli}.")
+    os.symlink(a.prefix, os.path.join(scratch, "npm"))
+    os.makedirs(os.path.join(scratch, "logs"))
+    args = argparse.Namespace(scratch=scratch, port=a.port)
+    D.A = VD.A = args
+    srv = subprocess.Popen([sys.executable, os.path.join(HERE, "fake_openai_gemini_server.py"), "--port",
+                            str(a.port), "--logdir", os.path.join(scratch, "logs", f"server-{a.port}")],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_health(a.port)
+        L.ensure_labels()
+        for v, size, extra in (("sweep-120x40", (120, 40), {}), ("sweep-context-80x24", (80, 24), {"context": True})):
+            try:
+                lab_b_session(a, D, L, VD, v, size, extra)
+            except Exception:  # noqa: BLE001
+                traceback.print_exc()
+    finally:
+        srv.terminate()
+        L.tmux("kill-server", check=False)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def lab_b_session(a, D, L, VD, v, size, extra):
+    cli = VD.CLIS[a.cli]
+    script, work = cli.env(v)
+    if extra.get("context"):
+        name = {"gemini": "GEMINI.md", "qwen": "QWEN.md", "opencode": "AGENTS.md"}[a.cli]
+        with open(os.path.join(work, name), "w") as f:
+            f.write("# Project notes\nUse four spaces.\n")
+    s = f"sw-{a.cli}-{v}"[:30]
+    L.kill_session(s)
+    L.new_session(s, script, *size)
+    try:
+        L.wait_for(s, cli.idle, 90)
+        L.wait_stable(s, 2.5, 40)
+        L.save(s, cli.name, f"{v}-ready-startup", "READY", f"{v}: idle right after start-up")
+        D.step(generic_menus, L, s, cli.name, v, cli.idle, *MENUS[a.cli])
+        D.step(VD.seq_stream, s, cli, v)
+        D.step(VD.seq_shell, s, cli, v, True)
+        D.step(exit_hint, L, s, cli.name, v, EXIT_HINTS[a.cli])
+    finally:
+        L.kill_session(s)
+
+
+def wait_health(port):
+    for _ in range(50):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/_control/health", timeout=1)
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cli", choices=sorted(NPM))
+    ap.add_argument("version")
+    ap.add_argument("--screens")
+    ap.add_argument("--port", type=int, default=18291)
+    ap.add_argument("--suffix", default="sweep")
+    ap.add_argument("--no-import", action="store_true")
+    ap.add_argument("--first-run-only", action="store_true", help="Codex: only the sign-in screen")
+    a = ap.parse_args()
+    a.prefix = install(a.cli, a.version)
+    a.screens = os.path.abspath(a.screens or tempfile.mkdtemp(prefix=f"sweep-screens-{a.cli}-{a.version}."))
+    os.makedirs(a.screens, exist_ok=True)
+    os.environ["LABB_SCREENS"] = a.screens
+    (codex_sweep if a.cli == "codex" else lab_b_sweep)(a)
+    print(f"screens: {a.screens}", flush=True)
+    if not a.no_import:
+        subprocess.run([sys.executable, os.path.join(HERE, "import_capture.py"), a.screens,
+                        CORPUS_CLI[a.cli], a.version, "--suffix", a.suffix], check=True)
+
+
+if __name__ == "__main__":
+    main()
