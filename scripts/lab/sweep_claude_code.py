@@ -37,8 +37,28 @@ def releases(versions):
     return sweep.every_tenth([v for v in versions if v.startswith("2.")], FIRST)
 
 
-def _idle(s):
-    return s.settle() and "esc to interrupt" not in s.pane().lower()
+class Session(lab.Lab):
+    """The lab's session, stricter about READY: a screen taken after the server's turn ended
+    that still says `esc to interrupt` (the CLI busy with something the server did not see end)
+    proves nothing and is dropped."""
+
+    def cap(self, case, state, note):
+        self.last = super().cap(case, state, note)
+        return self.last
+
+    def ready(self, case, note, ended_before, timeout=90):
+        self.last = None
+        super().ready(case, note, ended_before, timeout)
+        if self.last and "esc to interrupt" in self.pane().lower():
+            self.drop(self.last, "the screen still says esc to interrupt")
+
+    def quiet(self, timeout=30):
+        """Every response the server started has ended (start-up requests included)."""
+        end = time.time() + timeout
+        ended = lambda x: x["kind"] in ("response_end", "client_disconnected") and x.get("main", True)  # noqa: E731
+        while time.time() < end and self.count(self.main_start) > self.count(ended):
+            time.sleep(0.3)
+        self.settle()
 
 
 def _clear_box(s):
@@ -48,6 +68,7 @@ def _clear_box(s):
 
 # ---- screen kinds ---------------------------------------------------------------------------
 def idle(s):
+    s.quiet()
     s.cap("ready-startup", "READY", "idle right after start-up")
     e = s.count(s.turn_end)
     s.send("Say hello")
@@ -130,6 +151,7 @@ def exit_hints(s):
 
 
 def busy(s):
+    s.quiet()
     e = s.count(s.turn_end)
     st = s.count(s.main_start)
     s.send("Think about it first HANGFIRST")
@@ -274,6 +296,9 @@ def first_run(binary_path, out, port):
             time.sleep(1.5)
             s.settle(timeout=10)
             screen = s.pane()
+            if "Unable to connect to Anthropic services" in screen:
+                lab.log("first run: no route to the sign-in service here; nothing to capture")
+                break
             if "Paste code here" in screen:
                 s.cap("confirm-login-paste-code", "NEEDS_CONFIRMATION", "first run: sign-in URL, paste the code")
                 break
@@ -323,7 +348,7 @@ def sweep(binary_path, out, port, kinds):
         args = types.SimpleNamespace(claude=os.path.abspath(binary_path), out=out, port=port,
                                      size=SIZE, run_name=run, cases="")
         scratch = tempfile.mkdtemp(prefix="sweepc.")
-        s = lab.Lab(args, scratch)
+        s = Session(args, scratch)
         lab.log(f"Claude Code {s.version}, session {run}: {', '.join(chosen)}")
         try:
             s.start_server()
