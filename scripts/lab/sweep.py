@@ -5,6 +5,7 @@ labelled by construction, and import them into the corpus with a third held out.
     sweep.py claude-code --plan                       # which releases the sweep covers
     sweep.py claude-code 2.1.0 2.1.332 --out /tmp/sweep [--kinds idle,draft] [--port 18500]
     sweep.py claude-code 2.1.0 --out /tmp/sweep --import   # then tests/corpus/*-sweep sets
+    sweep.py claude-code 2.1.0 --out /tmp/sweep --import-only   # import what is captured
 
 A CLI's driver is a module ``sweep_<cli>.py`` beside this one (``-`` becomes ``_``) with:
 
@@ -13,6 +14,7 @@ A CLI's driver is a module ``sweep_<cli>.py`` beside this one (``-`` becomes ``_
     def releases(versions) -> list[str]        # which registry releases the sweep covers
     def sweep(binary, out, port, kinds)        # run the sessions, calling KINDS in order
     KINDS = {"idle": fn, "draft": fn, ...}     # one function per screen kind, in order
+    def check(out)                             # optional: drop screens whose label is unproven
 
 Each kind function takes the driver's session and captures zero or more screens into ``out``
 (``<cli>/<name>.txt``, ``labels.tsv``, ``titles.tsv``: the layout ``import_capture.py`` takes),
@@ -80,6 +82,8 @@ def main():
     ap.add_argument("--kinds", default="", help="comma-separated screen kinds (default: all)")
     ap.add_argument("--import", dest="do_import", action="store_true",
                     help="import each capture into tests/corpus as <cli>-<version>-sweep")
+    ap.add_argument("--import-only", action="store_true",
+                    help="capture nothing: check and import captures already in --out")
     a = ap.parse_args()
     mod = driver(a.cli)
     if a.plan:
@@ -90,11 +94,14 @@ def main():
     if unknown:
         raise SystemExit(f"unknown kinds for {a.cli}: {', '.join(unknown)}")
     for version in a.versions:
-        prefix = install(mod.PACKAGE, version, a.cache)
         out = os.path.join(a.out, f"{a.cli}-{version}")
-        log(f"{a.cli} {version} -> {out}")
-        mod.sweep(mod.binary(prefix), out, a.port, kinds)
-        if a.do_import:
+        if not a.import_only:
+            prefix = install(mod.PACKAGE, version, a.cache)
+            log(f"{a.cli} {version} -> {out}")
+            mod.sweep(mod.binary(prefix), out, a.port, kinds)
+        if hasattr(mod, "check"):
+            mod.check(out)  # the driver's last look at its labels (a newer rule, older captures)
+        if a.do_import or a.import_only:
             subprocess.run([sys.executable, os.path.join(HERE, "import_capture.py"), out, a.cli,
                             version, "--suffix", "sweep"], check=True)
 

@@ -324,6 +324,21 @@ def first_run(binary_path, out, port):
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def check(out):
+    """A READY screen that still says `esc to interrupt` proves nothing (the CLI was busy with
+    something the server did not see end): dropped, as ``Session.ready`` does while capturing."""
+    labels = os.path.join(out, "labels.tsv")
+    if not os.path.isfile(labels):
+        return
+    for line in open(labels, encoding="utf-8").read().splitlines()[1:]:
+        cols = line.split("\t")
+        path = os.path.join(out, cols[0])
+        if cols[2] == "READY" and os.path.isfile(path) and \
+                "esc to interrupt" in open(path, encoding="utf-8").read().lower():
+            s = types.SimpleNamespace(out=out)
+            lab.Lab.drop(s, os.path.basename(cols[0])[:-len(".txt")], "still says esc to interrupt")
+
+
 # ---- sessions -------------------------------------------------------------------------------
 KINDS = {
     "idle": idle, "draft": draft, "slash_list": slash_list, "bash_mode": bash_mode,

@@ -4,7 +4,10 @@ now, so a pack change or a new capture that moves a figure fails here until the 
 
 from __future__ import annotations
 
+import importlib
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -62,3 +65,26 @@ def test_swept_release_meets_the_bar(version: str) -> None:
     assert fig.confirm_found == fig.confirm_total, "\n".join(wrong)
     assert held.total and held.accuracy >= MIN_HELD_OUT, "\n".join(wrong)
     assert any(r.case.state is State.BUSY for r in results)
+
+
+def _lab_module(name: str) -> ModuleType:
+    lab = Path(__file__).resolve().parents[2] / "scripts" / "lab"
+    sys.path.insert(0, str(lab))  # the lab's scripts import each other by file name
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(lab))
+
+
+def test_the_sweep_takes_every_tenth_release_and_the_newest() -> None:
+    sweep = _lab_module("sweep")
+    versions = [f"2.1.{n}" for n in range(25)] + ["2.1.3-beta", "2.0.9"]
+    assert sweep.every_tenth(versions, "2.1.0") == ["2.1.0", "2.1.10", "2.1.20", "2.1.24"]
+    assert sweep.every_tenth(versions, "2.1.5") == ["2.1.5", "2.1.15", "2.1.24"]
+
+
+def test_every_session_kind_of_the_claude_driver_is_a_kind() -> None:
+    driver = _lab_module("sweep_claude_code")
+    in_sessions = {kind for _, kinds in driver.SESSIONS for kind in kinds}
+    assert in_sessions | {"first_run"} == set(driver.KINDS)
+    assert all(callable(driver.KINDS[kind]) for kind in in_sessions)
