@@ -51,15 +51,17 @@ def table(results: Iterable[ScreenResult]) -> list[str]:
     for result in results:
         if result.case.version and result.case.version != "constructed":
             grouped[(result.case.cli, result.case.version)].append(result)
-    rows = ["| CLI | release | screens | of them swept | right | % | false READY | questions "
-            "found | held out | held-out right | held-out % | held-out false READY |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = ["| CLI | release | screens | of them swept | right | % | right by title | false READY "
+            "| questions found | held out | held-out right | held-out % | held-out false READY |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for cli, version in sorted(grouped, key=lambda k: (k[0], release_key(k[1]))):
         group = grouped[(cli, version)]
         held = [r for r in group if r.case.held_out]
         swept = sum(r.case.set_name.endswith(SWEEP_SUFFIX) for r in group)
         fig, held_fig = figures(group), figures(held)
-        cells = [cli, version, fig.total, swept, fig.right, _pct(fig.right, fig.total),
+        # right only once the pane's title was read with the screen (scripts/corpus.py)
+        by_title = sum(r.right and (r.rule or "").endswith("+title") for r in group)
+        cells = [cli, version, fig.total, swept, fig.right, _pct(fig.right, fig.total), by_title,
                  _false_ready(group), _questions(group), held_fig.total, held_fig.right,
                  _pct(held_fig.right, held_fig.total), _false_ready(held)]
         rows.append("| " + " | ".join(str(c) for c in cells) + " |")

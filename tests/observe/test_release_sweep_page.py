@@ -40,7 +40,8 @@ def test_the_table_has_one_row_per_release_of_each_set(tmp_path: Path) -> None:
                                                     encoding="utf-8")
     rows = table(classify_cases(load_packs(), load_cases(corpus)))
     # releases in numeric order, the held-out set counted in its release's row
-    assert [r.split(" | ")[1:4] for r in rows[2:]] == [["1.2.0", "2", "2"], ["1.10.0", "1", "1"]]
+    assert [r.split(" | ")[1:5] for r in rows[2:]] == [["1.2.0", "2", "2", "2"],
+                                                       ["1.10.0", "1", "1", "1"]]
     page = f"head\n{START}\nold\n{END}\ntail\n"
     assert render(page, load_packs(), corpus).splitlines()[2:4] == rows[:2]
 
