@@ -15,6 +15,7 @@ A CLI's driver is a module ``sweep_<cli>.py`` beside this one (``-`` becomes ``_
     def sweep(binary, out, port, kinds)        # run the sessions, calling KINDS in order
     KINDS = {"idle": fn, "draft": fn, ...}     # one function per screen kind, in order
     def check(out)                             # optional: drop screens whose label is unproven
+    def drafts(out) -> {path: text}            # optional: what it typed and did not send
 
 Each kind function takes the driver's session and captures zero or more screens into ``out``
 (``<cli>/<name>.txt``, ``labels.tsv``, ``titles.tsv``: the layout ``import_capture.py`` takes),
@@ -71,6 +72,30 @@ def install(package, version, cache):
     return prefix
 
 
+def record_drafts(mod, cli, version, out):
+    """The text the driver typed into the box and did not send, per imported screen, into
+    tests/corpus/drafts.tsv (its rows for these sets replaced): the corpus checks the packs'
+    input rules on every labelled screen, and a screen not listed there has no draft."""
+    root = os.path.dirname(os.path.dirname(HERE))
+    listing = os.path.join(root, "tests", "corpus", "drafts.tsv")
+    name = f"{cli}-{version}-sweep"
+    sets = (name, f"heldout-{name}")
+    with open(listing, encoding="utf-8") as f:
+        rows = [r for r in f.read().splitlines(True) if not r.startswith(tuple(s + "/" for s in sets))]
+    labels = {}
+    with open(os.path.join(out, "labels.tsv"), encoding="utf-8") as f:
+        for line in f.read().splitlines()[1:]:
+            cols = line.split("\t")
+            labels[cols[0]] = cols
+    for path, draft in sorted(mod.drafts(out).items()):
+        for s in sets:
+            if path in labels and os.path.isfile(os.path.join(root, "tests", "corpus", s, path)):
+                cols = labels[path]
+                rows.append(f"{s}/{path}\t{cli}\t{cols[2]}\t{draft}\tsweep: {cols[4]}\n")
+    with open(listing, "w", encoding="utf-8") as f:
+        f.writelines(rows)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("cli")
@@ -104,6 +129,8 @@ def main():
         if a.do_import or a.import_only:
             subprocess.run([sys.executable, os.path.join(HERE, "import_capture.py"), out, a.cli,
                             version, "--suffix", "sweep"], check=True)
+            if hasattr(mod, "drafts"):
+                record_drafts(mod, a.cli, version, out)
 
 
 if __name__ == "__main__":

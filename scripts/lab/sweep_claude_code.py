@@ -339,6 +339,27 @@ def check(out):
             lab.Lab.drop(s, os.path.basename(cols[0])[:-len(".txt")], "still says esc to interrupt")
 
 
+# the text each kind leaves typed in the box, by the screen's name up to its session
+TYPED = {
+    "ready-draft": "this prompt is typed but not sent yet",
+    "ready-slash-list": "/",
+    "ready-slash-list-filtered": "/mo",
+    "ready-bash-mode-draft": "ls -la",
+    "ready-exit-hint-esc-clear": "a draft to clear",
+    "busy-streaming-draft-typed": "and then check the tests",
+}
+
+
+def drafts(out):
+    found = {}
+    folder = os.path.join(out, lab.CLI)
+    for name in os.listdir(folder) if os.path.isdir(folder) else ():
+        case = re.sub(r"-(?:plain|sl1)-\d+x\d+\.txt$", "", name)
+        if case in TYPED:
+            found[f"{lab.CLI}/{name}"] = TYPED[case]
+    return found
+
+
 # ---- sessions -------------------------------------------------------------------------------
 KINDS = {
     "idle": idle, "draft": draft, "slash_list": slash_list, "bash_mode": bash_mode,
