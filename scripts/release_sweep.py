@@ -45,15 +45,19 @@ def _questions(group: Sequence[ScreenResult]) -> str:
     return f"{fig.confirm_found}/{fig.confirm_total}" if fig.confirm_total else "-"
 
 
-def table(results: Iterable[ScreenResult]) -> list[str]:
-    """One row per CLI and release (sets without a versions.tsv are left out)."""
+def table(results: Iterable[ScreenResult],
+          alone: Mapping[str, ScreenResult] | None = None) -> list[str]:
+    """One row per CLI and release (sets without a versions.tsv are left out). ``alone``: the
+    screens recorded with their pane's title, read again without it (by case id)."""
+    alone = alone or {}
     grouped: dict[tuple[str, str], list[ScreenResult]] = defaultdict(list)
     for result in results:
         if result.case.version and result.case.version != "constructed":
             grouped[(result.case.cli, result.case.version)].append(result)
     rows = ["| CLI | release | screens | of them swept | right | % | right by title | false READY "
-            "| questions found | held out | held-out right | held-out % | held-out false READY |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "| questions found | held out | held-out right | held-out % | held-out false READY "
+            "| held-out % on the screen alone |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for cli, version in sorted(grouped, key=lambda k: (k[0], release_key(k[1]))):
         group = grouped[(cli, version)]
         held = [r for r in group if r.case.held_out]
@@ -64,6 +68,8 @@ def table(results: Iterable[ScreenResult]) -> list[str]:
         cells = [cli, version, fig.total, swept, fig.right, _pct(fig.right, fig.total), by_title,
                  _false_ready(group), _questions(group), held_fig.total, held_fig.right,
                  _pct(held_fig.right, held_fig.total), _false_ready(held)]
+        held_alone = [alone.get(r.case.id, r) for r in held]
+        cells.append(_pct(figures(held_alone).right, len(held_alone)))
         rows.append("| " + " | ".join(str(c) for c in cells) + " |")
     return rows
 
@@ -74,7 +80,10 @@ def render(page: str, packs: Mapping[str, Pack], corpus: Path = CORPUS) -> str:
     _, end, tail = rest.partition(END)
     if not start or not end:
         raise ValueError(f"the page has no {START!r} ... {END!r} block")
-    rows = table(classify_cases(packs, load_cases(corpus)))
+    cases = load_cases(corpus)
+    titled = [case._replace(title=None) for case in cases if case.title is not None]
+    alone = {r.case.id: r for r in classify_cases(packs, titled)}
+    rows = table(classify_cases(packs, cases), alone)
     return head + START + "\n" + "\n".join(rows) + "\n" + END + tail
 
 
