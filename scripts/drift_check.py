@@ -5,6 +5,7 @@ loopback), classify every capture with our packs and print what each case expect
     python -m scripts.drift_check                      # codex opencode gemini qwen aider
     python -m scripts.drift_check opencode qwen --keep /tmp/drift   # keep captures and logs
     python -m scripts.drift_check opencode --release opencode=1.2.27 --size 150x40
+    python -m scripts.drift_check --sweep-page         # rewrite design/release_sweep.md's table
 
 Cases per CLI: ``idle`` after start-up (READY), ``busy`` while a reply streams (BUSY), ``done``
 once it has ended (READY), ``dialog`` when the model asks to run a shell command
@@ -41,6 +42,7 @@ from pathlib import Path
 from app.base.model import State
 from app.observe.pack_loading import load_packs
 from app.observe.packs import Pack
+from scripts.release_sweep import PAGE, write_page
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -569,7 +571,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--release", action="append", default=[], metavar="CLI=VERSION",
                         help="check this release instead of the newest (repeatable)")
     parser.add_argument("--size", default="200x50", help="pane size COLSxROWS (default 200x50)")
+    parser.add_argument("--sweep-page", action="store_true",
+                        help="only rewrite design/release_sweep.md's table from the corpus")
     args = parser.parse_args(argv)
+    if args.sweep_page:
+        changed = write_page()
+        print(f"{PAGE.relative_to(ROOT)}: {'rewritten' if changed else 'already current'}")
+        return 0
     releases = dict(item.split("=", 1) for item in args.release if "=" in item)
     size_match = re.fullmatch(r"(\d+)x(\d+)", args.size)
     if size_match is None or len(releases) != len(args.release):
