@@ -4,6 +4,7 @@ touches the user's tmux, desktop or state."""
 
 from __future__ import annotations
 
+import compileall
 import json
 import os
 import shutil
@@ -47,6 +48,16 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     # Short and under /tmp: a unix socket's path has room for ~100 bytes.
     os.environ[TMUX_TMPDIR] = tempfile.mkdtemp(prefix="cpty-tmux-", dir="/tmp")
+    _bytecode_for_the_run()
+
+
+def _bytecode_for_the_run() -> None:
+    """Under PYTHONDONTWRITEBYTECODE every `conductor` the tests start (hundreds: the CLI, the
+    watchers, the agents' hooks) compiled each of our modules it imports afresh, about half of a
+    CLI start's CPU. Compiled once here instead, as a checkout's first run would have written it
+    (the stdlib and the venv's packages have theirs from their install)."""
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        compileall.compile_dir(REPO / "app", quiet=1)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
