@@ -134,6 +134,33 @@ def conductor(
     )
 
 
+def conductor_in_process(
+    *args: str,
+    env: dict[str, str] | None = None,
+    input_text: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """The CLI run in this process, as :func:`conductor` runs it in a subprocess (same folder,
+    environment and streams), for tests of what a command prints, writes and returns. A start
+    costs ~0.15 s of CPU; tests about the process itself (exit codes on signals, ttys, start-up,
+    daemons) keep :func:`conductor`. The environment and folder are restored afterwards."""
+    from click.testing import CliRunner
+
+    from app.entry import main
+
+    saved_env, saved_cwd = dict(os.environ), Path.cwd()
+    try:
+        os.chdir(REPO)
+        with CliRunner().isolation(input=input_text, env=env) as (out, err, _):
+            code = main(list(args))
+        return subprocess.CompletedProcess(["conductor", *args], code,
+                                           out.getvalue().decode("utf-8", "replace"),
+                                           err.getvalue().decode("utf-8", "replace"))
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+
+
 @pytest.fixture
 def watcher_process(server: Any) -> Iterator[Any]:
     """Start `conductor pty watch` against the test server; stop it with SIGTERM afterwards."""
