@@ -152,6 +152,8 @@ def conductor_in_process(
         os.chdir(REPO)
         with CliRunner().isolation(input=input_text, env=env) as (out, err, _):
             code = main(list(args))
+            sys.stdout.flush()  # print() (the status line's path) buffers; click.echo flushes
+            sys.stderr.flush()
         return subprocess.CompletedProcess(["conductor", *args], code,
                                            out.getvalue().decode("utf-8", "replace"),
                                            err.getvalue().decode("utf-8", "replace"))
