@@ -4,6 +4,7 @@ touches the user's tmux, desktop or state."""
 
 from __future__ import annotations
 
+import compileall
 import json
 import os
 import shutil
@@ -47,6 +48,25 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     # Short and under /tmp: a unix socket's path has room for ~100 bytes.
     os.environ[TMUX_TMPDIR] = tempfile.mkdtemp(prefix="cpty-tmux-", dir="/tmp")
+    _bytecode_for_the_run()
+
+
+def _bytecode_for_the_run() -> None:
+    """Under PYTHONDONTWRITEBYTECODE every `conductor` the tests start (hundreds: the CLI, the
+    watchers, the agents' hooks) compiled each of our modules it imports afresh, about half of a
+    CLI start's CPU. Compiled once here instead, as a checkout's first run would have written it
+    (the stdlib and the venv's packages have theirs from their install)."""
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        compileall.compile_dir(REPO / "app", quiet=1)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules holding end-to-end tests (real agents, daemons, venvs: a minute each at
+    times) run first, whole, so that the run does not end on one worker finishing them alone
+    while the others are done; the order within each group is unchanged."""
+    long_modules = {item.path for item in items
+                    if item.get_closest_marker("slow") or item.get_closest_marker("agent")}
+    items.sort(key=lambda item: item.path not in long_modules)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -112,6 +132,35 @@ def conductor(
         input=input_text,
         check=False,
     )
+
+
+def conductor_in_process(
+    *args: str,
+    env: dict[str, str] | None = None,
+    input_text: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """The CLI run in this process, as :func:`conductor` runs it in a subprocess (same folder,
+    environment and streams), for tests of what a command prints, writes and returns. A start
+    costs ~0.15 s of CPU; tests about the process itself (exit codes on signals, ttys, start-up,
+    daemons) keep :func:`conductor`. The environment and folder are restored afterwards."""
+    from click.testing import CliRunner
+
+    from app.entry import main
+
+    saved_env, saved_cwd = dict(os.environ), Path.cwd()
+    try:
+        os.chdir(REPO)
+        with CliRunner().isolation(input=input_text, env=env) as (out, err, _):
+            code = main(list(args))
+            sys.stdout.flush()  # print() (the status line's path) buffers; click.echo flushes
+            sys.stderr.flush()
+        return subprocess.CompletedProcess(["conductor", *args], code,
+                                           out.getvalue().decode("utf-8", "replace"),
+                                           err.getvalue().decode("utf-8", "replace"))
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
 
 
 @pytest.fixture

@@ -237,3 +237,35 @@ def test_the_parts_of_a_panes_memory_are_written_only_by_their_owners() -> None:
                 continue  # Tracked starting a part afresh (forget_screen)
             strays.append(f"{path.relative_to(APP.parent)}:{line} writes {part}.{attr}")
     assert strays == []
+
+
+# `conductor pty status --short` runs in tmux's status line every few seconds per client: besides
+# our own store reader and renderer it may load only these (the stdlib's sqlite3 and what it pulls
+# in). A module added here costs every refresh its import time; see scripts/bench.py's start-up.
+STATUS_LINE_OUTSIDE_MODULES = frozenset({
+    "sqlite3", "sqlite3.dbapi2", "_sqlite3", "datetime", "_datetime", "math", "fcntl",
+    "collections.abc", "encodings.ascii",
+})
+_NEW_MODULES = """\
+import sys
+before = set(sys.modules)
+from app.entry import main
+main(["--workers-dir", sys.argv[1], "pty", "status", "--short"])
+print(" ".join(sorted(set(sys.modules) - before)))
+"""
+
+
+def test_the_status_line_loads_only_the_store_reader_and_sqlite(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from app.adapters.store import StoreWriter
+
+    StoreWriter(tmp_path).close()  # a real store: the line reads it rather than "no store"
+    done = subprocess.run([sys.executable, "-c", _NEW_MODULES, str(tmp_path)],
+                          capture_output=True, text=True, timeout=60, check=True)
+    line, loaded = done.stdout.splitlines()
+    assert line.startswith("[conductor:")
+    outside = {name for name in loaded.split() if name.split(".")[0] != "app"}
+    assert outside <= STATUS_LINE_OUTSIDE_MODULES, sorted(outside - STATUS_LINE_OUTSIDE_MODULES)
+    assert "app.front.cli.main" not in loaded.split()

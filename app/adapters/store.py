@@ -11,7 +11,6 @@ from __future__ import annotations
 import _thread
 import fcntl
 import os
-import random
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -440,6 +439,8 @@ def record_event(workers_dir: str, row: Mapping[str, Any]) -> None:
         except StoreLocked:
             if time.monotonic() >= deadline:
                 raise
+            import random  # here, not at the top: the status line imports this module
+
             time.sleep(random.uniform(0.02, 0.15))  # apart, so they do not collide again
 
 

@@ -21,7 +21,7 @@ from app.base.model import Job, JobKind, JobState, State
 from app.base.settings import WatchSettings
 from app.observe.pack_loading import load_packs
 from app.run.watcher import Watcher
-from tests.conftest import conductor
+from tests.conftest import conductor, conductor_in_process
 from tests.waiting import STARTS_WITHIN_S, retry_until
 
 FIRST = "7f1c2a4e-0d3b-4c55-9a61-3e2f8b9c0d11"
@@ -107,7 +107,7 @@ def test_dry_run_prints_the_plan_and_changes_nothing(
         store.close()
     before = _dump(isolated_env)
 
-    done = conductor("-L", server.socket_name, "pty", "restore", "--dry-run")
+    done = conductor_in_process("-L", server.socket_name, "pty", "restore", "--dry-run")
     assert done.returncode == 0, done.stderr
     lines = {line.split()[0]: line for line in done.stdout.splitlines()[1:]}
     assert f"resume claude session {FIRST}" in lines["ann"]
@@ -117,8 +117,8 @@ def test_dry_run_prints_the_plan_and_changes_nothing(
     assert "shell (was a shell)" in lines["term"]
     assert "skipped: host gpu: no host 'gpu' in the config file" in lines["far"]
 
-    planned = json.loads(conductor("-L", server.socket_name, "pty", "restore", "--dry-run",
-                                   "--json", "ann").stdout)
+    planned = json.loads(conductor_in_process("-L", server.socket_name, "pty", "restore",
+                                              "--dry-run", "--json", "ann").stdout)
     assert [(p["id"], p["how"], p["command"]) for p in planned] == [
         (ids["ann"], "resume", f"claude --resume {FIRST}")]
     assert _dump(isolated_env) == before
@@ -167,7 +167,7 @@ def test_restore_brings_each_pane_back_in_its_own_conversation_keeping_its_row(
         restarted.close()
     finally:
         store.close()
-    status = conductor("-L", server.socket_name, "pty", "status", "--json")
+    status = conductor_in_process("-L", server.socket_name, "pty", "status", "--json")
     listed = json.loads(status.stdout)
     rows = {w["name"]: w for w in listed}
     assert {name: rows[name]["id"] for name in ids} == ids
@@ -201,7 +201,7 @@ def test_goal_herd_opt_in_queued_messages_and_a_running_cycle_come_back_with_the
     finally:
         store.close()
 
-    plan = conductor("-L", server.socket_name, "pty", "restore", "--dry-run")
+    plan = conductor_in_process("-L", server.socket_name, "pty", "restore", "--dry-run")
     lines = {line.split()[0]: line for line in plan.stdout.splitlines()[1:]}
     assert lines["ann"].endswith("with herd on, goal")
     assert lines["bob"].endswith("with 1 queued")
@@ -224,7 +224,7 @@ def test_goal_herd_opt_in_queued_messages_and_a_running_cycle_come_back_with_the
     finally:
         reader.close()
     # Every pane is back: nothing is left to restore.
-    again = conductor("-L", server.socket_name, "pty", "restore", "--dry-run")
+    again = conductor_in_process("-L", server.socket_name, "pty", "restore", "--dry-run")
     assert "nothing to restore" in again.stdout
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from app.adapters.store_read import StoreReader
 from app.run.watcher import Watcher
-from tests.conftest import REPO, conductor
+from tests.conftest import REPO, conductor, conductor_in_process
 from tests.waiting import retry_until, wait_for_exit_status
 
 QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 60\""
@@ -339,8 +339,8 @@ def test_switch_next_with_nobody_waiting_says_so(
 
 
 def test_version_on_pty_too() -> None:
-    top = conductor("--version")
-    sub = conductor("pty", "--version")
+    top = conductor_in_process("--version")
+    sub = conductor_in_process("pty", "--version")
     assert top.returncode == sub.returncode == 0
     assert sub.stdout == top.stdout and "conductor" in sub.stdout
 
@@ -357,25 +357,25 @@ def test_completion_offers_pane_names_and_ids_from_the_store(
     env = {"_CONDUCTOR_COMPLETE": f"{shell}_complete", "COMP_WORDS": line, "COMP_CWORD": "3"}
     if shell == "fish":
         env["COMP_CWORD"] = "a"  # fish hands over the word itself, bash and zsh its index
-    done = conductor(env=env)
+    done = conductor_in_process(env=env)
     assert done.returncode == 0, done.stderr
     # bash: `plain,VALUE` lines; zsh: type, value and help lines; fish: `plain,VALUE<TAB>help`.
     assert "api-server" in done.stdout and "web" not in done.stdout
     env_id = {**env, "COMP_WORDS": f"conductor pty tail {api[:4]}",
               "COMP_CWORD": api[:4] if shell == "fish" else "3"}
-    assert api in conductor(env=env_id).stdout
+    assert api in conductor_in_process(env=env_id).stdout
 
 
 def test_completion_with_no_store_completes_nothing_quietly(tmp_path: Path) -> None:
     env = {"_CONDUCTOR_COMPLETE": "bash_complete", "COMP_WORDS": "conductor pty tail ",
            "COMP_CWORD": "3", "CONDUCTOR_WORKERS_DIR": str(tmp_path / "none")}
-    done = conductor(env=env)
+    done = conductor_in_process(env=env)
     assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "", "")
 
 
 def test_completion_scripts_are_printed_for_each_shell() -> None:
     for shell, marker in (("bash", "complete -o"), ("zsh", "compdef"), ("fish", "complete ")):
-        done = conductor(env={"_CONDUCTOR_COMPLETE": f"{shell}_source"})
+        done = conductor_in_process(env={"_CONDUCTOR_COMPLETE": f"{shell}_source"})
         assert done.returncode == 0 and marker in done.stdout, (shell, done.stdout)
 
 
@@ -386,29 +386,33 @@ def test_hooks_uninstall_removes_only_ours_from_json_settings(tmp_path: Path, cl
     original = {"model": "x", "hooks": {"Notification": [{"hooks": [theirs]}],
                                         "Custom": []}}
     settings.write_text(json.dumps(original))
-    installed = conductor("pty", "hooks", "install", "--cli", cli, "--path", str(settings))
+    installed = conductor_in_process("pty", "hooks", "install", "--cli", cli, "--path",
+                                     str(settings))
     assert installed.returncode == 0, installed.stderr
     assert "pty hook" in settings.read_text()
 
-    done = conductor("pty", "hooks", "uninstall", "--cli", cli, "--path", str(settings))
+    done = conductor_in_process("pty", "hooks", "uninstall", "--cli", cli, "--path",
+                                str(settings))
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"removed conductor pty hooks for {cli} from {settings}")
     assert json.loads(settings.read_text()) == original
-    again = conductor("pty", "hooks", "uninstall", "--cli", cli, "--path", str(settings))
+    again = conductor_in_process("pty", "hooks", "uninstall", "--cli", cli, "--path",
+                                 str(settings))
     assert again.stdout.strip() == f"no conductor pty hooks for {cli} in {settings}"
 
 
 def test_hooks_uninstall_codex_keeps_comments_and_another_notify(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text('# mine\nmodel = "o3"\n\n[tui]\nx = 1\n')
-    assert conductor("pty", "hooks", "install", "--cli", "codex", "--path",
-                     str(config)).returncode == 0
-    assert conductor("pty", "hooks", "uninstall", "--cli", "codex", "--path",
-                     str(config)).returncode == 0
+    assert conductor_in_process("pty", "hooks", "install", "--cli", "codex", "--path",
+                                str(config)).returncode == 0
+    assert conductor_in_process("pty", "hooks", "uninstall", "--cli", "codex", "--path",
+                                str(config)).returncode == 0
     assert config.read_text() == '# mine\nmodel = "o3"\n\n[tui]\nx = 1\n'
 
     config.write_text('notify = ["their-notifier"]\n')
-    done = conductor("pty", "hooks", "uninstall", "--cli", "codex", "--path", str(config))
+    done = conductor_in_process("pty", "hooks", "uninstall", "--cli", "codex", "--path",
+                                str(config))
     assert done.stdout.strip() == f"no conductor pty hooks for codex in {config}"
     assert config.read_text() == 'notify = ["their-notifier"]\n'
 
@@ -416,7 +420,8 @@ def test_hooks_uninstall_codex_keeps_comments_and_another_notify(tmp_path: Path)
 def test_hooks_uninstall_of_a_broken_file_is_one_line(tmp_path: Path) -> None:
     settings = tmp_path / "settings.json"
     settings.write_text("{oops")
-    done = conductor("pty", "hooks", "uninstall", "--cli", "claude", "--path", str(settings))
+    done = conductor_in_process("pty", "hooks", "uninstall", "--cli", "claude", "--path",
+                                str(settings))
     assert done.returncode == 1
     assert done.stderr.strip() == (f"Error: {settings}:1: not valid JSON: Expecting property "
                                    "name enclosed in double quotes")

@@ -16,6 +16,7 @@ from scripts.corpus import (
     CLI_PACK,
     DANGEROUS,
     ScreenCase,
+    ScreenResult,
     Timeline,
     by_cli,
     by_cli_version,
@@ -48,6 +49,13 @@ def packs() -> dict[str, Pack]:
     return load_packs()
 
 
+@pytest.fixture(scope="module")
+def classified(packs: dict[str, Pack]) -> list[ScreenResult]:
+    """Every case classified once per module: a case's result does not depend on the others, and
+    classifying the whole corpus for each release's test was most of this module's time."""
+    return classify_cases(packs, CASES)
+
+
 def test_the_corpus_is_here() -> None:
     clis = {case.cli for case in CASES}
     assert {"claude-code", "codex", "gemini-cli", "aider", "opencode", "plain"} <= clis
@@ -71,9 +79,9 @@ def test_screen_is_never_dangerously_wrong(case: ScreenCase, packs: dict[str, Pa
 
 
 @pytest.mark.parametrize("cli", sorted({c.cli for c in CASES}))
-def test_accuracy_per_cli(cli: str, packs: dict[str, Pack]) -> None:
-    results = classify_cases(packs, [c for c in CASES if c.cli == cli
-                                     and (c.cli, c.version) not in ENDS_ONLY_BY_HOOK])
+def test_accuracy_per_cli(cli: str, classified: list[ScreenResult]) -> None:
+    results = [r for r in classified if r.case.cli == cli
+               and (r.case.cli, r.case.version) not in ENDS_ONLY_BY_HOOK]
     fig = figures(results)
     held = figures([r for r in results if r.case.held_out])
     print(f"\n== {cli}\n{confusion_table(results)}\n{figures_line('all', fig)}\n"
@@ -85,10 +93,11 @@ def test_accuracy_per_cli(cli: str, packs: dict[str, Pack]) -> None:
 
 @pytest.mark.parametrize(("cli", "version"), VERSIONS,
                          ids=[f"{cli}-{version}" for cli, version in VERSIONS])
-def test_accuracy_per_cli_and_version(cli: str, version: str, packs: dict[str, Pack]) -> None:
+def test_accuracy_per_cli_and_version(cli: str, version: str, packs: dict[str, Pack],
+                                      classified: list[ScreenResult]) -> None:
     """Each release on its own: the accuracy bar on the screens no rule was written from, every
     dialog found and no READY on a busy or asking screen on all of them."""
-    results = by_cli_version(classify_cases(packs, CASES))[(cli, version)]
+    results = by_cli_version(classified)[(cli, version)]
     held = [r for r in results if r.case.held_out]
     fig, held_fig = figures(results), figures(held)
     print(f"\n{figures_line('all', fig)}\n{figures_line('held out', held_fig)}")
@@ -106,8 +115,8 @@ def test_accuracy_per_cli_and_version(cli: str, version: str, packs: dict[str, P
     assert figures(held).accuracy >= MIN_ACCURACY, "\n".join(wrong)
 
 
-def test_every_cli_has_held_out_screens() -> None:
-    held = by_cli(r for r in classify_cases(load_packs(), CASES) if r.case.held_out)
+def test_every_cli_has_held_out_screens(classified: list[ScreenResult]) -> None:
+    held = by_cli(r for r in classified if r.case.held_out)
     assert set(held) >= {"claude-code", "codex", "gemini-cli", "aider", "opencode"}
 
 

@@ -205,10 +205,11 @@ def test_the_generic_layer_never_says_ready_or_error(packs: dict[str, Pack]) -> 
     NEEDS_CONFIRMATION, BUSY or UNKNOWN, and never READY on a busy or asking screen."""
     claude = packs["claude"]
     bare = replace(claude, rules=tuple(r for r in claude.rules if r.id == "startup-failed"))
-    said = {bare.classify(c.text()).state for c in load_cases()}
+    verdicts = [(c.id, bare.classify(c.text()).state) for c in load_cases()]
+    said = {state for _, state in verdicts}
     assert said <= {State.NEEDS_CONFIRMATION, State.BUSY, State.UNKNOWN, State.ERROR}
     assert State.NEEDS_CONFIRMATION in said and State.BUSY in said
-    errors = [c.id for c in load_cases() if bare.classify(c.text()).state is State.ERROR]
+    errors = [case_id for case_id, state in verdicts if state is State.ERROR]
     assert all(bare.classify(CORPUS.joinpath(*e.split("/", 1)).read_text()).rule_id
                == "startup-failed" for e in errors)
 
