@@ -512,11 +512,15 @@ def case_earlier_faults(p: Probe, shell: str) -> None:
     hostile = p.pty("send", shell, "--", f"echo harmless\x1b[201~\ntouch {marker}\n")
     p.record("10 send with a paste-end marker", "refused, nothing runs",
              hostile.returncode == 1 and stays_false(marker.exists, 1.5), one_line(hostile))
-    for args in (("watch", "--once", "--interval", "nan"), ("tail", "x", "-n", "9" * 20),
-                 ("create", "/tmp", "--name", "bad\nname"), ("status", "--short", "--json")):
+    # Usage errors exit 2 (click's and POSIX's convention), the rest 1; under --json the error
+    # is its one JSON line.
+    for args, code, start in ((("watch", "--once", "--interval", "nan"), 2, "Error: "),
+                              (("tail", "x", "-n", "9" * 20), 2, "Error: "),
+                              (("create", "/tmp", "--name", "bad\nname"), 1, "Error: "),
+                              (("status", "--short", "--json"), 2, '{"schema_version": 1')):
         done = p.pty(*args)
-        p.record(f"10 bad input: {' '.join(args)!r}"[:48], "one line, exit 1",
-                 done.returncode == 1 and done.stderr.startswith("Error: ")
+        p.record(f"10 bad input: {' '.join(args)!r}"[:48], f"one line, exit {code}",
+                 done.returncode == code and done.stderr.startswith(start)
                  and done.stderr.count("\n") == 1, one_line(done))
     mode = p.store.stat().st_mode & 0o777
     db_mode = (p.store / "status.db").stat().st_mode & 0o777
