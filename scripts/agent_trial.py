@@ -17,7 +17,7 @@ Figures, per mode (without hooks, with the CLI's hooks installed):
 - with --watcher, a real `conductor pty watch` (every default: control mode) runs beside: lag
   from the turn's last byte to READY in status.db, and how many times the store said READY
   during a turn (after the pane was seen leaving READY, before the last byte; must be 0).
-The CLI is installed into $CONDUCTOR_AGENT_CACHE on first use (see tests/agents.py).
+The CLI is installed into $CONDUCTOR_AGENT_CACHE on first use (see tests/support/agents.py).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.agents import (
+from tests.support.agents import (
     AgentInTmux,
     ClaudeInTmux,
     CodexInTmux,
@@ -45,8 +45,8 @@ from tests.agents import (
     install_claude,
     install_codex,
 )
-from tests.scripted_model import Say
-from tests.waiting import retry_until
+from tests.support.scripted_model import Say
+from tests.support.waiting import retry_until
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -164,7 +164,7 @@ def detection_latency(interval: float, trials: int, events: bool) -> list[float]
 def notification_delay(interval: float, trials: int, events: bool) -> list[float]:
     """y/N question on screen -> the desktop notification received on a private D-Bus session
     bus by a recording org.freedesktop.Notifications server (through the real notify-send)."""
-    from tests.dbus_notifications import NotificationBus
+    from tests.support.dbus_notifications import NotificationBus
 
     with tempfile.TemporaryDirectory() as folder:
         bus = NotificationBus(Path(folder)).start()
@@ -421,8 +421,8 @@ def states(db: Path, names: Mapping[str, object]) -> dict[str, str | None]:
 def handoff_times(runs: int) -> tuple[list[float], list[float]]:
     """(wall seconds of `conductor pty wait` on a pane the daemon has seen READY for a while,
     seconds from a report with check `true` to its cycle's decision), with every default (control
-    mode, --interval 5), the pane running tests/fake_agent.py (Claude Code's screens)."""
-    agent = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
+    mode, --interval 5), the pane running tests/support/fake_agent.py (Claude Code's screens)."""
+    agent = f"{sys.executable} {REPO / 'tests' / 'support' / 'fake_agent.py'}"
     with tmux_server(1) as socket, tempfile.TemporaryDirectory() as folder:
         tmux(socket, "respawn-pane", "-k", "-t", "bench:0", agent)
         db = Path(folder) / "status.db"
@@ -476,8 +476,8 @@ def agent_turn_ends(cli: str, version: str, hooks: bool, turns: int
     the fake model server, with a real `conductor pty watch` at every default; with ``hooks``
     the CLI's hooks (Codex: notify) are installed, without them only the screen and the
     terminal's signals tell."""
-    from tests import agents
-    from tests.scripted_model import Say
+    from tests.support import agents
+    from tests.support.scripted_model import Say
 
     with tempfile.TemporaryDirectory() as folder:
         root, workers = Path(folder) / "lab", Path(folder) / "workers"

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 PRINTER = "sh -c 'while :; do date; sleep 0.05; done'"
 # The stand-in Claude Code of the tests: `work S` is a turn of S seconds ending at its prompt.
-AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
+AGENT = f"{sys.executable} {REPO / 'tests' / 'support' / 'fake_agent.py'}"
 SHELL = "env PS1='$ ' sh"
 
 

@@ -7,8 +7,8 @@
 Each frame is one poll (the recordings are 0.5 s apart). The watcher's rule is applied: the LLM is
 asked only about a *stable* screen (unchanged for the pack's ``stable_polls`` polls) whose hash
 differs from the last one asked about for that pane; the classifier's cache absorbs repeats. The
-LLM is a scripted OpenRouter-speaking server on loopback (``tests/openrouter_server.py``) that
-answers with the frame's labelled state, so the request path (prompt, redaction, HTTP, JSON
+LLM is a scripted OpenRouter-speaking server on loopback (``tests/support/openrouter_server.py``)
+that answers with the frame's labelled state, so the request path (prompt, redaction, HTTP, JSON
 validation) is the real one and only the model's thinking time is missing.
 
 Prints the HTTP calls each timeline cost, calls per hour for N panes that work like these
@@ -36,7 +36,7 @@ from app.observe.assess import Assessment, assess
 from app.observe.llm import LLMClassifier, merge, worth_asking
 from app.observe.pack_detection import detect_pack
 from app.observe.pack_loading import load_packs
-from tests.openrouter_server import OpenRouterServer, Recorded, Reply
+from tests.support.openrouter_server import OpenRouterServer, Recorded, Reply
 
 ROOT = Path(__file__).resolve().parent.parent
 

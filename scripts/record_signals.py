@@ -7,7 +7,7 @@ progress (OSC 9;4), notification (OSC 9, OSC 777) and bell the CLI wrote is prin
 phase it came in and the time since that phase began; ``--out FILE`` also writes them as
 tab-separated rows (phase, seconds, kind, text), the form the tests replay.
 
-Claude Code and Codex come from the test cache and talk to ``tests/agents.py``'s fakes:
+Claude Code and Codex come from the test cache and talk to ``tests/support/agents.py``'s fakes:
 
     .venv/bin/python -m scripts.record_signals claude 2.1.197
     .venv/bin/python -m scripts.record_signals codex 0.169.0
@@ -49,10 +49,10 @@ from app.adapters.control import decode_output, parse_notification
 from app.base.model import State
 from app.base.termsignals import SignalScanner
 from app.observe.pack_loading import load_packs
-from tests import agents
-from tests.scripted_model import RunBash, Say
-from tests.tmux_sockets import socket_path
-from tests.waiting import retry_until
+from tests.support import agents
+from tests.support.scripted_model import RunBash, Say
+from tests.support.tmux_sockets import socket_path
+from tests.support.waiting import retry_until
 
 LAB = Path(__file__).resolve().parent / "lab"
 
@@ -411,7 +411,7 @@ def attached_client(lab: LabSession) -> Any:
     import struct
     import termios
 
-    from tests.tmux_client import AttachedClient
+    from tests.support.tmux_client import AttachedClient
 
     client = AttachedClient(["-L", lab.socket_name, "-f", str(lab.conf)], "agent",
                             "xterm-256color", lab.env())

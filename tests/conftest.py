@@ -25,11 +25,11 @@ from app.base.settings import WatchSettings
 from app.observe.pack_loading import load_packs
 from app.run.daemon import _notify_with
 from app.run.watcher import Watcher
-from tests.agents import AgentUnavailable, ClaudeInTmux, Install, install_claude
-from tests.dbus_notifications import BusUnavailable, NotificationBus
-from tests.tmux_sockets import ENV as TMUX_TMPDIR
-from tests.tmux_sockets import leftovers
-from tests.waiting import stop_process
+from tests.support.agents import AgentUnavailable, ClaudeInTmux, Install, install_claude
+from tests.support.dbus_notifications import BusUnavailable, NotificationBus
+from tests.support.tmux_sockets import ENV as TMUX_TMPDIR
+from tests.support.tmux_sockets import leftovers
+from tests.support.waiting import stop_process
 
 REPO = Path(__file__).resolve().parent.parent
 

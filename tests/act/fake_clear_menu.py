@@ -1,4 +1,4 @@
-"""A stand-in agent (tests/fake_agent.py's Claude Code screens) whose clear command opens a
+"""A stand-in agent (tests/support/fake_agent.py's Claude Code screens) whose clear command opens a
 where-to-run menu, as Codex's `/new` does in a git repository, with the options given.
 
     python -m tests.act.fake_clear_menu LOG OPTION...   (from the checkout's top)
@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tests.fake_agent import KEYS, draw, idle, read_key
+from tests.support.fake_agent import KEYS, draw, idle, read_key
 
 
 def menu(history: list[str], options: list[str], log: Path) -> None:

@@ -20,7 +20,7 @@ from app.base.screen import normalise
 from app.observe.pack_loading import load_packs
 from scripts.corpus import CORPUS
 from tests.conftest import conductor
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
 FORM = CORPUS / "heldout-codex-0.171.0/codex/sweep-120x40-confirm-question-form-120x40.txt"
 AFTER = CORPUS / "codex-0.171.0/codex/sweep-120x40-ready-after-question-120x40.txt"

@@ -1,8 +1,8 @@
 """Budgets automation obeys (issue 33), on a real tmux server and a real store: a herded pane past
 its [budget] is not nudged again (reason "budget", in the log and one notification), a cycle
 directive is not typed, a person's own `send` goes through, and `budget reset` lets them act
-again. The pane runs tests/fake_agent.py; its usage is put in the store as the watcher's reader
-would (the reading itself: tests/e2e/test_usage_with_agents.py)."""
+again. The pane runs tests/support/fake_agent.py; its usage is put in the store as the watcher's
+reader would (the reading itself: tests/e2e/test_usage_with_agents.py)."""
 
 from __future__ import annotations
 
@@ -30,9 +30,9 @@ from app.observe.pane import Tracked
 from app.observe.usage import day_of
 from app.run.watcher import Watcher
 from tests.conftest import REPO, conductor
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
-AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
+AGENT = f"{sys.executable} {REPO / 'tests' / 'support' / 'fake_agent.py'}"
 LATER = 30.0  # past stall_after and stability without waiting for them
 # claude-opus-4-5 at $5 / $25 per million: 100k in and 40k out are $1.50.
 SPENT = {"input": 100_000, "output": 40_000, "cache_read": 0, "cache_write": 0}

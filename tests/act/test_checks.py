@@ -19,8 +19,8 @@ import pytest
 
 from app.act.cycle.check_reaper import MARKER
 from app.act.cycle.checks import CHECK_WORKERS, Check, CheckRunner, store_tag
-from tests.processes import ESCAPE, HUNG, marked_processes, pids_in, running
-from tests.waiting import retry_until
+from tests.support.processes import ESCAPE, HUNG, marked_processes, pids_in, running
+from tests.support.waiting import retry_until
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="the process tree is read from /proc")

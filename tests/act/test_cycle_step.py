@@ -3,7 +3,7 @@ in this process: each state in order, the spin cap, the no-key assessor on passi
 checks, and the LLM assessor against the loopback OpenRouter (a directive, a stop, every fault).
 
 Reports are written with ``app.act.cycle.jobs.report``, as ``conductor pty report`` does; the pane
-runs tests/fake_agent.py, which draws Claude Code's screens.
+runs tests/support/fake_agent.py, which draws Claude Code's screens.
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ from app.observe.pane import Tracked
 from app.run.daemon import announce_with
 from app.run.watcher import Watcher
 from tests.conftest import RECORD_ENV, REPO, conductor, read_jsonl, write_script
-from tests.dbus_notifications import NotificationBus
-from tests.openrouter_server import OpenRouterServer, Reply
-from tests.processes import ESCAPE, HUNG, marked_processes, pids_in, running
-from tests.waiting import retry_until, stays_false
+from tests.support.dbus_notifications import NotificationBus
+from tests.support.openrouter_server import OpenRouterServer, Reply
+from tests.support.processes import ESCAPE, HUNG, marked_processes, pids_in, running
+from tests.support.waiting import retry_until, stays_false
 
-AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
+AGENT = f"{sys.executable} {REPO / 'tests' / 'support' / 'fake_agent.py'}"
 KEY = "sk-or-v1-0123456789abcdef0123456789abcdef0123456789abcdef"
 TOKEN = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
 FAST = CycleSettings(wait_s=0.5, idle_s=0.5, spin_max_s=2.0, cmd_timeout_s=20.0,

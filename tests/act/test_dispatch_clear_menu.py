@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import REPO, conductor
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
 MENU = "Where should the new conversation run?"
 

@@ -3,7 +3,8 @@
 A dead pane (remain-on-exit) is refused by every path that types and the tmux server survives
 (tmux 3.3a crashes on a paste into one); typists in separate processes never interleave; a menu
 takes its own keys through `answer`, never typed text; prose for agents only reaches an agent
-at its own prompt; `wait` on a dead pane ends at once. The agent panes run tests/fake_agent.py,
+at its own prompt; `wait` on a dead pane ends at once. The agent panes run
+tests/support/fake_agent.py,
 which draws Claude Code's screens and reads its dialog key by key like a real menu.
 """
 
@@ -25,9 +26,9 @@ from app.base.inputs import Refused
 from app.base.settings import WatchSettings
 from app.observe.pack_loading import load_packs
 from tests.conftest import REPO, conductor
-from tests.waiting import retry_until, stays_false, wait_for_exit_status
+from tests.support.waiting import retry_until, stays_false, wait_for_exit_status
 
-AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
+AGENT = f"{sys.executable} {REPO / 'tests' / 'support' / 'fake_agent.py'}"
 BASH = "env -i PATH=/usr/bin:/bin HOME=/tmp PS1='lab$ ' bash --norc --noprofile"
 
 

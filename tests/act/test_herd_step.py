@@ -31,11 +31,11 @@ from app.observe.pane import Tracked
 from app.run.daemon import announce_with
 from app.run.watcher import Watcher
 from tests.conftest import REPO, conductor
-from tests.dbus_notifications import NotificationBus
-from tests.openrouter_server import OpenRouterServer, Reply
-from tests.waiting import retry_until
+from tests.support.dbus_notifications import NotificationBus
+from tests.support.openrouter_server import OpenRouterServer, Reply
+from tests.support.waiting import retry_until
 
-AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
+AGENT = f"{sys.executable} {REPO / 'tests' / 'support' / 'fake_agent.py'}"
 KEY = "sk-or-v1-0123456789abcdef0123456789abcdef0123456789abcdef"
 TOKEN = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
 LATER = 30.0  # seconds added to now: past stall_after and stability without waiting for them

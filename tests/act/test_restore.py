@@ -22,7 +22,7 @@ from app.base.settings import WatchSettings
 from app.observe.pack_loading import load_packs
 from app.run.watcher import Watcher
 from tests.conftest import conductor, conductor_in_process
-from tests.waiting import STARTS_WITHIN_S, retry_until
+from tests.support.waiting import STARTS_WITHIN_S, retry_until
 
 FIRST = "7f1c2a4e-0d3b-4c55-9a61-3e2f8b9c0d11"
 ENDED = "b2d5c1e0-5b8e-4a63-8d3a-6b1f0c2e9a77"

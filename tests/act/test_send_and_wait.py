@@ -1,6 +1,7 @@
 """``send``, ``wait`` and ``hook`` against a real tmux server, one test per known race.
 
-The pane runs tests/fake_agent.py, which draws Claude Code's real screens; each test writes the
+The pane runs tests/support/fake_agent.py, which draws Claude Code's real screens; each test writes
+the
 agent's hook events itself (through the real ``conductor pty hook``) at the moment its race needs.
 """
 
@@ -17,9 +18,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO, conductor
-from tests.waiting import STARTS_WITHIN_S, retry_until, stays_false
+from tests.support.waiting import STARTS_WITHIN_S, retry_until, stays_false
 
-AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
+AGENT = f"{sys.executable} {REPO / 'tests' / 'support' / 'fake_agent.py'}"
 
 
 def screen(pane: Any) -> str:

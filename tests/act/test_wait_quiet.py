@@ -16,7 +16,7 @@ from app.base.model import State
 from app.base.settings import WatchSettings
 from app.observe.assess import Assessment
 from app.observe.pack_loading import load_packs
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
 
 class CountedWatch(handoff.PaneWatch):

@@ -10,7 +10,7 @@ from typing import Any
 
 from tests.conftest import conductor
 from tests.front.test_daily_use import a_repository, git, in_folder, worktrees_listed
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
 
 def agent_tree(server: Any, tmp_path: Path, gitignore: str = "") -> tuple[Path, Path, Any]:

@@ -1,7 +1,7 @@
 """The LLM client and classifier against a real OpenRouter-speaking HTTP server on loopback.
 
-No mocking of requests: every test sends real HTTP to ``tests/openrouter_server.py`` and checks
-what that server received, what came back, how long it took, and what was logged.
+No mocking of requests: every test sends real HTTP to ``tests/support/openrouter_server.py`` and
+checks what that server received, what came back, how long it took, and what was logged.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from app.observe.llm import AsyncLLM, LLMClassifier, merge, worth_asking
 from app.observe.pack_detection import detect_pack
 from app.observe.pack_loading import load_packs, parse_pack
 from app.observe.packs import Pack
-from tests.openrouter_server import OpenRouterServer, Recorded, Reply, completion, free_port
+from tests.support.openrouter_server import OpenRouterServer, Recorded, Reply, completion, free_port
 
 KEY = "sk-or-v1-5ecret0000test0000key0000abcdef0123456789"
 TIMEOUT = 1.5

@@ -30,8 +30,8 @@ from app.adapters.notify_settings import COMMAND, DESKTOP, TMUX, NotifySettings,
 from app.base.errors import ConfigError, TmuxError
 from app.base.model import Note, State
 from tests.conftest import RECORD_ENV, read_jsonl, write_script
-from tests.dbus_notifications import NotificationBus
-from tests.waiting import retry_until, stop_process
+from tests.support.dbus_notifications import NotificationBus
+from tests.support.waiting import retry_until, stop_process
 
 NEEDS = State.NEEDS_CONFIRMATION
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from app.adapters.store import StoreWriter, db_path
-from tests.processes import deleted_store_files
+from tests.support.processes import deleted_store_files
 
 # What `send`, `answer` and an agent's hook do in their own process: open the store, write one
 # row, close. Closing the last connection it believes exists checkpoints and deletes the WAL.

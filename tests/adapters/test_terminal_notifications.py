@@ -24,8 +24,8 @@ from app.adapters.termnotify import (
 from app.adapters.tmux import LOCAL_HOST, Tmux, client_terminals
 from app.base.model import State
 from tests.run.test_terminal_signals import DIALOG_SCREEN
-from tests.tmux_client import AttachedClient
-from tests.waiting import retry_until
+from tests.support.tmux_client import AttachedClient
+from tests.support.waiting import retry_until
 
 OSC9_QUESTION = b"\x1b]9;api: NEEDS_CONFIRMATION \xe2\x80\x94 Approve: rm -rf build\x07"
 

@@ -13,7 +13,7 @@ import app.adapters.tmux as tmux_module
 from app.adapters.control import CONTROL_FLAGS, decode_output, output_signals, parse_notification
 from app.adapters.tmux import Tmux
 from app.base.termsignals import TITLE, SignalScanner, TermSignal
-from tests.waiting import retry_until, stop_process
+from tests.support.waiting import retry_until, stop_process
 
 
 def test_panes_are_listed_and_captured_in_batches_and_a_vanished_one_is_left_out(

@@ -21,8 +21,8 @@ from app.base.errors import PaneNotFound
 from app.base.inputs import BadInput, Refused, check_text, goal, report_text
 from app.run.watcher import Watcher
 from tests.conftest import REPO, conductor
-from tests.tmux_sockets import reap
-from tests.waiting import retry_until, stays_false, stop_process
+from tests.support.tmux_sockets import reap
+from tests.support.waiting import retry_until, stays_false, stop_process
 
 # Each runs a command if tmux expands it; {canary} is a file only that command makes.
 HOSTILE = (

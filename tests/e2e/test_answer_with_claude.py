@@ -11,10 +11,10 @@ import subprocess
 
 import pytest
 
-from tests.agents import ClaudeInTmux
 from tests.conftest import conductor
-from tests.scripted_model import RunBash
-from tests.waiting import retry_until, stays_false
+from tests.support.agents import ClaudeInTmux
+from tests.support.scripted_model import RunBash
+from tests.support.waiting import retry_until, stays_false
 
 pytestmark = [pytest.mark.slow, pytest.mark.agent]
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from tests.agents import ClaudeInTmux
 from tests.conftest import REPO, conductor
-from tests.fake_anthropic import CallTool, FakeAnthropic, Say, Turn
-from tests.waiting import retry_until, stop_process
+from tests.support.agents import ClaudeInTmux
+from tests.support.fake_anthropic import CallTool, FakeAnthropic, Say, Turn
+from tests.support.waiting import retry_until, stop_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.agent]
 

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.agents import (
+from tests.conftest import REPO, conductor
+from tests.support.agents import (
     AgentInTmux,
     AgentUnavailable,
     ClaudeInTmux,
@@ -29,9 +30,8 @@ from tests.agents import (
     Install,
     install_codex,
 )
-from tests.conftest import REPO, conductor
-from tests.scripted_model import RunBash, Say
-from tests.waiting import retry_until, stays_false
+from tests.support.scripted_model import RunBash, Say
+from tests.support.waiting import retry_until, stays_false
 
 pytestmark = [pytest.mark.slow, pytest.mark.agent]
 

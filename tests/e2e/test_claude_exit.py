@@ -15,8 +15,8 @@ from app.base.settings import WatchSettings
 from app.observe.pack_loading import load_packs
 from app.run.daemon import _notify_with
 from app.run.watcher import Watcher
-from tests.agents import ClaudeInTmux
-from tests.waiting import retry_until
+from tests.support.agents import ClaudeInTmux
+from tests.support.waiting import retry_until
 
 
 def test_exit_in_claude_code_is_exited_normally_and_no_notification(

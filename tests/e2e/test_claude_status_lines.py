@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.agents import ClaudeInTmux
 from tests.e2e.test_claude_and_codex import RETURNS_WITHIN_S, send_and_time_wait
-from tests.waiting import retry_until
+from tests.support.agents import ClaudeInTmux
+from tests.support.waiting import retry_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.agent]
 

@@ -5,7 +5,7 @@ A finished turn of theirs looks like a still frame of a streaming reply (Codex d
 by line, so the screen can stand still for seconds mid-reply), so the pack reads it BUSY with the
 reason ``no_end_mark``, and app/observe/assess.py lets Codex's ``notify`` program overrule that
 once the
-screen is still. What these releases do, measured against tests/fake_openai.py (2026-11-23):
+screen is still. What these releases do, measured against tests/support/fake_openai.py (2026-11-23):
 
 - ``notify = [...]`` as `conductor pty hooks install --cli codex` writes it is accepted by both.
 - It runs once per user turn with ``{"type": "agent-turn-complete", "thread-id", "turn-id", "cwd",
@@ -28,7 +28,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.agents import AgentUnavailable, Install, OldCodexInTmux, install_codex
 from tests.e2e.test_claude_and_codex import (
     RETURNS_WITHIN_S,
     SLOW_TASK,
@@ -38,8 +37,9 @@ from tests.e2e.test_claude_and_codex import (
     send_and_time_wait,
     start_wait,
 )
-from tests.scripted_model import RunBash
-from tests.waiting import stays_false, stop_process
+from tests.support.agents import AgentUnavailable, Install, OldCodexInTmux, install_codex
+from tests.support.scripted_model import RunBash
+from tests.support.waiting import stays_false, stop_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.agent]
 

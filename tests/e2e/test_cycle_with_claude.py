@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from tests.agents import ClaudeInTmux, Install
 from tests.conftest import REPO, conductor
-from tests.scripted_model import CallTool, Say
-from tests.waiting import retry_until, stop_process
+from tests.support.agents import ClaudeInTmux, Install
+from tests.support.scripted_model import CallTool, Say
+from tests.support.waiting import retry_until, stop_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.agent]
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.agents import ClaudeInTmux
 from tests.conftest import REPO
-from tests.dbus_notifications import NotificationBus
 from tests.e2e.test_answer_with_claude import ask_to_remove_build
 from tests.run.test_dialog_buttons import button, buttons_bus, dialog_alert, presses
-from tests.waiting import STARTS_WITHIN_S, retry_until, stays_false, stop_process
+from tests.support.agents import ClaudeInTmux
+from tests.support.dbus_notifications import NotificationBus
+from tests.support.waiting import STARTS_WITHIN_S, retry_until, stays_false, stop_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.agent]
 __all__ = ["buttons_bus"]  # the fixture, used by name below

@@ -12,9 +12,9 @@ import pytest
 
 from app.act.cycle.clearing import _same_place
 from app.base.model import Option
-from tests.agents import CodexInTmux
 from tests.e2e.test_claude_and_codex import codex, codex_install, pty
-from tests.scripted_model import Say
+from tests.support.agents import CodexInTmux
+from tests.support.scripted_model import Say
 
 __all__ = ["codex", "codex_install"]  # fixtures
 

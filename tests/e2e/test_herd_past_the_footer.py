@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from tests.agents import ClaudeInTmux
 from tests.e2e.test_herd_with_claude import NEXT_TURN, QUESTION, daemon, nudges, opt_in, pty
 from tests.e2e.test_herd_with_claude import write_config as herd_config
-from tests.scripted_model import CallTool, Say
-from tests.waiting import stays_false
+from tests.support.agents import ClaudeInTmux
+from tests.support.scripted_model import CallTool, Say
+from tests.support.waiting import stays_false
 
 pytestmark = [pytest.mark.slow, pytest.mark.agent]
 

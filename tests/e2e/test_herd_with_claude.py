@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from tests.agents import ClaudeInTmux
 from tests.conftest import REPO, conductor
-from tests.scripted_model import RunBash, Say
-from tests.waiting import retry_until, stays_false, stop_process
+from tests.support.agents import ClaudeInTmux
+from tests.support.scripted_model import RunBash, Say
+from tests.support.waiting import retry_until, stays_false, stop_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.agent]
 

@@ -20,7 +20,8 @@ from app.adapters.tmux import Tmux
 from app.base.settings import WatchSettings
 from app.observe.pack_loading import load_packs
 from app.run.watcher import Watcher
-from tests.agents import (
+from tests.conftest import conductor
+from tests.support.agents import (
     IDLE_FOOTER,
     AgentInTmux,
     AgentUnavailable,
@@ -28,9 +29,8 @@ from tests.agents import (
     CodexInTmux,
     install_codex,
 )
-from tests.conftest import conductor
-from tests.scripted_model import Say
-from tests.waiting import retry_until
+from tests.support.scripted_model import Say
+from tests.support.waiting import retry_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.agent]
 

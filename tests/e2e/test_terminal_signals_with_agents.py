@@ -20,9 +20,15 @@ from app.adapters.tmux import Tmux
 from app.base.settings import WatchSettings
 from app.observe.pack_loading import load_packs
 from app.run.watcher import Watcher
-from tests.agents import AgentInTmux, AgentUnavailable, ClaudeInTmux, CodexInTmux, install_codex
-from tests.scripted_model import RunBash, Say
-from tests.waiting import retry_until
+from tests.support.agents import (
+    AgentInTmux,
+    AgentUnavailable,
+    ClaudeInTmux,
+    CodexInTmux,
+    install_codex,
+)
+from tests.support.scripted_model import RunBash, Say
+from tests.support.waiting import retry_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.agent]
 

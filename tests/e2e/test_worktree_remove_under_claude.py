@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.agents import ClaudeInTmux, Install
 from tests.conftest import conductor
-from tests.waiting import retry_until
+from tests.support.agents import ClaudeInTmux, Install
+from tests.support.waiting import retry_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.agent]
 

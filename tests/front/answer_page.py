@@ -15,9 +15,9 @@ from typing import Any
 from app.adapters.store_read import StoreReader
 from app.run.watcher import Watcher
 from tests.conftest import REPO
-from tests.waiting import STARTS_WITHIN_S, retry_until, stop_process
+from tests.support.waiting import STARTS_WITHIN_S, retry_until, stop_process
 
-FLIP = f"exec {sys.executable} {REPO / 'tests' / 'flip_dialog.py'}"
+FLIP = f"exec {sys.executable} {REPO / 'tests' / 'support' / 'flip_dialog.py'}"
 _URL = re.compile(r"answer page: (http://\S+)")
 # An option link on the list page, and the text it shows.
 OPTION = re.compile(r'<a class="o (\w+)" href="(/a/[^"]+)">([^<]*)</a>')
@@ -38,7 +38,7 @@ class Asking:
 
 def asking_pane(session: Any, watcher: Watcher, workers: Path, log: Path, *flags: str
                 ) -> Asking:
-    """A Claude-like permission dialog for ``ls -la`` (tests/flip_dialog.py), stored by the
+    """A Claude-like permission dialog for ``ls -la`` (tests/support/flip_dialog.py), stored by the
     watcher as NEEDS_CONFIRMATION."""
     pane = session.new_window(window_name="api", attach=False,
                               window_shell=f"{FLIP} {log} {' '.join(flags)}").active_pane

@@ -16,7 +16,7 @@ import pytest
 
 from app.adapters.store_read import StoreReader
 from tests.conftest import REPO, conductor, conductor_in_process
-from tests.waiting import STARTS_WITHIN_S, retry_until, wait_for_exit_status
+from tests.support.waiting import STARTS_WITHIN_S, retry_until, wait_for_exit_status
 
 QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 60\""
 PRINTER = "sh -c 'i=0; while :; do i=$((i+1)); echo line $i; sleep 0.1; done'"

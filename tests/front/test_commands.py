@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import conductor
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
 pytest.importorskip("mcp")
 

@@ -155,7 +155,7 @@ def test_the_daemon_stops_nudging_a_pane_past_its_budget_and_a_person_still_send
         workers,
         write_config,
     )
-    from tests.waiting import retry_until, stays_false
+    from tests.support.waiting import retry_until, stays_false
 
     write_config(tmp_path, cooldown=0.5, max_nudges=10)
     with (tmp_path / "config.toml").open("a") as f:

@@ -1,5 +1,5 @@
 """Queued delivery, dispatch and the post-report cycle through the real CLI and the real daemon
-(``conductor pty watch``) on a real tmux server; the pane runs tests/fake_agent.py.
+(``conductor pty watch``) on a real tmux server; the pane runs tests/support/fake_agent.py.
 
 Deliveries are read back from the store: the job rows and the ``send`` events with origin
 ``queue``/``cycle``/``dispatch``, whose times are compared with the pane's state history.
@@ -20,12 +20,12 @@ import pytest
 
 from app.act.cycle.checks import CHECK_WORKERS, store_tag
 from tests.conftest import REPO, conductor
-from tests.processes import ESCAPE, HUNG, marked_processes, pids_in, running
-from tests.waiting import STARTS_WITHIN_S, retry_until, stays_false, stop_process
+from tests.support.processes import ESCAPE, HUNG, marked_processes, pids_in, running
+from tests.support.waiting import STARTS_WITHIN_S, retry_until, stays_false, stop_process
 
 pytestmark = pytest.mark.slow
 
-AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
+AGENT = f"{sys.executable} {REPO / 'tests' / 'support' / 'fake_agent.py'}"
 
 
 def write_config(tmp_path: Path, **extra: str) -> None:

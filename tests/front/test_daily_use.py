@@ -19,7 +19,7 @@ import pytest
 from app.adapters.store_read import StoreReader
 from app.run.watcher import Watcher
 from tests.conftest import REPO, conductor, conductor_in_process
-from tests.waiting import retry_until, wait_for_exit_status
+from tests.support.waiting import retry_until, wait_for_exit_status
 
 QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 60\""
 

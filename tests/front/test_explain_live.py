@@ -11,7 +11,7 @@ from app.adapters.store import StoreWriter
 from app.adapters.store_read import StoreReader
 from app.run.watcher import Watcher
 from tests.conftest import conductor
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
 
 def stored(workers_dir: Path, name: str) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """Herding against a real tmux server and the real daemon (``conductor pty watch``).
 
-The pane runs tests/fake_agent.py, which draws Claude Code's screens; ``say Shall I continue?``
+The pane runs tests/support/fake_agent.py, which draws Claude Code's screens; ``say Shall I
+continue?``
 makes it end a turn asking that (sent with ``conductor pty send``, so the watcher knows a turn
 happened: a fresh agent at its first prompt is never nudged). Settings are small (a stall of
 about a second) through the config file, as a user would set them. Nudges are read back from
@@ -21,12 +22,12 @@ from typing import Any
 import pytest
 
 from tests.conftest import RECORD_ENV, REPO, conductor, read_jsonl, write_script
-from tests.dbus_notifications import NotificationBus
-from tests.waiting import STARTS_WITHIN_S, retry_until, stays_false
+from tests.support.dbus_notifications import NotificationBus
+from tests.support.waiting import STARTS_WITHIN_S, retry_until, stays_false
 
 pytestmark = pytest.mark.slow
 
-AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
+AGENT = f"{sys.executable} {REPO / 'tests' / 'support' / 'fake_agent.py'}"
 QUESTION = "say Done with step 1. Shall I continue with step 2?"
 NUDGE = "Yes, please continue."
 

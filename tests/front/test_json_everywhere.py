@@ -15,10 +15,10 @@ import jsonschema  # type: ignore[import-untyped]  # no stubs; a test-only impor
 
 from app.run.watcher import Watcher
 from tests.conftest import REPO, conductor
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
 SCHEMAS = REPO / "design" / "schema"
-FLIP = f"exec {sys.executable} {REPO / 'tests' / 'flip_dialog.py'}"
+FLIP = f"exec {sys.executable} {REPO / 'tests' / 'support' / 'flip_dialog.py'}"
 
 
 def check(name: str, document: Any) -> Any:

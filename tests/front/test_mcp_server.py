@@ -18,17 +18,17 @@ from typing import Any
 
 import pytest
 
-from tests.agents import AgentUnavailable, CodexInTmux, install_codex
 from tests.conftest import REPO, conductor
-from tests.tmux_sockets import ENV as TMUX_TMPDIR
-from tests.waiting import retry_until
+from tests.support.agents import AgentUnavailable, CodexInTmux, install_codex
+from tests.support.tmux_sockets import ENV as TMUX_TMPDIR
+from tests.support.waiting import retry_until
 
 pytest.importorskip("mcp")
 
 from mcp import ClientSession  # after the skip: the SDK is an optional extra
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
+AGENT = f"{sys.executable} {REPO / 'tests' / 'support' / 'fake_agent.py'}"
 FAILING = "echo 'E   assert 2 == 3'; exit 1"
 
 
@@ -61,7 +61,7 @@ async def mcp_session(server: Any, workers_dir: Path, pane_id: str, tmux: str | 
         env={"TMUX_PANE": pane_id, "TMUX": tmux_env(server) if tmux is None else tmux,
              "CONDUCTOR_CONFIG": str(workers_dir.parent / "config.toml"),
              "PYTHONPATH": str(REPO),
-             # The run's own socket folder (tests/tmux_sockets.py), where `server` listens.
+             # The run's own socket folder (tests/support/tmux_sockets.py), where `server` listens.
              **{k: v for k, v in os.environ.items() if k == TMUX_TMPDIR}},
         cwd=str(REPO),
     )

@@ -26,7 +26,7 @@ from app.act.cycle import jobs
 from app.adapters.store import StoreWriter
 from app.run.watcher import Watcher
 from tests.conftest import RECORD_ENV, REPO, conductor, read_jsonl, write_script
-from tests.waiting import retry_until, stop_process
+from tests.support.waiting import retry_until, stop_process
 
 # A window title set, the screen cleared, the cursor sent home, the text reversed, and an 8-bit
 # CSI: each would act on the terminal of whoever prints it raw.
@@ -127,7 +127,7 @@ def test_status_watch_draws_only_its_own_escapes(server: Any, planted: str,
 
 # --- secrets in logs and notifications, through the real daemon ---------------------------------
 
-AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
+AGENT = f"{sys.executable} {REPO / 'tests' / 'support' / 'fake_agent.py'}"
 ANTHROPIC_KEY = "sk-ant-api03-" + "Zq7RbW2xLm9TcV4nHp8KdY3sJf6GuA1e" * 3 + "_0AbCdEf-AA"
 MYSQL_PASSWORD = "Hunter2pass"
 # It passes (``true``), so the cycle pauses with "goal met?" quoting the check.

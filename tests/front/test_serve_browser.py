@@ -17,7 +17,7 @@ import requests
 
 from app.run.watcher import Watcher
 from tests.front.answer_page import asking_pane, serving
-from tests.waiting import STARTS_WITHIN_S, retry_until, stop_process
+from tests.support.waiting import STARTS_WITHIN_S, retry_until, stop_process
 
 CHROMIUM = shutil.which("chromium")
 DRIVER = shutil.which("chromedriver")

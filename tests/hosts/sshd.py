@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tests.waiting import retry_until, stop_process
+from tests.support.waiting import retry_until, stop_process
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 

@@ -18,7 +18,7 @@ from tests.conftest import REPO, conductor
 from tests.hosts.conftest import write_hosts
 from tests.hosts.sshd import SshHost
 from tests.hosts.test_watch_hosts import agent_on, rows
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
 pytestmark = pytest.mark.slow  # two sshd, their tmux servers and a watcher per test
 SHELL = "env -i PATH=/usr/bin:/bin HOME=/tmp PS1='lab$ ' bash --norc --noprofile"
@@ -119,7 +119,7 @@ def test_a_cycle_check_runs_on_the_panes_host_in_its_folder(hosts: tuple[SshHost
     folder = tmp_path / "project"
     folder.mkdir()
     alpha.tmux("new-window", "-t", "work", "-n", "coder", "-c", str(folder),
-               f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}")
+               f"{sys.executable} {REPO / 'tests' / 'support' / 'fake_agent.py'}")
     retry_until(lambda: rows(server).get("alpha:coder", {}).get("state") == "READY", 60,
                 interval=0.3)
     check = 'echo "on=${SSH_CONNECTION:+ssh} in=$(pwd) key=${OPENROUTER_API_KEY:-none}" > seen'

@@ -15,7 +15,7 @@ from tests.conftest import conductor
 from tests.hosts.conftest import write_hosts
 from tests.hosts.sshd import SshHost
 from tests.hosts.test_watch_hosts import agent_on, rows
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
 pytestmark = pytest.mark.slow  # an sshd, its tmux server and a watcher
 SHELL = "env -i PATH=/usr/bin:/bin HOME=/tmp PS1='lab$ ' bash --norc --noprofile"

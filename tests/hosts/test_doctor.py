@@ -15,7 +15,7 @@ from app.adapters.status import read_beat
 from tests.conftest import REPO, conductor
 from tests.hosts.conftest import write_hosts
 from tests.hosts.sshd import SshHost
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
 SCHEMA = json.loads((REPO / "design" / "schema" / "doctor.json").read_text())
 

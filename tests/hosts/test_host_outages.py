@@ -24,7 +24,7 @@ from tests.conftest import conductor
 from tests.hosts.conftest import write_hosts
 from tests.hosts.sshd import SshHost
 from tests.hosts.test_watch_hosts import AGENT, agent_on, rows
-from tests.waiting import STARTS_WITHIN_S, WaitTimeout, retry_until, stop_process
+from tests.support.waiting import STARTS_WITHIN_S, WaitTimeout, retry_until, stop_process
 
 INTERVAL = 1.0
 

@@ -16,7 +16,7 @@ from tests.conftest import conductor
 from tests.hosts.conftest import write_hosts
 from tests.hosts.sshd import SshHost
 from tests.hosts.test_watch_hosts import agent_on, rows
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
 
 def watch_column(name: str) -> str:

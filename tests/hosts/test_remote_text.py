@@ -21,7 +21,7 @@ from tests.hosts.conftest import write_hosts
 from tests.hosts.sshd import SshHost
 from tests.hosts.test_ssh import via_for
 from tests.hosts.test_watch_hosts import agent_on, rows
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
 
 def host_panes(tmux: Tmux) -> dict[str, Any]:
@@ -75,7 +75,7 @@ def test_switch_to_a_remote_pane_named_like_a_command_runs_nothing(
     canary = tmp_path / "AUTOX"
     # The name is the program's: tmux's automatic-rename takes it from argv[0].
     program = f"#(id>{canary})"
-    agent = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
+    agent = f"{sys.executable} {REPO / 'tests' / 'support' / 'fake_agent.py'}"
     done = alpha.tmux("new-window", "-t", "work", "-c", str(tmp_path),
                       f"exec bash -c 'exec -a \"$0\" {agent}' '{program}'")
     assert done.returncode == 0, done.stderr

@@ -17,7 +17,7 @@ from tests.conftest import conductor
 from tests.hosts.conftest import write_hosts
 from tests.hosts.sshd import SshHost
 from tests.hosts.test_watch_hosts import rows
-from tests.waiting import retry_until, stop_process
+from tests.support.waiting import retry_until, stop_process
 
 pytestmark = pytest.mark.slow  # an sshd, its tmux server and a watcher
 SHELL = "env -i PATH=/usr/bin:/bin HOME=/tmp PS1='lab$ ' bash --norc --noprofile"

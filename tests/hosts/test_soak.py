@@ -26,8 +26,8 @@ from tests.conftest import REPO, conductor
 from tests.hosts.conftest import write_hosts
 from tests.hosts.sshd import SshHost
 from tests.hosts.test_watch_hosts import AGENT, agent_on, rows
-from tests.processes import deleted_store_files
-from tests.waiting import STARTS_WITHIN_S, retry_until, stop_process
+from tests.support.processes import deleted_store_files
+from tests.support.waiting import STARTS_WITHIN_S, retry_until, stop_process
 
 SOAK_S = 60.0
 HOOK_BURST = 100

@@ -15,7 +15,7 @@ from app.adapters.ssh import SshVia, control_dir, remote_command
 from app.adapters.tmux import Tmux
 from app.base.errors import HostUnreachable, TmuxError
 from tests.hosts.sshd import SshHost, short_folder
-from tests.waiting import retry_until, stays_false
+from tests.support.waiting import retry_until, stays_false
 
 HOSTILE = [
     "a b", "'", '"', "$(touch {canary})", "`touch {canary}`", "; touch {canary}", "\\", "*",

@@ -16,8 +16,8 @@ from app.adapters.store_read import StoreReader
 from tests.conftest import conductor
 from tests.hosts.conftest import write_hosts
 from tests.hosts.sshd import SshHost
-from tests.processes import deleted_store_files
-from tests.waiting import STARTS_WITHIN_S, retry_until
+from tests.support.processes import deleted_store_files
+from tests.support.waiting import STARTS_WITHIN_S, retry_until
 
 BASH = "env -i PATH=/usr/bin:/bin HOME={home} TERM=screen PS1='lab$ ' bash --norc --noprofile"
 

@@ -15,8 +15,8 @@ from tests.hosts.conftest import write_hosts
 from tests.hosts.sshd import SshHost
 from tests.hosts.test_ssh import via_for
 from tests.hosts.test_watch_hosts import agent_on, rows
-from tests.tmux_client import AttachedClient
-from tests.waiting import retry_until
+from tests.support.tmux_client import AttachedClient
+from tests.support.waiting import retry_until
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 from app.adapters.control import HOOK_OPTION, ControlMode
 from app.adapters.ssh import HostConfig
 from tests.hosts.sshd import SshHost
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
 
 def test_a_remote_hook_value_with_non_ascii_digits_is_read_without_a_traceback(

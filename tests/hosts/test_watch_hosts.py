@@ -14,9 +14,9 @@ import pytest
 from tests.conftest import REPO, conductor
 from tests.hosts.conftest import write_hosts
 from tests.hosts.sshd import SshHost
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
-AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
+AGENT = f"{sys.executable} {REPO / 'tests' / 'support' / 'fake_agent.py'}"
 
 
 def rows(server: Any) -> dict[str, dict[str, Any]]:

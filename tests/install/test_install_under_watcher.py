@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO
-from tests.waiting import STARTS_WITHIN_S, retry_until, stop_process
+from tests.support.waiting import STARTS_WITHIN_S, retry_until, stop_process
 
-AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
+AGENT = f"{sys.executable} {REPO / 'tests' / 'support' / 'fake_agent.py'}"
 
 
 def _copy_of_the_checkout(tmp_path: Path) -> Path:

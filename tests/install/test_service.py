@@ -22,7 +22,7 @@ import pytest
 
 from app.adapters import watchfiles
 from tests.conftest import REPO, conductor
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
 
 def user_systemd_reachable() -> bool:

@@ -17,9 +17,9 @@ from app.adapters.store_read import StoreReader
 from app.run.watcher import Watcher
 from tests.conftest import REPO, conductor
 from tests.install.test_tmux_plugin import CONDUCTOR, ITEM, QUESTION, Terminal, option, run_plugin
-from tests.waiting import retry_until, stop_process
+from tests.support.waiting import retry_until, stop_process
 
-AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
+AGENT = f"{sys.executable} {REPO / 'tests' / 'support' / 'fake_agent.py'}"
 pytestmark = pytest.mark.skipif(not Path(CONDUCTOR).exists(),
                                 reason="no conductor command on PATH or in the checkout's .venv")
 

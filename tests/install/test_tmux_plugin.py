@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO, conductor
-from tests.tmux_sockets import reap
-from tests.waiting import retry_until, stop_process
+from tests.support.tmux_sockets import reap
+from tests.support.waiting import retry_until, stop_process
 
 PLUGIN = REPO / "conductor-pty.tmux"
 QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 60\""

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.tmux_sockets import reap
-from tests.waiting import retry_until
+from tests.support.tmux_sockets import reap
+from tests.support.waiting import retry_until
 
 UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
 

@@ -18,7 +18,7 @@ from app.observe.background_work import SUBAGENT_HOOKS, hold_for_background
 from app.run.watcher import Watcher
 from tests.conftest import conductor
 from tests.run.test_watcher_tick import screen_of, states_by_name
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
 CLAUDE_IDLE = Path(__file__).resolve().parents[1] / "corpus" / "shared" / "claude-code" / \
     "ready-after-answer-200x50.txt"

@@ -13,7 +13,7 @@ from app.adapters.notify import Notifier
 from app.run.watcher import Watcher
 from tests.conftest import read_jsonl
 from tests.observe.test_shells_and_plain_programs import row, screen, shell_pane, tick_until
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
 
 def run(pane: Any, command: str, until: str) -> None:

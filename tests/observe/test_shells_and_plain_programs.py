@@ -14,7 +14,7 @@ from app.observe.assess import Assessment, Policy, assess
 from app.observe.pack_loading import load_packs
 from app.run.watcher import Watcher
 from tests.conftest import conductor
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
 SHELL = "env -i PATH=/usr/bin:/bin HOME=/tmp TERM=tmux-256color PS1='dev@host:\\w$ ' " \
         "bash --norc --noprofile"

@@ -2,7 +2,8 @@
 reads the title with each capture, and a still reply under the CLI's own "stopped" title is READY,
 under a spinner title (or a title that is not the CLI's) BUSY, with no turn end ever seen.
 
-The pane runs tests/screen_player.py, which draws a captured Codex screen and sets the title with
+The pane runs tests/support/screen_player.py, which draws a captured Codex screen and sets the
+title with
 the same bytes Codex writes (OSC 0), in a folder named like the project Codex titles it with.
 """
 
@@ -19,7 +20,7 @@ import pytest
 from app.adapters.store_read import StoreReader
 from app.observe.pack_loading import load_packs
 from app.run.watcher import Watcher
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
 REPO = Path(__file__).resolve().parents[2]
 # A finished turn of 0.142.5 (training set): the reply, no end mark, the idle composer.
@@ -69,14 +70,16 @@ def test_the_finished_screen_alone_reads_busy_for_want_of_an_end_mark() -> None:
 
 
 class Player:
-    """tests/screen_player.py in a window of the test's tmux server, started in ``folder``."""
+    """tests/support/screen_player.py in a window of the test's tmux server, started in
+    ``folder``."""
 
     def __init__(self, session: Any, folder: Path, commands: Path) -> None:
         self.commands = commands
         commands.write_text("")
         window = session.new_window(
             window_name="agent", attach=False, start_directory=str(folder),
-            window_shell=f"{sys.executable} {REPO / 'tests' / 'screen_player.py'} {commands}")
+            window_shell=f"{sys.executable} "
+                         f"{REPO / 'tests' / 'support' / 'screen_player.py'} {commands}")
         self.pane = window.active_pane
 
     def do(self, *commands: str) -> None:

@@ -21,9 +21,9 @@ from app.observe.assess import Policy, assess
 from app.run.watcher import Watcher
 from tests.conftest import REPO, conductor, read_jsonl
 from tests.observe.test_shells_and_plain_programs import row, screen, shell_pane, tick_until
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
-AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
+AGENT = f"{sys.executable} {REPO / 'tests' / 'support' / 'fake_agent.py'}"
 
 
 def ticks(watcher: Watcher, workers: Path, pane_id: str, count: int) -> list[dict[str, Any]]:

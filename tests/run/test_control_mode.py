@@ -33,7 +33,7 @@ from app.observe.pane import EVENTS, POLL
 from app.run.clock import STREAM_CAPTURE_S
 from app.run.watcher import Watcher
 from tests.conftest import conductor
-from tests.waiting import retry_until, stays_false
+from tests.support.waiting import retry_until, stays_false
 
 QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 600\""
 PRINTER = "sh -c 'i=0; while :; do i=$((i+1)); echo line $i; sleep 0.05; done'"

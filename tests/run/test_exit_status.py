@@ -13,7 +13,7 @@ from app.adapters.notify import Notifier
 from app.adapters.store_read import StoreReader
 from app.run.watcher import Watcher
 from tests.conftest import conductor, read_jsonl
-from tests.waiting import retry_until, wait_for_exit_status
+from tests.support.waiting import retry_until, wait_for_exit_status
 
 
 def row_named(workers_dir: Path, name: str) -> dict[str, Any]:

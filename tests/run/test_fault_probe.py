@@ -35,8 +35,8 @@ from app.observe.pack_loading import load_packs
 from app.run.daemon import InstanceLock
 from app.run.watcher import Watcher
 from tests.conftest import REPO, conductor
-from tests.openrouter_server import OpenRouterServer, Reply
-from tests.waiting import STARTS_WITHIN_S, retry_until, stays_false
+from tests.support.openrouter_server import OpenRouterServer, Reply
+from tests.support.waiting import STARTS_WITHIN_S, retry_until, stays_false
 
 BASH = "env -i HOME={home} TERM=screen PS1='lab$ ' bash --norc --noprofile"
 

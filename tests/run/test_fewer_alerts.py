@@ -22,7 +22,7 @@ from app.observe.pack_loading import load_packs
 from app.run.daemon import _notify_with
 from app.run.watcher import Watcher
 from tests.run.test_terminal_signals import BUSY_SCREEN, DIALOG_SCREEN, Player
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
 BLANK = "blank"
 

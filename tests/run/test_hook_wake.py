@@ -23,7 +23,7 @@ from app.run.clock import URGENT_S
 from app.run.watcher import Watcher
 from tests.conftest import REPO, conductor
 from tests.run.test_terminal_signals import BUSY_SCREEN, IDLE_SCREEN, Player
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
 
 @pytest.mark.parametrize(("value", "parsed"), [

@@ -16,7 +16,7 @@ from app.run.watcher import Watcher
 from tests.conftest import conductor
 from tests.observe.test_background_hooks_and_notes import idle_claude_window
 from tests.run.test_watcher_tick import PRINTER, screen_of, states_by_name
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
 
 def test_only_a_pane_of_the_same_server_is_taken_for_the_lead() -> None:

@@ -15,9 +15,9 @@ from app.base.model import State
 from app.observe.pane import Tracked
 from app.run.watcher import Watcher
 from tests.conftest import REPO, read_jsonl
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
-AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
+AGENT = f"{sys.executable} {REPO / 'tests' / 'support' / 'fake_agent.py'}"
 
 
 def the_agent(watcher: Watcher, pane_id: str) -> Tracked | None:

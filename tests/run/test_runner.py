@@ -10,7 +10,7 @@ import pytest
 
 from app.base.errors import StoreError
 from app.run.runner import QuietRepeats, Runner
-from tests.waiting import retry_until
+from tests.support.waiting import retry_until
 
 
 class Part:

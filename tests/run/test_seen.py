@@ -1,7 +1,7 @@
 """DONE (unseen), issue 34: a turn that ended while nobody looked reads DONE in `status`, the
 status line and `switch --next` (ahead of idle panes) until an attached client shows the pane;
 to scripts and `wait` it is READY. Real tmux, a real attached client in a pty, the watcher with
-its seen step, and an agent that draws Claude Code's screens (tests/fake_agent.py)."""
+its seen step, and an agent that draws Claude Code's screens (tests/support/fake_agent.py)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO, conductor
-from tests.tmux_client import AttachedClient
-from tests.waiting import STARTS_WITHIN_S, retry_until
+from tests.support.tmux_client import AttachedClient
+from tests.support.waiting import STARTS_WITHIN_S, retry_until
 
-AGENT = f"{sys.executable} {REPO / 'tests' / 'fake_agent.py'}"
+AGENT = f"{sys.executable} {REPO / 'tests' / 'support' / 'fake_agent.py'}"
 
 
 class Lab:

@@ -10,8 +10,8 @@ from typing import Any
 
 from app.adapters.control import ControlMode
 from tests.run.test_control_mode import session_ids
-from tests.tmux_client import AttachedClient
-from tests.waiting import retry_until
+from tests.support.tmux_client import AttachedClient
+from tests.support.waiting import retry_until
 
 
 def test_a_status_line_refreshed_every_second_reports_no_pane_output(

@@ -24,7 +24,7 @@ from app.observe.assess import NO_SIGNALS, Assessment, Policy, assess
 from app.observe.pack_loading import load_packs
 from app.observe.signals import ASKING, STOPPED, TERMINAL, WORKING, TerminalWatch, title_phase
 from app.run.watcher import Watcher
-from tests.waiting import retry_until, stays_false
+from tests.support.waiting import retry_until, stays_false
 
 REPO = Path(__file__).resolve().parents[2]
 CLAUDE = REPO / "tests" / "corpus" / "shared" / "claude-code"
@@ -175,14 +175,14 @@ def control(server: Any) -> Iterator[ControlMode]:
 
 
 class Player:
-    """tests/screen_player.py in a window of the test's tmux server."""
+    """tests/support/screen_player.py in a window of the test's tmux server."""
 
     def __init__(self, session: Any, folder: Path, name: str = "agent") -> None:
         self.commands = folder / f"{name}.commands"
         self.commands.write_text("")
         window = session.new_window(
             window_name=name, attach=False,
-            window_shell=f"{sys.executable} {REPO / 'tests' / 'screen_player.py'} "
+            window_shell=f"{sys.executable} {REPO / 'tests' / 'support' / 'screen_player.py'} "
                          f"{self.commands}")
         self.pane = window.active_pane
         self.lines = 0

@@ -19,7 +19,7 @@ from app.base.model import State, Transition
 from app.observe.pane import Tracked
 from app.run.watcher import Watcher
 from tests.conftest import RECORD_ENV, REPO, conductor, read_jsonl, write_script
-from tests.waiting import STARTS_WITHIN_S, retry_until, stays_false, wait_for_exit_status
+from tests.support.waiting import STARTS_WITHIN_S, retry_until, stays_false, wait_for_exit_status
 
 PRINTER = "sh -c 'i=0; while :; do i=$((i+1)); echo line $i; sleep 0.1; done'"
 QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 60\""

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import conductor
-from tests.openrouter_server import OpenRouterServer, Reply
-from tests.waiting import STARTS_WITHIN_S, retry_until
+from tests.support.openrouter_server import OpenRouterServer, Reply
+from tests.support.waiting import STARTS_WITHIN_S, retry_until
 
 KEY = "sk-or-v1-0123456789abcdef0123456789abcdef0123456789abcdef"
 TOKEN = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"

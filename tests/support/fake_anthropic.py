@@ -3,7 +3,7 @@
 Claude Code 2.1.197 sends ``POST /v1/messages?beta=true`` with ``stream: true``: one "main"
 request per model step (it carries the tools) and a tool-less one per session for the title,
 which wants ``{"title": ...}`` back. Scripting and the record of responses are
-:class:`tests.scripted_model.ScriptedModel`'s.
+:class:`tests.support.scripted_model.ScriptedModel`'s.
 
     with FakeAnthropic() as fake:
         fake.queue(Say.words(20, delay=0.3))
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.scripted_model import (
+from tests.support.scripted_model import (
     CallTool,
     RunBash,
     Say,

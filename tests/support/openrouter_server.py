@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.loopback import LoopbackServer
+from tests.support.loopback import LoopbackServer
 
 
 def completion(content: str | None, model: str = "test/model") -> dict[str, Any]:

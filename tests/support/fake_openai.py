@@ -11,7 +11,7 @@ A :class:`RunBash` turn becomes a ``function_call`` to ``exec_command`` asking f
 ``sandbox_permissions: "require_escalated"``: under ``sandbox_mode = "read-only"`` and
 ``approval_policy = "on-request"`` Codex shows its approval prompt, with the ``justification``
 as "Reason: ...". Scripting and the record of responses are
-:class:`tests.scripted_model.ScriptedModel`'s.
+:class:`tests.support.scripted_model.ScriptedModel`'s.
 
     with FakeOpenAI() as fake:
         fake.queue(Say.words(20, delay=0.3))
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.scripted_model import (
+from tests.support.scripted_model import (
     RunBash,
     Say,
     ScriptedModel,

@@ -5,7 +5,7 @@ A test queues :class:`Say` and :class:`RunBash` turns; each "main" request (one 
 agent's tools) takes the next, and with none queued gets ``after_tool`` when the conversation
 ends in a tool result, else ``default``. Every response is recorded with ``time.time()`` stamps
 of its first and last byte: the ground truth for "the turn truly ended". The wire format is the
-subclass's (:mod:`tests.fake_anthropic`, :mod:`tests.fake_openai`).
+subclass's (:mod:`tests.support.fake_anthropic`, :mod:`tests.support.fake_openai`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.loopback import LoopbackServer
-from tests.waiting import retry_until
+from tests.support.loopback import LoopbackServer
+from tests.support.waiting import retry_until
 
 FILLER = ["lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit", "sed",
           "do", "eiusmod", "tempor", "incididunt", "ut", "labore", "et", "dolore", "magna",
