@@ -75,8 +75,10 @@ def _five_turns_counted(lab: AgentInTmux, isolated_env: Path, reported: dict[str
     installed = conductor("-L", lab.socket_name, "pty", "hooks", "install", "--cli", lab.cli,
                           "--path", str(lab.hooks_path))
     assert installed.returncode == 0, installed.stderr
+    # The store is made before the agent starts: its hooks fire at start-up, and a hook's write
+    # during the first migration of a new store can find it locked.
+    store = StoreWriter(isolated_env)
     with lab:
-        store = StoreWriter(isolated_env)
         watcher = Watcher(Tmux(socket_name=lab.socket_name), store, load_packs(),
                           WatchSettings(interval_s=1, ready_min_s=0))
         try:
