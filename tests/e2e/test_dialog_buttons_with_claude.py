@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.e2e.test_answer_with_claude import ask_to_remove_build
+from tests.e2e.test_answer_with_claude import ask_to_remove_build, pty
 from tests.run.test_dialog_buttons import button, buttons_bus, dialog_alert, presses
 from tests.support.agents import ClaudeInTmux
 from tests.support.dbus_notifications import NotificationBus
@@ -63,6 +63,9 @@ def test_approve_on_the_alert_runs_the_command_and_a_stale_press_does_nothing(
         retry_until(lambda: not build.exists(), 60,
                     message=f"the approved command did not run:\n{claude.capture()}")
         retry_until(lambda: any("pressed 'Yes'" in p for p in presses(isolated_env)), 30)
+        # The turn the approval let go on ends before the next question is asked.
+        ready = pty(claude, "wait", claude.pane_id, "--timeout", "90", timeout=120)
+        assert ready.returncode == 0, ready.stderr + claude.capture()
 
         build.mkdir()
         seen = len(buttons_bus.records())
