@@ -169,7 +169,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(HTTPStatus.OK, "Press it?", body, raw=True)
 
     def _post(self, client: str) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = 0  # a body we cannot size is not read: nothing in it counts anyway
         if 0 < length <= _MAX_BODY:
             self.rfile.read(length)  # nothing in it counts: the token is the whole request
         token = _token_of(urlsplit(self.path).path)

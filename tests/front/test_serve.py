@@ -5,6 +5,7 @@ client."""
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import sqlite3
@@ -102,6 +103,14 @@ def test_tampered_expired_and_a_flood_of_bad_links_press_nothing(
         body, _, signature = token.partition(".")
         tampered = f"/a/{body[:-1]}{'A' if body[-1] != 'A' else 'B'}.{signature}"
         assert requests.post(base(url) + tampered, timeout=10).status_code == 403
+        # A body that cannot be sized is not read, and still gets its one answer.
+        parts = urlsplit(url)
+        raw = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+        raw.putrequest("POST", tampered)
+        raw.putheader("Content-Length", "abc")
+        raw.endheaders()
+        assert raw.getresponse().status == 403
+        raw.close()
 
         # Expired: nothing presses it, even though the dialog is the same.
         retry_until(lambda: requests.get(base(url) + links["No"], timeout=10).status_code
