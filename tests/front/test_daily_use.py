@@ -142,9 +142,12 @@ def test_create_of_a_program_that_exits_at_once_keeps_its_dead_pane_as_error(
     else:
         assert row["summary"] == "Process exited (status 3)", row["summary"]
     if status == 3:
-        # tmux 3.3a scrolls the last screen into the history as it writes "Pane is dead".
-        history = server.cmd("capture-pane", "-p", "-S", "-", "-t", pane.pane_id).stdout
-        assert "boom" in history
+        # tmux 3.3a scrolls the last screen into the history as it writes "Pane is dead"; it may
+        # report the pane dead before it has drawn the program's last output.
+        def history() -> list[str]:
+            return list(server.cmd("capture-pane", "-p", "-S", "-", "-t", pane.pane_id).stdout)
+
+        retry_until(lambda: "boom" in history(), 10, message=f"{history()}")
 
 
 def git(cwd: Path, *args: str) -> str:
