@@ -71,7 +71,7 @@ class AnswerDesk:
         self._dir = workers_dir
         self._settings = settings
         self._links = links
-        self._ttl = link_ttl_s
+        self.link_ttl_s = link_ttl_s
         self._writer = writer  # in the watcher: its one writer (see _OPENING in store.py)
         self._clock = clock
         self._packs = load_packs()
@@ -146,7 +146,7 @@ class AnswerDesk:
     def link(self, worker_id: str, decision: gate.Decision) -> str:
         """A token that presses ``decision``'s option in its dialog of ``worker_id``, once."""
         return self._links.mint(worker_id, decision.fingerprint, decision.label, self._clock(),
-                                self._ttl)
+                                self.link_ttl_s)
 
     def _rows(self) -> list[dict[str, object]]:
         try:

@@ -10,7 +10,10 @@ client to the pane. Only this machine's panes get buttons.
 
 from __future__ import annotations
 
+import itertools
 import logging
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -34,6 +37,11 @@ class DialogButtons:
         self._desk = desk
         self._tmux = tmux
         self._tell = tell  # a follow-up notification (the notifier's announce)
+        # A button's name travels on notify-send's command line, which every local user can
+        # read in /proc: it is a plain name, and the answer link it stands for stays here.
+        self._links: dict[str, tuple[str, float]] = {}  # name -> (token, kept until)
+        self._count = itertools.count(1)
+        self._lock = threading.Lock()  # added on the watcher's thread, pressed on another
 
     def add_to(self, event: NotificationEvent, screen: str) -> NotificationEvent:
         """``event`` with buttons when it is a dialog whose options can be read off
@@ -41,12 +49,18 @@ class DialogButtons:
         if event.state is not State.NEEDS_CONFIRMATION or event.note is not None:
             return event
         actions: list[tuple[str, str]] = []
-        for choice, label in _BUTTONS:
-            try:
-                decision = gate.decision_on(screen, choice, event.name)
-            except ConductorError:
-                continue  # no option of that kind can be read: no button for it
-            actions.append((self._desk.link(event.worker_id, decision), label))
+        now = time.monotonic()
+        with self._lock:
+            self._links = {n: kept for n, kept in self._links.items() if kept[1] > now}
+            for choice, label in _BUTTONS:
+                try:
+                    decision = gate.decision_on(screen, choice, event.name)
+                except ConductorError:
+                    continue  # no option of that kind can be read: no button for it
+                name = f"{choice}-{next(self._count)}"
+                self._links[name] = (self._desk.link(event.worker_id, decision),
+                                     now + self._desk.link_ttl_s)
+                actions.append((name, label))
         return replace(event, actions=(*actions, (OPEN, "Open"))) if actions else event
 
     def pressed(self, event: NotificationEvent, name: str) -> None:
@@ -57,8 +71,12 @@ class DialogButtons:
             except ConductorError as exc:
                 log.warning("Open on %s's notification: %s", event.name, exc)
             return
+        with self._lock:
+            token = self._links.pop(name, ("", 0.0))[0]
         try:
-            answered = self._desk.press(name, ORIGIN)
+            if not token:
+                raise ConductorError("not pressed: this button has expired; nothing pressed")
+            answered = self._desk.press(token, ORIGIN)
         except ConductorError as exc:
             log.warning("a button on %s's notification: %s", event.name, exc)
             self._tell(replace(event, actions=(), note=Note(

@@ -79,6 +79,10 @@ def test_approve_on_the_notification_answers_its_dialog_once(
     start(server, watcher_process, log)
     alert = dialog_alert(buttons_bus)
     assert {"Approve", "Deny", "Open"} <= set(alert["actions"][1::2])
+    # The names travel on notify-send's command line, which any local user can read: plain
+    # names, never the answer links (a link would press the dialog through `serve`).
+    assert all(str(name).split("-")[0] in ("approve", "refuse", "open")
+               and "." not in str(name) for name in alert["actions"][0::2]), alert["actions"]
 
     buttons_bus.press(alert["id"], button(alert, "Approve"))
 
