@@ -16,6 +16,7 @@ after it fullmatched :data:`app.observe.sessions.SESSION_ID`, and as one shell-q
 from __future__ import annotations
 
 import shlex
+import sqlite3
 import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
@@ -285,6 +286,12 @@ def _record(tmux: Tmux, workers_dir: Path, done: list[Restored]) -> None:
         with store.transaction() as conn:
             for item in done:
                 entry = item.planned
+                if _judged_since(conn, item, server_pid):
+                    # The watcher saw the new pane first (over control mode it may be quicker
+                    # than these rows): its row is the truth, and an UNKNOWN written over it
+                    # would stay, since the watcher writes a row only when it changes.
+                    _record_session(store, conn, item, tmux.label, server_pid, now)
+                    continue
                 store.upsert_pty(conn, {
                     "id": entry.id, "socket": tmux.label, "server_pid": server_pid,
                     "pane_id": item.pane_id, "tmux_session": entry.tmux_session,
@@ -302,17 +309,32 @@ def _record(tmux: Tmux, workers_dir: Path, done: list[Restored]) -> None:
                     "summary": summary, "actions_needed": "", "reasons": ["restored"],
                     "rule_id": "restore", "classifier": "restore", "confidence": 0,
                 }])
-                if entry.how == RESUME:
-                    store.events.add_event(conn, {
-                        "ts": now, "kind": "restore", "event": "other", "name": "restore",
-                        "cli": entry.cli, "pane_id": item.pane_id, "server_pid": server_pid,
-                        "socket": tmux.label, "session_id": entry.session_id,
-                        "transcript": entry.transcript, "detail": "resumed by restore",
-                    })
+                _record_session(store, conn, item, tmux.label, server_pid, now)
         for item in done:
             _bring_back_belongings(store, item.planned.id, now)
     finally:
         store.close()
+
+
+def _judged_since(conn: sqlite3.Connection, item: Restored, server_pid: int) -> bool:
+    """Whether the watcher already wrote its own rows of the new pane: the pane's row names the
+    new pane, and its state is no longer the EXITED it was planned from."""
+    row = conn.execute("SELECT p.pane_id, p.server_pid, s.state FROM ptys p JOIN status s "
+                       "ON s.id = p.id WHERE p.id = ?", (item.planned.id,)).fetchone()
+    return row is not None and (row[0], row[1]) == (item.pane_id, server_pid) \
+        and row[2] != "EXITED"
+
+
+def _record_session(store: StoreWriter, conn: sqlite3.Connection, item: Restored, socket: str,
+                    server_pid: int, now: float) -> None:
+    entry = item.planned
+    if entry.how == RESUME:
+        store.events.add_event(conn, {
+            "ts": now, "kind": "restore", "event": "other", "name": "restore",
+            "cli": entry.cli, "pane_id": item.pane_id, "server_pid": server_pid,
+            "socket": socket, "session_id": entry.session_id,
+            "transcript": entry.transcript, "detail": "resumed by restore",
+        })
 
 
 def _bring_back_belongings(store: StoreWriter, wid: str, now: float) -> None:

@@ -300,3 +300,43 @@ def test_codex_is_resumed_as_the_panes_own_process_when_its_release_knows_how(
                               timeout=30, check=False)
         assert done.returncode == 0, done.stderr
         assert started.read_text() == expected
+
+
+def test_a_row_the_watcher_wrote_for_the_new_pane_first_is_not_written_over(
+        server: Any, session: Any, watcher: Watcher, tmp_path: Path, isolated_env: Path,
+        monkeypatch: Any) -> None:
+    """The watcher may judge a recreated pane before restore writes its rows (over control mode,
+    or on a host where each restore step is an ssh call): its row stays the truth. An UNKNOWN
+    written after it would stay too, since the watcher writes a row only when it changes."""
+    from app.act import restore
+
+    tmux = Tmux(socket_name=server.socket_name)
+    created = create_worker(tmux, watcher.workers_dir, tmp_path, name="term")
+    retry_until(lambda: _ticked_to_ready(watcher, created.id), STARTS_WITHIN_S, interval=0.1)
+    server.kill()
+    retry_until(lambda: _ticked_state(watcher, created.id) == "EXITED", STARTS_WITHIN_S,
+                interval=0.1)
+    record = restore._record
+
+    def watcher_first(*args: Any) -> None:
+        retry_until(lambda: _ticked_to_ready(watcher, created.id), STARTS_WITHIN_S, interval=0.1)
+        record(*args)
+
+    monkeypatch.setattr(restore, "_record", watcher_first)
+    done = conductor_in_process("-L", server.socket_name, "pty", "restore", "term")
+    assert done.returncode == 0, done.stderr
+    row = watcher.store.statuses()[created.id]
+    assert (row["state"], row["rule_id"]) != ("UNKNOWN", "restore")
+    assert row["state"] == "READY"
+
+
+def _ticked_to_ready(watcher: Watcher, wid: str) -> bool:
+    watcher.tick()
+    tracked = watcher.tracked.get(wid)
+    return tracked is not None and tracked.assessment is not None \
+        and tracked.assessment.state is State.READY
+
+
+def _ticked_state(watcher: Watcher, wid: str) -> str:
+    watcher.tick()
+    return str(watcher.store.statuses()[wid]["state"])
