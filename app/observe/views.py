@@ -6,6 +6,8 @@ How a pane is known as one, by what tmux and the kernel say, never by its screen
 
 - The watcher's own pane: the terminal its log goes to (stdout or stderr) or whose keys it reads
   in the foreground is the pane's ``#{pane_tty}``.
+- A window ``switch`` made to show another host's pane: marked ``@conductor-view`` ``"mirror
+  NAME@HOST"`` for as long as it is there (that pane is watched on its host).
 - Any view, the watcher included: it sets the pane option ``@conductor-view`` on its own pane
   (``"PID WHAT"``, e.g. ``"4242 status --watch"``) while it runs and unsets it when it ends. Only
   a pane whose tty is the view's own terminal is marked (a popup, which is no pane, and a
@@ -34,6 +36,7 @@ log = logging.getLogger(__name__)
 
 VIEW_OPTION = "@conductor-view"
 WATCHER = "watch"  # what the watcher writes into its own pane's marker
+MIRROR = "mirror"  # a marker's first word for a window showing another host's pane
 # What a view pane is listed as: its CLI column and the reason on its status row.
 VIEW_CLI = "conductor"
 VIEW_REASON = "conductor_view"
@@ -43,10 +46,20 @@ def marker(what: str, pid: int | None = None) -> str:
     return f"{os.getpid() if pid is None else pid} {what}"
 
 
+def mirror_marker(shown: str) -> str:
+    """The marker of a window that shows another host's pane (``switch``), for as long as the
+    window is there: its screen is that pane's, which is watched on its host, and once its ssh
+    ended the window only keeps what ssh said."""
+    return f"{MIRROR} {shown}"
+
+
 def live_view(value: str) -> str:
-    """What a pane's ``@conductor-view`` marker says it shows, while the process that set it runs;
-    "" for no marker, a malformed one, or one left behind by a process that is gone."""
+    """What a pane's ``@conductor-view`` marker says it shows, while the process that set it runs
+    (a mirror's, while the window is there); "" for no marker, a malformed one, or one left behind
+    by a process that is gone."""
     pid_text, _, what = value.strip().partition(" ")
+    if pid_text == MIRROR and what:
+        return f"{MIRROR} of " + " ".join(clean_text(what).split())[:60]
     if not pid_text.isdigit() or not what or int(pid_text) <= 1:
         return ""
     try:

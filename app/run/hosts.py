@@ -39,6 +39,7 @@ from app.base.render import clean_text
 from app.base.settings import WatchSettings
 from app.observe.hookevents import parse_event
 from app.observe.one_pane import Target, resolve
+from app.observe.views import VIEW_OPTION, mirror_marker
 from app.run.runner import QuietRepeats, Runner
 
 log = logging.getLogger(__name__)
@@ -482,7 +483,8 @@ _REMOTE_NAME_CHARS = 100
 def switch_to_remote(local: Tmux, hosts: tuple[HostConfig, ...], worker: Mapping[str, Any]
                      ) -> str:
     """Show another host's pane here: a local window running ``ssh -t HOST tmux attach -t
-    PANE`` (made once, selected after), on the local tmux server.
+    PANE`` (made once, selected after; made again when its ssh had ended), on the local tmux
+    server.
 
     The window is named ``NAME@HOST``, and NAME is the other host's to choose (a window's
     automatic name is its foreground program's): it reaches tmux only as
@@ -492,10 +494,17 @@ def switch_to_remote(local: Tmux, hosts: tuple[HostConfig, ...], worker: Mapping
     name = "".join(c for c in clean_text(str(worker["name"])) if c not in ZERO_WIDTH)
     window = f"{name[:_REMOTE_NAME_CHARS]}@{host.name}"
     for pane in local.list_panes().panes:
-        if pane.window_name == window and not pane.dead:
+        if pane.window_name != window:
+            continue
+        if not pane.dead:
             return f"{local.switch_to(pane.pane_id)} (window {window})"
+        # The last try's ssh ended (its window kept what it said): this one starts afresh.
+        local.run("kill-window", "-t", pane.pane_id, check=False)
     remote = ["tmux", *(["-L", host.socket] if host.socket else []), "attach-session",
               "-t", pane_id]
     command = shlex.join(host.via().interactive(remote))
-    pane = local.new_window(str(Path.home()), window, command)
+    # Kept when ssh ends: a refused login or a host gone says so there, instead of a window
+    # that vanishes before anyone reads why.
+    pane = local.new_window(str(Path.home()), window, command, remain_on_exit=True)
+    local.set_pane_option(pane.pane_id, VIEW_OPTION, mirror_marker(window))
     return f"{local.switch_to(pane.pane_id)} (new window {window})"

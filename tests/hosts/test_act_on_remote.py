@@ -105,7 +105,11 @@ def test_switch_opens_a_local_window_attached_to_the_remote_pane(
     pane = window.active_pane
 
     def shows_agent() -> bool:
-        return "? for shortcuts" in "\n".join(pane.capture_pane())
+        shown = server.cmd("display-message", "-p", "-t", pane.pane_id, "#{pane_dead}").stdout
+        screen = "\n".join(pane.capture_pane())
+        # ssh ended: its window keeps what it said, and that is the failure to show.
+        assert shown == ["0"], f"the window's ssh ended:\n{screen}"
+        return "? for shortcuts" in screen
 
     retry_until(shows_agent, 20)
     again = pty(server, "switch", "beta:agent")
@@ -184,3 +188,34 @@ def test_hooks_install_on_a_host_keeps_the_rest_with_a_backup(
         hook_line("gemini", "AfterAgent")
     refused = pty(server, "hooks", "install", "--cli", "codex", "--host", "alpha")
     assert refused.returncode == 1 and "Codex" in refused.stderr
+
+
+def test_switch_keeps_a_window_whose_ssh_ended_and_makes_it_anew_next_time(
+        ssh_host: Callable[[str], SshHost], server: Any, session: Any, tmp_path: Path,
+        watcher_process: Any) -> None:
+    alpha = ssh_host("alpha")
+    agent_on(alpha)
+    write_hosts(tmp_path / "config.toml", alpha)
+    watcher_process("--interval", "1", "--no-notify")
+    retry_until(lambda: "alpha:agent" in rows(server), 60, interval=0.3)
+    alpha.stop()  # the host goes away: the window's ssh is refused
+
+    done = pty(server, "switch", "alpha:agent")
+    assert done.returncode == 0, done.stderr
+    [window] = [w for w in session.windows if w.window_name == "agent@alpha"]
+    pane_id = window.active_pane.pane_id
+
+    def dead(pane: str) -> bool:
+        return server.cmd("display-message", "-p", "-t", pane, "#{pane_dead}").stdout == ["1"]
+
+    retry_until(lambda: dead(pane_id), 30, interval=0.2)
+    said = "\n".join(server.cmd("capture-pane", "-p", "-t", pane_id).stdout)
+    assert "status 255" in said, said  # ssh's own failure status, kept on the screen
+    # The window is conductor's mirror of that pane, not a pane of its own that exited.
+    retry_until(lambda: rows(server).get("local:agent@alpha", {}).get("summary", "")
+                == "conductor's own view: mirror of agent@alpha", 30, interval=0.3)
+
+    again = pty(server, "switch", "alpha:agent")
+    assert again.returncode == 0 and "new window" in again.stdout
+    windows = [w for w in session.windows if w.window_name == "agent@alpha"]
+    assert len(windows) == 1 and windows[0].active_pane.pane_id != pane_id
