@@ -16,14 +16,13 @@ after it fullmatched :data:`app.observe.sessions.SESSION_ID`, and as one shell-q
 from __future__ import annotations
 
 import shlex
-import sqlite3
 import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from app.adapters.store import StoreWriter
+from app.adapters.store import Connection, StoreWriter, pane_and_state
 from app.adapters.store_read import StoreReader
 from app.adapters.tmux import Tmux, find_session, literal
 from app.base.errors import ConductorError, TmuxServerNotRunning
@@ -316,16 +315,14 @@ def _record(tmux: Tmux, workers_dir: Path, done: list[Restored]) -> None:
         store.close()
 
 
-def _judged_since(conn: sqlite3.Connection, item: Restored, server_pid: int) -> bool:
+def _judged_since(conn: Connection, item: Restored, server_pid: int) -> bool:
     """Whether the watcher already wrote its own rows of the new pane: the pane's row names the
     new pane, and its state is no longer the EXITED it was planned from."""
-    row = conn.execute("SELECT p.pane_id, p.server_pid, s.state FROM ptys p JOIN status s "
-                       "ON s.id = p.id WHERE p.id = ?", (item.planned.id,)).fetchone()
-    return row is not None and (row[0], row[1]) == (item.pane_id, server_pid) \
-        and row[2] != "EXITED"
+    row = pane_and_state(conn, item.planned.id)
+    return row is not None and row == (item.pane_id, server_pid, row[2]) and row[2] != "EXITED"
 
 
-def _record_session(store: StoreWriter, conn: sqlite3.Connection, item: Restored, socket: str,
+def _record_session(store: StoreWriter, conn: Connection, item: Restored, socket: str,
                     server_pid: int, now: float) -> None:
     entry = item.planned
     if entry.how == RESUME:

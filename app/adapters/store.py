@@ -44,6 +44,8 @@ EVENT_KINDS = ("send", "hook", "refused")
 _MAX_SQL_INT = 2**63 - 1
 # app.base.model.State's values, spelled out: importing the model costs the status line several ms.
 KNOWN_STATES = ("READY", "BUSY", "NEEDS_CONFIRMATION", "ERROR", "UNKNOWN", "EXITED")
+# What a writer's transaction yields, named here so its users need not import sqlite3.
+Connection = sqlite3.Connection
 
 
 def db_path(workers_dir: str | Path) -> str:
@@ -411,6 +413,13 @@ class StoreWriter:
 
     def statuses(self) -> dict[str, dict[str, Any]]:
         return {row["id"]: row for row in self.rows("SELECT * FROM status")}
+
+def pane_and_state(conn: sqlite3.Connection, worker_id: str) -> tuple[str, int, str] | None:
+    """A row's pane, its server and its state, read inside the caller's transaction."""
+    row = conn.execute("SELECT p.pane_id, p.server_pid, s.state FROM ptys p JOIN status s "
+                       "ON s.id = p.id WHERE p.id = ?", (worker_id,)).fetchone()
+    return None if row is None else (row[0], row[1], row[2])
+
 
 def rows_as_dicts(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]
             ) -> list[dict[str, Any]]:

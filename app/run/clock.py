@@ -18,11 +18,14 @@ from app.adapters.control import QUIET_S
 from app.base.model import Pane, State
 from app.base.settings import WatchSettings
 from app.observe.assess import TURN_END_ARM_S, awaits_end_mark_settling
+from app.observe.exits import SHELL_COULD_NOT_RUN, shell_complaint
 from app.observe.pane import EVENTS, Tracked
 
 # A pane that went quiet is looked at again this often (seconds) until nothing can change any
 # more without new output.
 _RECHECK_S = 0.5
+# How long a pane that died with 126/127 is looked at again for the shell's words (above).
+DEAD_SETTLE_S = 3.0
 # A pane printing nonstop is captured once a second at first, then less often the longer it
 # streams (half the stream's age, at most STREAM_CAPTURE_MAX_S): it reads BUSY all along,
 # and what ends that is its output stopping, which is seen at once whatever the interval: a pane
@@ -100,9 +103,12 @@ class CaptureClock:
             # its output went quiet (the frame is drawn in full), never more often than
             # min_capture_s; while it streams nonstop, at the streaming pace (capture_due).
             return now >= self.capture_due(tracked, now)
+        looks = tracked.looks
+        if pane.dead and now - looks.captured_at >= _RECHECK_S \
+                and self._dead_words_missing(tracked, now):
+            return True
         if not full:
             return False
-        looks = tracked.looks
         if pane.pane_id in self._stream_due and tracked.mode == EVENTS \
                 and now - looks.captured_at < self.settings.force_capture_s:
             # A stream control mode follows, its next capture set: the listing's hint moved
@@ -170,6 +176,15 @@ class CaptureClock:
         if quiet < settings.ready_min_s:
             step = min(step, settings.ready_min_s - quiet + 0.01)
         return now + max(step, 0.02)
+
+    @staticmethod
+    def _dead_words_missing(tracked: Tracked, now: float) -> bool:
+        """A dead pane's screen no longer changes, but tmux may say the pane is dead before it
+        draws the shell's last words ("not found"), which are a 126/127's summary: captured
+        again for DEAD_SETTLE_S while they are missing; never after."""
+        a = tracked.assessment
+        return a is not None and tracked.pane.dead_status in SHELL_COULD_NOT_RUN \
+            and not shell_complaint(tracked.screen.text) and now - a.state_entered < DEAD_SETTLE_S
 
     def next_due(self, panes: Iterable[Tracked], now: float) -> float | None:
         """When (epoch seconds) one of ``panes`` has something for a light tick: one that

@@ -19,7 +19,7 @@ import pytest
 from app.adapters.store_read import StoreReader
 from app.run.watcher import Watcher
 from tests.conftest import REPO, conductor, conductor_in_process
-from tests.support.waiting import retry_until, wait_for_exit_status
+from tests.support.waiting import retry_until, wait_for_dead_summary, wait_for_exit_status
 
 QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 60\""
 
@@ -83,7 +83,7 @@ def test_send_and_wait_refuse_an_exited_pane_and_a_reused_name_means_the_live_on
     server: Any, session: Any, watcher: Watcher, isolated_env: Path
 ) -> None:
     window = session.new_window(window_name="api", attach=False)
-    watcher.tick(time.time())
+    settle(watcher, {"api": "READY"}, isolated_env)  # its shell known as one (slow under load)
     gone = by_name(isolated_env)["api"]["id"]
     window.kill()
     watcher.tick(time.time())
@@ -134,11 +134,10 @@ def test_create_of_a_program_that_exits_at_once_keeps_its_dead_pane_as_error(
     row = by_name(isolated_env)["quick"]
     assert row["id"] == created_id
     if status == 127:
-        # The shell's own words ("sh: 1: no-such-program-xq: not found") when the watcher's
-        # look had them; tmux may report the pane dead before its last output, and then the
-        # summary says what 127 means.
-        assert row["summary"] in ("command not found (status 127)",) or \
-            row["summary"].endswith("no-such-program-xq: not found (status 127)"), row["summary"]
+        wait_for_dead_summary(watcher, server, pane.pane_id,
+                              lambda: by_name(isolated_env)["quick"]["summary"],
+                              ("no-such-program-xq",), ("command not found (status 127)",))
+        assert by_name(isolated_env)["quick"]["summary"].endswith("not found (status 127)")
     else:
         assert row["summary"] == "Process exited (status 3)", row["summary"]
     if status == 3:

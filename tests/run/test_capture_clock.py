@@ -17,6 +17,7 @@ from app.base.settings import WatchSettings
 from app.observe.assess import Assessment
 from app.observe.pane import EVENTS, POLL, Tracked
 from app.run.clock import (
+    DEAD_SETTLE_S,
     STREAM_CAPTURE_MAX_S,
     STREAM_CAPTURE_S,
     STREAM_RIDE_S,
@@ -304,3 +305,23 @@ def test_settings_given_to_a_running_watcher_pace_its_clock_and_its_first_second
         assert watcher.clock.needs_capture(t, t.pane, T0 + 0.001, full=True)
     finally:
         store.close()
+
+
+def test_a_pane_dead_with_127_is_captured_again_until_the_shells_words_show_for_a_moment(
+) -> None:
+    """tmux may report the pane dead before it draws the shell's "not found": its summary."""
+    clock = clock_with()
+    dead = replace(pane(activity=int(T0) - 5), dead=True, dead_status=127)
+    t = tracked(captured_at=T0, mode=POLL)
+    t.pane, t.looks.hint = dead, dead.change_hint
+    t.assessment = Assessment(state=State.ERROR, state_entered=T0)
+    t.screen.text = "\nPane is dead (status 127, Sat Nov 28 12:58:11 2026)"
+    assert not clock.needs_capture(t, dead, T0 + 0.1, full=False)  # just captured
+    assert clock.needs_capture(t, dead, T0 + 0.6, full=False)  # a light tick too
+    assert not clock.needs_capture(t, dead, T0 + DEAD_SETTLE_S, full=False)  # not forever
+    t.screen.text = "sh: 1: no-such-program-xq: not found\nPane is dead (status 127, …)"
+    assert not clock.needs_capture(t, dead, T0 + 0.6, full=False)  # the words are there
+    t.screen.text = ""
+    exited = replace(dead, dead_status=3)
+    t.pane = exited
+    assert not clock.needs_capture(t, exited, T0 + 0.6, full=False)  # only 126 and 127

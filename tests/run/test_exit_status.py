@@ -13,7 +13,7 @@ from app.adapters.notify import Notifier
 from app.adapters.store_read import StoreReader
 from app.run.watcher import Watcher
 from tests.conftest import conductor, read_jsonl
-from tests.support.waiting import retry_until, wait_for_exit_status
+from tests.support.waiting import retry_until, wait_for_dead_summary, wait_for_exit_status
 
 
 def row_named(workers_dir: Path, name: str) -> dict[str, Any]:
@@ -92,13 +92,12 @@ def test_status_126_and_127_say_what_the_shell_said(
     pane = created(server, tmp_path, "quick", command)
     wait_for_exit_status(server, pane, 127 if "127" in said else 126)
     tick_until_state(watcher, isolated_env, "quick", "ERROR")
-    summary = row_named(isolated_env, "quick")["summary"]
-    assert summary.endswith(said), summary
-    # The shell's own words, not only the convention's: it names the program. When tmux reports
-    # the pane dead before it has drawn the shell's line, the summary says what the status
-    # means instead (the watcher does not look at a dead pane again: see the closing note).
-    assert "no-such-program-xq" in summary or "not-executable" in summary \
-        or summary in ("command not found (status 127)", "permission denied (status 126)"), summary
+
+    wait_for_dead_summary(watcher, server, pane.pane_id,
+                          lambda: row_named(isolated_env, "quick")["summary"],
+                          ("no-such-program-xq", "not-executable"),
+                          ("command not found (status 127)", "permission denied (status 126)"))
+    assert str(row_named(isolated_env, "quick")["summary"]).endswith(said)
 
 
 def test_any_other_status_is_error_and_alerts_once(

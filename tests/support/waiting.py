@@ -83,3 +83,20 @@ def wait_for_exit_status(server: Any, pane: Any, status: int, seconds: float = 3
         return bool(pane.display_message("#{pane_dead_status}", get_text=True) == [str(status)])
 
     retry_until(reaped, seconds, interval=0.2)
+
+
+def wait_for_dead_summary(watcher: Any, server: Any, pane_id: str, read_summary: Any,
+                          names: tuple[str, ...], generic: tuple[str, ...]) -> None:
+    """Tick ``watcher`` until the summary of the dead ``pane_id`` names the program (one of
+    ``names``) whenever tmux's screen and history show the shell's words, else is one of
+    ``generic``: tmux may report the pane dead before it draws its last output (the watcher
+    looks again for a moment), or lose that output entirely."""
+    def says_what_the_pane_shows() -> bool:
+        watcher.tick()
+        summary = str(read_summary())
+        shown = "\n".join(server.cmd("capture-pane", "-p", "-S", "-10", "-t", pane_id).stdout)
+        if any(name in shown for name in names):
+            return any(name in summary for name in names)
+        return summary in generic
+
+    retry_until(says_what_the_pane_shows, 20, interval=0.1, message=str(read_summary()))
