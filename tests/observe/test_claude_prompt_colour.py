@@ -6,8 +6,9 @@ terminal's default colour, or in the colour of the box's own rules (bash mode's 
 The `-pairs-sweep` sets hold each release's idle and busy screens of the same kinds (an empty box,
 a draft, the `/` list, bash mode, with and without a status line) together with the
 ``capture-pane -e`` screen of each (``ansi/``). Their plain text is the same when idle and busy
-for 2.1.79-2.1.117; this test pins the colour evidence the page cites, so a classifier that reads
-colours can rely on it. The watcher reads plain text today, so the pack cannot use it yet.
+for 2.1.79-2.1.117 (and for 2.1.0-2.1.69 once their banner is out of view); this test pins the
+colour evidence the page cites, so a classifier that reads colours can rely on it. The watcher
+reads plain text today, so the pack cannot use it yet.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def _styled(case: ScreenCase) -> str:
 
 def test_the_pairs_are_here() -> None:
     versions = {c.version for c in PAIRS}
-    assert {"2.1.79", "2.1.90", "2.1.105", "2.1.117"} <= versions
+    assert {"2.1.0", "2.1.32", "2.1.79", "2.1.90", "2.1.105", "2.1.117"} <= versions
     for version in versions:
         states = {c.state for c in PAIRS if c.version == version}
         assert {State.READY, State.BUSY} <= states, version
