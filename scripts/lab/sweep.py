@@ -6,7 +6,8 @@ labelled by construction, and import them into the corpus with a third held out.
     sweep.py claude-code 2.1.0 2.1.332 --out /tmp/sweep [--kinds idle,draft] [--port 18500]
     sweep.py claude-code 2.1.0 --out /tmp/sweep --import   # then tests/corpus/*-sweep sets
     sweep.py claude-code 2.1.0 --out /tmp/sweep --import-only   # import what is captured
-    sweep.py claude-code 2.1.79 --kinds busy_typed --suffix pairs-sweep --import --ansi  # beside
+    sweep.py claude-code 2.1.79 --kinds idle,busy_typed --suffix pairs-sweep --import --ansi
+                                         # a second set of a release, beside the first, styled
 
 A CLI's driver is a module ``sweep_<cli>.py`` beside this one (``-`` becomes ``_``) with:
 
@@ -29,6 +30,7 @@ import argparse
 import importlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -100,7 +102,6 @@ def record_drafts(mod, cli, version, out, suffix="sweep"):
 def copy_styled(cli, version, out, suffix):
     """Each imported screen's `capture-pane -e` copy into its set's ansi/ folder: the colours the
     plain text loses (Claude Code's prompt glyph is dim while a turn runs)."""
-    import shutil
     root = os.path.dirname(os.path.dirname(HERE))
     for name in (f"{cli}-{version}-{suffix}", f"heldout-{cli}-{version}-{suffix}"):
         folder = os.path.join(root, "tests", "corpus", name)
