@@ -6,6 +6,8 @@ labelled by construction, and import them into the corpus with a third held out.
     sweep.py claude-code 2.1.0 2.1.332 --out /tmp/sweep [--kinds idle,draft] [--port 18500]
     sweep.py claude-code 2.1.0 --out /tmp/sweep --import   # then tests/corpus/*-sweep sets
     sweep.py claude-code 2.1.0 --out /tmp/sweep --import-only   # import what is captured
+    sweep.py claude-code 2.1.79 --kinds idle,busy_typed --suffix pairs-sweep --import --ansi
+                                         # a second set of a release, beside the first, styled
 
 A CLI's driver is a module ``sweep_<cli>.py`` beside this one (``-`` becomes ``_``) with:
 
@@ -28,6 +30,7 @@ import argparse
 import importlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -72,13 +75,13 @@ def install(package, version, cache):
     return prefix
 
 
-def record_drafts(mod, cli, version, out):
+def record_drafts(mod, cli, version, out, suffix="sweep"):
     """The text the driver typed into the box and did not send, per imported screen, into
     tests/corpus/drafts.tsv (its rows for these sets replaced): the corpus checks the packs'
     input rules on every labelled screen, and a screen not listed there has no draft."""
     root = os.path.dirname(os.path.dirname(HERE))
     listing = os.path.join(root, "tests", "corpus", "drafts.tsv")
-    name = f"{cli}-{version}-sweep"
+    name = f"{cli}-{version}-{suffix}"
     sets = (name, f"heldout-{name}")
     with open(listing, encoding="utf-8") as f:
         rows = [r for r in f.read().splitlines(True) if not r.startswith(tuple(s + "/" for s in sets))]
@@ -96,6 +99,20 @@ def record_drafts(mod, cli, version, out):
         f.writelines(rows)
 
 
+def copy_styled(cli, version, out, suffix):
+    """Each imported screen's `capture-pane -e` copy into its set's ansi/ folder: the colours the
+    plain text loses (Claude Code's prompt glyph is dim while a turn runs)."""
+    root = os.path.dirname(os.path.dirname(HERE))
+    for name in (f"{cli}-{version}-{suffix}", f"heldout-{cli}-{version}-{suffix}"):
+        folder = os.path.join(root, "tests", "corpus", name)
+        screens = os.path.join(folder, cli)
+        for screen in sorted(os.listdir(screens)) if os.path.isdir(screens) else ():
+            styled = os.path.join(out, "ansi", screen[:-len(".txt")] + ".ansi")
+            if screen.endswith(".txt") and os.path.isfile(styled):
+                os.makedirs(os.path.join(folder, "ansi"), exist_ok=True)
+                shutil.copy(styled, os.path.join(folder, "ansi"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("cli")
@@ -109,7 +126,14 @@ def main():
                     help="import each capture into tests/corpus as <cli>-<version>-sweep")
     ap.add_argument("--import-only", action="store_true",
                     help="capture nothing: check and import captures already in --out")
+    # a second sweep of a release (other kinds) goes beside the first: `<suffix>` must end in
+    # `sweep` for the table to count it as swept
+    ap.add_argument("--suffix", default="sweep")
+    ap.add_argument("--ansi", action="store_true",
+                    help="with --import: keep each screen's styled copy in the set's ansi/ folder")
     a = ap.parse_args()
+    if not a.suffix.endswith("sweep"):
+        raise SystemExit("--suffix must end in 'sweep'")
     mod = driver(a.cli)
     if a.plan:
         print("\n".join(mod.releases(registry_versions(mod.PACKAGE))))
@@ -128,9 +152,11 @@ def main():
             mod.check(out)  # the driver's last look at its labels (a newer rule, older captures)
         if a.do_import or a.import_only:
             subprocess.run([sys.executable, os.path.join(HERE, "import_capture.py"), out, a.cli,
-                            version, "--suffix", "sweep"], check=True)
+                            version, "--suffix", a.suffix], check=True)
             if hasattr(mod, "drafts"):
-                record_drafts(mod, a.cli, version, out)
+                record_drafts(mod, a.cli, version, out, a.suffix)
+            if a.ansi:
+                copy_styled(a.cli, version, out, a.suffix)
 
 
 if __name__ == "__main__":

@@ -172,6 +172,35 @@ def busy(s):
     s.ready("ready-after-long-answer", "turn over after a long streamed answer", e)
 
 
+def busy_typed(s):
+    """Streaming with no status line, the box as a person leaves it idle: empty, a draft, the
+    `/` list, bash mode. The idle side of each is `idle`, `draft`, `slash_list` and `bash_mode`
+    in the same session: the pairs say whether anything on screen tells a reply still streaming
+    from a short turn's reply with no end mark (2.1.79-2.1.117 draw neither a spinner nor one)."""
+    s.quiet()
+    e = s.count(s.turn_end)
+    st = s.count(s.main_start)
+    s.send("Please write a long paragraph SLOWTEXT")
+    s.wait_ev(s.main_start, st, 30)
+    time.sleep(4)
+    cut = lambda x: x["kind"] == "client_disconnected" and x.get("main", True)  # noqa: E731
+    cut_before = s.count(cut)
+    s.cap_busy("busy-streaming", "model streaming text (0.4 s a word)", e)
+    for case, typed, note in (
+            ("busy-streaming-draft-typed", "and then check the tests", "a draft typed in the box"),
+            ("busy-streaming-slash-list", "/", "'/' typed, the command list under the box"),
+            ("busy-streaming-bash-mode", "!", "'!' typed: bash mode, empty")):
+        s.tm("send-keys", "-t", "lab", "-l", typed)
+        time.sleep(1.2)
+        s.cap_busy(case, f"streaming while {note}", e)
+        if s.last and s.count(cut) > cut_before:
+            s.drop(s.last, "the turn was cut around the capture")
+        # never Esc here: 2.1.0 takes it as an interrupt, not as closing the `/` list
+        _clear_box(s)
+        s.keys("BSpace", "BSpace")
+    s.ready("ready-after-long-answer", "turn over after a long streamed answer", e)
+
+
 def tasks(s):
     s.case_tasks()
 
@@ -347,6 +376,7 @@ TYPED = {
     "ready-bash-mode-draft": "ls -la",
     "ready-exit-hint-esc-clear": "a draft to clear",
     "busy-streaming-draft-typed": "and then check the tests",
+    "busy-streaming-slash-list": "/",
 }
 
 
@@ -364,13 +394,13 @@ def drafts(out):
 KINDS = {
     "idle": idle, "draft": draft, "slash_list": slash_list, "bash_mode": bash_mode,
     "shortcuts": shortcuts, "exit_hints": exit_hints, "dialogs": dialogs,
-    "questions": questions, "error": error, "busy": busy, "tasks": tasks,
+    "questions": questions, "error": error, "busy": busy, "busy_typed": busy_typed, "tasks": tasks,
     "background": background, "first_run": None,
 }
 # which session runs which kinds (background last: its work outlives the session's use)
 SESSIONS = (
     ("plain", ("idle", "draft", "slash_list", "bash_mode", "shortcuts", "exit_hints",
-               "dialogs", "questions", "error", "background")),
+               "busy_typed", "dialogs", "questions", "error", "background")),
     ("sl1", ("idle", "busy", "draft", "tasks")),
 )
 
