@@ -89,3 +89,21 @@ def test_every_session_kind_of_the_claude_driver_is_a_kind() -> None:
     in_sessions = {kind for _, kinds in driver.SESSIONS for kind in kinds}
     assert in_sessions | {"first_run"} == set(driver.KINDS)
     assert all(callable(driver.KINDS[kind]) for kind in in_sessions)
+
+
+def test_the_aider_driver_takes_the_newest_and_three_earlier_minors() -> None:
+    driver = _lab_module("sweep_aider")
+    versions = ["0.86.2", "0.86.1", "0.85.5", "0.85.0", "0.84.0", "0.83.2", "0.82.3", "0.81.3",
+                "0.80.4", "0.79.2"]
+    assert driver.releases(versions) == ["0.81.3", "0.83.2", "0.85.5", "0.86.2"]
+    in_sessions = {kind for _, _, kinds in driver.SESSIONS for kind in kinds}
+    assert in_sessions | {"first_run"} == set(driver.KINDS)
+
+
+def test_aider_screens_are_told_by_their_last_line() -> None:
+    driver = _lab_module("sweep_aider")
+    idle = "aider v0.86.2\n\ndiff> \n\n"
+    assert driver.at_prompt(idle) and not driver.asking(idle)
+    assert driver.at_prompt("banner\ndiff> fix it\n", "fix it")
+    asked = "ls\nRun shell command? (Y)es/(N)o/(D)on't ask again [Yes]: \n"
+    assert driver.asking(asked) and not driver.at_prompt(asked)
