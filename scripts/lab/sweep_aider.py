@@ -229,7 +229,8 @@ def dialogs(s):
         answer(s, "y")
         time.sleep(2)
         screen = L.capture(s.name)
-        if not asking(screen) and "lab-shell-done" not in screen.split("LAB_SHELL")[-1]:
+        # the command's own text names the marker too: only its output line means it finished
+        if not asking(screen) and not re.search(r"(?m)^lab-shell-done\s*$", screen.split("LAB_SHELL")[-1]):
             save(s, "busy-tool-running", "BUSY", "the approved command (sleep 8) running, no output yet")
         if question(s, "confirm-add-output", "'Add command output to the chat? (Y)es/(N)o … [Yes]:'"):
             answer(s, "n")
