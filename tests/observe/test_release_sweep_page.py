@@ -13,21 +13,11 @@ import pytest
 
 from app.base.model import State
 from app.observe.pack_loading import load_packs
-from scripts.corpus import ScreenCase, ScreenResult, classify_cases, figures, load_cases
+from scripts.corpus import ScreenCase, classify_cases, figures, load_cases, undecidable
 from scripts.release_sweep import END, PAGE, START, SWEEP_SUFFIX, render, table
 
 MIN_HELD_OUT = 0.97  # per CLI and release, the issue's acceptance
 SWEPT = [c for c in load_cases() if c.set_name.endswith(SWEEP_SUFFIX)]
-# Screens the page shows to be the same text as a busy screen (design/release_sweep.md, "What the
-# sweep found in aider"): aider's prompt line with text typed is a draft or a prompt just sent. The
-# pack leaves them UNKNOWN (the safe side) and the table counts them wrong; the held-out bar leaves
-# them out only while they read UNKNOWN, so a READY there still fails.
-UNDECIDABLE = {"aider": ("-ready-draft-", "-ready-bash-mode-draft-")}
-
-
-def _undecidable(result: ScreenResult) -> bool:
-    marks = UNDECIDABLE.get(result.case.cli, ())
-    return result.predicted is State.UNKNOWN and any(m in result.case.id for m in marks)
 
 
 def test_the_page_is_current() -> None:
@@ -69,7 +59,7 @@ def test_swept_release_meets_the_bar(version: str) -> None:
     cases: list[ScreenCase] = [c for c in SWEPT if c.version == version]
     results = classify_cases(load_packs(), cases)
     fig = figures(results)
-    held = figures([r for r in results if r.case.held_out and not _undecidable(r)])
+    held = figures([r for r in results if r.case.held_out and not undecidable(r)])
     wrong = [f"{r.case.id}: {r.case.state.short} said {r.predicted.short} ({r.rule})"
              for r in results if not r.right]
     assert fig.ready_on_busy == fig.ready_on_confirm == 0, "\n".join(wrong)
