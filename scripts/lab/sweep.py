@@ -12,6 +12,8 @@ labelled by construction, and import them into the corpus with a third held out.
 A CLI's driver is a module ``sweep_<cli>.py`` beside this one (``-`` becomes ``_``) with:
 
     PACKAGE = "@anthropic-ai/claude-code"      # npm package (installed under --cache)
+    def install(version, cache) -> str         # optional: another registry's install (aider: PyPI)
+    def registry_versions() -> list[str]       # optional, with install: that registry's releases
     def binary(prefix) -> str                  # the installed CLI's executable
     def releases(versions) -> list[str]        # which registry releases the sweep covers
     def sweep(binary, out, port, kinds)        # run the sessions, calling KINDS in order
@@ -24,7 +26,7 @@ Each kind function takes the driver's session and captures zero or more screens 
 labelled by what it did and waited for; a screen whose truth it cannot prove is not kept.
 The imported sets are ``<cli>-<version>-sweep`` and ``heldout-<cli>-<version>-sweep``;
 ``python -m scripts.release_sweep`` writes the table page from every set's versions.tsv.
-Stdlib only; installs with npm into ``--cache`` and kills only what it started.
+Stdlib only; installs with npm (or the driver's own ``install``) into ``--cache`` and kills only what it started.
 """
 import argparse
 import importlib
@@ -136,7 +138,8 @@ def main():
         raise SystemExit("--suffix must end in 'sweep'")
     mod = driver(a.cli)
     if a.plan:
-        print("\n".join(mod.releases(registry_versions(mod.PACKAGE))))
+        listed = mod.registry_versions() if hasattr(mod, "registry_versions") else registry_versions(mod.PACKAGE)
+        print("\n".join(mod.releases(listed)))
         return
     kinds = a.kinds.split(",") if a.kinds else list(mod.KINDS)
     unknown = [k for k in kinds if k not in mod.KINDS]
@@ -145,7 +148,8 @@ def main():
     for version in a.versions:
         out = os.path.join(a.out, f"{a.cli}-{version}")
         if not a.import_only:
-            prefix = install(mod.PACKAGE, version, a.cache)
+            prefix = mod.install(version, a.cache) if hasattr(mod, "install") else \
+                install(mod.PACKAGE, version, a.cache)
             log(f"{a.cli} {version} -> {out}")
             mod.sweep(mod.binary(prefix), out, a.port, kinds)
         if hasattr(mod, "check"):

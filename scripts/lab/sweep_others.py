@@ -14,6 +14,8 @@ drawn is not saved):
   idle after start-up (READY); a draft typed, not sent (READY); the `/` list opened by typing `/`
   (READY: the turn has ended, the person is typing); a menu the person opened (`/model`, and for
   Codex `/new` in a git repository: `Where should the new conversation run?`) (NEEDS_CONFIRMATION);
+  `!` typed: shell mode, empty and with `ls -la` typed (READY); the `?` shortcuts panel where a
+  release draws one (NEEDS_CONFIRMATION); a task-list turn (BUSY, then READY);
   the exit hint after one Ctrl+C (READY); busy streaming, with and without a status line (BUSY); a
   shell approval (NEEDS_CONFIRMATION), the approved command running (BUSY), idle after it (READY);
   Codex's `request_user_input` question form (NEEDS_CONFIRMATION; feature
@@ -285,6 +287,48 @@ def generic_menus(L, s, cli, v, idle_rx, menu_cmd, menu_rx):
     L.wait_stable(s, 1.5)
 
 
+# `!` at an empty prompt: Gemini CLI and Qwen Code switch to shell mode, opencode to its shell
+SHELL_MODE = r"(?i)shell mode|^ *! +|^ *!\xa0|^ *\$ "
+# `?` at an empty prompt: the shortcuts panel in the releases that have one (else a plain `?`)
+SHORTCUTS = r"(?i)keyboard shortcuts|for shell mode|shift\+tab|ctrl\+[a-z] +\w+.*\n.*ctrl\+[a-z]"
+
+
+def shell_mode(L, s, cli, v, idle_rx):
+    """`!` typed at the idle prompt, then `ls -la` after it: the person is typing (READY)."""
+    L.send_text(s, "!")
+    time.sleep(1.0)
+    screen = L.wait_stable(s, 1.0)
+    if re.search(SHELL_MODE, screen, re.M):
+        L.save(s, cli, f"{v}-ready-shell-mode", "READY", f"{v}: '!' typed at the idle prompt: shell mode, empty")
+        L.send_text(s, "ls -la")
+        time.sleep(0.8)
+        L.wait_stable(s, 1.0)
+        L.save(s, cli, f"{v}-ready-shell-mode-draft", "READY", f"{v}: shell mode with 'ls -la' typed, not sent")
+        clear_input(L, s, 7)
+    L.send_keys(s, "BSpace")  # the `!` (or shell mode itself, which a backspace on empty leaves)
+    time.sleep(0.5)
+    if re.search(SHELL_MODE, L.capture(s), re.M):
+        L.send_keys(s, "Escape")
+    L.wait_for(s, idle_rx, 10)
+    L.wait_stable(s, 1.5)
+
+
+def shortcuts_panel(L, s, cli, v, idle_rx):
+    """`?` at the idle prompt: a shortcuts panel the person opened (NEEDS_CONFIRMATION, as for
+    Claude Code), kept only when the panel is drawn."""
+    before = L.capture(s)
+    L.send_text(s, "?")
+    time.sleep(1.0)
+    screen = L.wait_stable(s, 1.0)
+    if re.search(SHORTCUTS, screen) and not re.search(SHORTCUTS, before):
+        L.save(s, cli, f"{v}-confirm-shortcuts-panel", "NEEDS_CONFIRMATION", f"{v}: the '?' shortcuts panel a person opened")
+        L.send_keys(s, "Escape")
+        time.sleep(0.6)
+    clear_input(L, s, 2)
+    L.wait_for(s, idle_rx, 10)
+    L.wait_stable(s, 1.5)
+
+
 def exit_hint(L, s, cli, v, hint_rx):
     L.send_keys(s, "C-c")
     if seen(L, s, hint_rx, 3):
@@ -345,7 +389,10 @@ def lab_b_session(a, D, L, VD, v, size, extra):
         L.wait_stable(s, 2.5, 40)
         L.save(s, cli.name, f"{v}-ready-startup", "READY", f"{v}: idle right after start-up")
         D.step(generic_menus, L, s, cli.name, v, cli.idle, *MENUS[a.cli])
+        D.step(shell_mode, L, s, cli.name, v, cli.idle)
+        D.step(shortcuts_panel, L, s, cli.name, v, cli.idle)
         D.step(VD.seq_stream, s, cli, v)
+        D.step(VD.seq_todo, s, cli, v)
         D.step(VD.seq_shell, s, cli, v, True)
         D.step(exit_hint, L, s, cli.name, v, EXIT_HINTS[a.cli])
     finally:
