@@ -10,7 +10,6 @@ not installed, a tmux option with its consequence) passes and says so.
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import time
 from collections.abc import Iterator, Mapping
@@ -182,20 +181,12 @@ def _missing_hook_events(cli: str, path: Path) -> tuple[str, ...] | None:
     hooks = hooks if isinstance(hooks, dict) else {}
     present = {event for event, groups in hooks.items() if isinstance(groups, list) and any(
         isinstance(hook, dict) and isinstance(hook.get("command"), str) and
-        _is_our_hook(_words(hook["command"]), cli)
+        _is_our_hook(hook_install.hook_words(hook["command"]), cli)
         for group in groups if isinstance(group, dict) and isinstance(group.get("hooks"), list)
         for hook in group["hooks"])}
     if not present:
         return None
     return tuple(event for event in _events(cli) if event not in present)
-
-
-def _words(command: str) -> list[str]:
-    """A hook's command line as the shell splits it; [] for one a shell would reject."""
-    try:
-        return shlex.split(command)
-    except ValueError:
-        return []
 
 
 def _is_our_hook(argv: object, cli: str) -> bool:
