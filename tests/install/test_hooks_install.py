@@ -375,7 +375,7 @@ def test_gemini_turn_end_and_notification_hooks_run_in_the_background(tmp_path: 
     path = tmp_path / "settings.json"
     install("gemini", COMMAND, path)
     settings = load(path)
-    assert GEMINI_DETACHED_EVENTS == {"AfterAgent", "Notification"}
+    assert {"AfterAgent", "Notification"} == GEMINI_DETACHED_EVENTS
     for event in GEMINI_EVENTS:
         [command] = commands(settings, event)
         assert hook_words(command) == shlex.split(ours("gemini"))
