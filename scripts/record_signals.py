@@ -416,7 +416,12 @@ def _measured_turn(lab: LabSession, db: Path, text: str, approve: bool,
             figures.ready_by.append(pane_state(db, lab.pane, "reasons") or "")
         time.sleep(0.01)
     if not stored:
-        raise TimeoutError("the turn's end never read READY")
+        screen = [line for line in lab.screen().splitlines() if line.strip()]
+        print(f"  missed: not READY 30 s after the turn's end; stored "
+              f"{state(db)} ({pane_state(db, lab.pane, 'reasons')}), last lines "
+              f"{screen[-6:]!r}", file=sys.stderr)
+        figures.latencies.append(float("inf"))
+        return
     figures.latencies.append(max(0.0, stored - end))
     figures.after_drawn.append(max(0.0, stored - (drawn or stored)))
     time.sleep(1.0)  # a detached hook has landed by now, or it is counted missing
