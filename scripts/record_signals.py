@@ -258,12 +258,14 @@ class LabSession:
             pass
 
     def answer_ends(self, since: float) -> list[float]:
-        """When each model answer (not the CLIs' side requests: titles, next-speaker checks)
-        sent its last byte, for those that ended after ``since`` (epoch seconds)."""
+        """When each model answer (not the CLIs' side requests: titles, next-speaker checks;
+        nor the slow replies ``keep_streaming`` has the other sessions stream) sent its last
+        byte, for those that ended after ``since`` (epoch seconds)."""
         path = self.logs / "events.jsonl"
         events = [json.loads(line) for line in path.read_text().splitlines()] \
             if path.exists() else []
-        side = {e["rid"] for e in events if e.get("event") == "request" and e.get("why") == "aux"}
+        side = {e["rid"] for e in events if e.get("event") == "request"
+                and e.get("why") in ("aux", "LAB_SLOW")}
         return [float(e["t"]) for e in events if e.get("event") in ("stream_end", "response_done")
                 and e.get("rid") not in side and e.get("t", 0) >= since]
 
@@ -388,7 +390,10 @@ def _measured_turn(lab: LabSession, db: Path, text: str, approve: bool,
     question = re.compile(lab.spec.asks[0][0]) if approve else None
     answers = lab.spec.answers if approve else 1
     seen: list[str | None] = []
+    give_up = time.monotonic() + 120
     while lab.answers_ended(since) < answers:
+        if time.monotonic() > give_up:
+            raise TimeoutError(f"the turn never ended: {lab.screen().splitlines()[-6:]!r}")
         seen.append(state(db))
         if question is not None and len(seen) % 5 == 0 and question.search(lab.screen()):
             figures.approvals += 1
