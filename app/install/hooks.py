@@ -410,6 +410,11 @@ def detached(command: str) -> str:
     return f"{_DETACH_HEAD}{command}{_DETACH_TAIL}"
 
 
+def runs_detached(command: str) -> bool:
+    """Whether a hook's command line is one of our background lines."""
+    return command.startswith(_DETACH_HEAD) and command.endswith(_DETACH_TAIL)
+
+
 def event_command(cli: str, event: str, command: str) -> str:
     """The command line one event of ``cli`` runs for our hook ``command``."""
     return detached(command) if cli == "gemini" and event in GEMINI_DETACHED_EVENTS else command
@@ -418,7 +423,7 @@ def event_command(cli: str, event: str, command: str) -> str:
 def hook_words(command: str) -> list[str]:
     """A hook's command line as the shell splits it, with our background wrapper taken off;
     [] for one a shell would reject."""
-    if command.startswith(_DETACH_HEAD) and command.endswith(_DETACH_TAIL):
+    if runs_detached(command):
         command = command[len(_DETACH_HEAD):-len(_DETACH_TAIL)]
     return _split(command)
 

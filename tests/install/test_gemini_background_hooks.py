@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shlex
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -18,7 +19,7 @@ from typing import Any
 
 from app.adapters import hookmark
 from app.adapters.store import StoreWriter
-from app.install.hooks import install
+from app.install.hooks import hook_words, install
 from app.observe.assess import NO_SIGNALS, Signals
 from tests.support.tmux_sockets import socket_path
 from tests.support.waiting import STARTS_WITHIN_S, retry_until
@@ -127,3 +128,24 @@ def test_a_turn_end_recorded_after_the_next_turn_began_stays_the_older_event(
     for row in rows:
         signals = signals.with_event(row["kind"], row["event"], row["name"], row["ts"])
     assert signals.turn_start == began.timestamp() > signals.turn_end == ended.timestamp()
+
+
+def test_doctor_names_the_turn_end_hooks_an_older_install_left_in_the_foreground(
+        tmp_path: Path) -> None:
+    from app.run.doctor import hook_checks
+
+    env = {"HOME": str(tmp_path), "PATH": "/nonexistent"}
+    path = tmp_path / ".gemini" / "settings.json"
+    install("gemini", CONDUCTOR, path)
+    settings = json.loads(path.read_text())
+    for groups in settings["hooks"].values():  # as installs before issue 31 wrote them
+        for group in groups:
+            for hook in group["hooks"]:
+                hook["command"] = shlex.join(hook_words(hook["command"]))
+    path.write_text(json.dumps(settings))
+    [check] = [c for c in hook_checks(env) if c.name == "gemini"]
+    assert not check.ok
+    assert check.detail.startswith(f"AfterAgent, Notification in {path} run in the foreground")
+    assert install("gemini", CONDUCTOR, path).changed
+    [check] = [c for c in hook_checks(env) if c.name == "gemini"]
+    assert check.ok and check.detail == f"installed in {path} (7 events)"
