@@ -5,7 +5,9 @@ CLI read a hook's stdout) and always exit 0: a failure here is written to ``hook
 store folder, never shown to the agent. Stdlib only, for start-up time. The event is one row in
 the store's events table, written before we exit: nothing is sent over a network, nothing is left
 to a background task that could be lost. Then the hook marks its pane (a tmux pane option and a
-``wait-for`` channel, ``app.adapters.hookmark``), which wakes the watcher at once.
+``wait-for`` channel, ``app.adapters.hookmark``), which wakes the watcher at once. Gemini CLI's
+AfterAgent and Notification lines start this in the background, so that Gemini need not wait
+for it (``app.install.hooks``); the row then carries the time Gemini fired the event.
 
 Claude Code and Gemini CLI pass the event JSON on stdin; Codex's ``notify`` program gets it as the
 last argument.
