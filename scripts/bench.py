@@ -553,16 +553,22 @@ def hook_end(db: Path, after: float) -> float | None:
 
 
 def figures(values: list[float]) -> str:
-    """Median and max; a value never reached (inf: the watcher missed it) is counted apart."""
+    """Median, p90 (from 10 values on) and max; a value never reached (inf: the watcher missed
+    it) is counted apart."""
     seen = [v for v in values if v != float("inf")]
     missed = f", missed {len(values) - len(seen)}" if len(seen) < len(values) else ""
     if not seen:
         return f"none seen (n={len(values)}{missed})"
-    return f"median {statistics.median(seen):.2f}, max {max(seen):.2f} (n={len(values)}{missed})"
+    p90 = f", p90 {statistics.quantiles(seen, n=10)[-1]:.2f}" if len(seen) >= 10 else ""
+    return (f"median {statistics.median(seen):.2f}{p90}, max {max(seen):.2f} "
+            f"(n={len(values)}{missed})")
 
 
 SECTIONS = ("cycles", "latency", "replay", "cost", "handoff", "startup", "agents", "hosts",
             "usage", "gemini")
+
+
+GEMINI_INSTALL_ENV = "CONDUCTOR_BENCH_GEMINI"  # an npm prefix holding @google/gemini-cli@0.61.0
 
 
 def gemini_section(turns: int) -> None:
@@ -570,25 +576,26 @@ def gemini_section(turns: int) -> None:
     user measured 3.3 s where the lab measured 0.05-0.08 s)."""
     from scripts import record_signals
 
-    install = Path.home() / ".cache" / "conductor-pty" / "agents" / "gemini-cli-0.61.0"
+    install = Path(os.environ.get(GEMINI_INSTALL_ENV) or
+                   Path.home() / ".cache" / "conductor-pty" / "agents" / "gemini-cli-0.61.0")
     print("\nGemini CLI 0.61.0 against scripts/lab's fake server, every default (s): the model's "
           "last byte -> READY; the CLI's idle screen drawn -> READY")
     if not install.is_dir():
         print(f"  not measured: no {install} (npm install --prefix {install} "
-              "@google/gemini-cli@0.61.0)")
+              f"@google/gemini-cli@0.61.0, or name such a prefix in ${GEMINI_INSTALL_ENV})")
         return
-    for label, options in (("the lab: one pane, no status line", {}),
-                           ("4 panes tiled, a client, status line every 1 s",
-                            {"more_panes": 3, "split": True, "status_line": True}),
-                           ("the same, the 3 others streaming all along",
-                            {"more_panes": 3, "split": True, "status_line": True,
-                             "busy_others": True}),
-                           ("the same (others idle) with our Gemini CLI hooks",
-                            {"more_panes": 3, "split": True, "status_line": True,
-                             "hooks": True})):
+    user = {"more_panes": 3, "split": True, "shells": 2, "status_line": True}
+    for label, options in (("the lab: one pane, no status line, no hooks", {}),
+                           ("the user's: 4 Gemini + 2 shells tiled, a client, status line "
+                            "every 1 s, hooks as installed", {**user, "hooks": True}),
+                           ("the same, every hook synchronous (the install before issue 31)",
+                            {**user, "hooks": True, "sync_hooks": True}),
+                           ("the same as installed, the 3 other sessions streaming all along",
+                            {**user, "hooks": True, "busy_others": True})):
         got = record_signals.measure_lab("gemini", install, turns, **options)  # type: ignore[arg-type]
-        print(f"  {label:48} end->READY {figures(got.latencies)}; drawn->READY "
-              f"{figures(got.after_drawn)} (load {os.getloadavg()[0]:.1f})")
+        print(f"  {label}:\n    end->READY {figures(got.latencies)}; drawn->READY "
+              f"{figures(got.after_drawn)}; READY before the end {got.early} "
+              f"(load {os.getloadavg()[0]:.1f})")
 
 
 def hosts_section(trials: int, seconds: float) -> None:
@@ -761,7 +768,7 @@ def main() -> None:
     if "hosts" in only:
         hosts_section(trials, cost_s)
     if "gemini" in only:
-        gemini_section(max(4, trials))
+        gemini_section(max(10, trials))
     if "startup" not in only:
         return
     short, bare = startup(runs)

@@ -28,11 +28,13 @@ before it (Gemini CLI and Qwen Code; aider asks after its reply ends and is not 
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import importlib
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -48,6 +50,7 @@ from typing import Any
 from app.adapters.control import decode_output, parse_notification
 from app.base.model import State
 from app.base.termsignals import SignalScanner
+from app.install.hooks import hook_words
 from app.observe.pack_loading import load_packs
 from tests.support import agents
 from tests.support.scripted_model import RunBash, Say
@@ -162,6 +165,9 @@ class LabSession:
         self.pane = ""
         self.extra_env: dict[str, str] = {}
         self.hooks = False
+        # With hooks: every event run synchronously, as `hooks install` wrote them before it
+        # detached Gemini's AfterAgent and Notification (the "before" of issue 31).
+        self.sync_hooks = False
 
     def env(self) -> dict[str, str]:
         return {**os.environ, "LANG": "C.UTF-8", "SHELL": "/bin/bash", **self.extra_env}
@@ -208,6 +214,13 @@ class LabSession:
         path = self.scratch / f"home-gemini-{tag}" / ".gemini" / "settings.json"
         subprocess.run([*conductor_argv(), "pty", "hooks", "install", "--cli", "gemini",
                         "--path", str(path)], env=self.env(), check=True, capture_output=True)
+        if self.sync_hooks:
+            settings = json.loads(path.read_text())
+            for groups in settings["hooks"].values():
+                for group in groups:
+                    for hook in group["hooks"]:
+                        hook["command"] = shlex.join(hook_words(hook["command"]))
+            path.write_text(json.dumps(settings, indent=2))
 
     def start_more(self, count: int, split: bool = False) -> list[str]:
         """``count`` more sessions of the same CLI (as a user runs several agents), each in a
@@ -225,6 +238,12 @@ class LabSession:
                 self.tmux("select-layout", "-t", self.pane, "tiled")
         return panes
 
+    def start_shells(self, count: int) -> None:
+        """``count`` plain shells tiled beside the sessions, as a user keeps a few open."""
+        for _ in range(count):
+            self.tmux("split-window", "-d", "-t", self.pane, "--", "/bin/bash", "--norc")
+            self.tmux("select-layout", "-t", self.pane, "tiled")
+
     def _server_up(self) -> bool:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/_control/health", timeout=1):
@@ -239,12 +258,14 @@ class LabSession:
             pass
 
     def answer_ends(self, since: float) -> list[float]:
-        """When each model answer (not the CLIs' side requests: titles, next-speaker checks)
-        sent its last byte, for those that ended after ``since`` (epoch seconds)."""
+        """When each model answer (not the CLIs' side requests: titles, next-speaker checks;
+        nor the slow replies ``keep_streaming`` has the other sessions stream) sent its last
+        byte, for those that ended after ``since`` (epoch seconds)."""
         path = self.logs / "events.jsonl"
         events = [json.loads(line) for line in path.read_text().splitlines()] \
             if path.exists() else []
-        side = {e["rid"] for e in events if e.get("event") == "request" and e.get("why") == "aux"}
+        side = {e["rid"] for e in events if e.get("event") == "request"
+                and e.get("why") in ("aux", "LAB_SLOW")}
         return [float(e["t"]) for e in events if e.get("event") in ("stream_end", "response_done")
                 and e.get("rid") not in side and e.get("t", 0) >= since]
 
@@ -332,18 +353,23 @@ class TurnFigures:
     # From the first screen the CLI's pack reads READY (the CLI drew its idle screen) to READY
     # in status.db: what the watcher adds to the CLI's own time to redraw.
     after_drawn: list[float] = field(default_factory=list)
+    # From the turn's last byte to the time its AfterAgent hook row carries (with hooks).
+    hook_stamp: list[float] = field(default_factory=list)
+    # The reasons the watcher stored with each turn's first READY: which signal let it say so.
+    ready_by: list[str] = field(default_factory=list)
     early: int = 0  # READY seen between Enter (once it had left READY) and the model's last byte
     never_left: int = 0  # READY all through a turn: that turn measured nothing
     asked: int = 0  # approval turns that read NEEDS_CONFIRMATION while the dialog was up
     approvals: int = 0
 
 
-def pane_state(db: Path, pane_id: str) -> str | None:
-    """The stored state of one pane of the lab's tmux server (it may hold several)."""
+def pane_state(db: Path, pane_id: str, column: str = "state") -> str | None:
+    """The stored state (or another ``column`` of its row) of one pane of the lab's tmux server
+    (it may hold several)."""
     import sqlite3
 
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-        row = conn.execute("SELECT s.state FROM status s JOIN ptys p ON p.id = s.id "
+        row = conn.execute(f"SELECT s.{column} FROM status s JOIN ptys p ON p.id = s.id "
                            "WHERE p.pane_id = ?", (pane_id,)).fetchone()
     return row[0] if row else None
 
@@ -364,7 +390,10 @@ def _measured_turn(lab: LabSession, db: Path, text: str, approve: bool,
     question = re.compile(lab.spec.asks[0][0]) if approve else None
     answers = lab.spec.answers if approve else 1
     seen: list[str | None] = []
+    give_up = time.monotonic() + 120
     while lab.answers_ended(since) < answers:
+        if time.monotonic() > give_up:
+            raise TimeoutError(f"the turn never ended: {lab.screen().splitlines()[-6:]!r}")
         seen.append(state(db))
         if question is not None and len(seen) % 5 == 0 and question.search(lab.screen()):
             figures.approvals += 1
@@ -389,12 +418,31 @@ def _measured_turn(lab: LabSession, db: Path, text: str, approve: bool,
             drawn = time.time()
         if state(db) == "READY":
             stored = time.time()
+            figures.ready_by.append(pane_state(db, lab.pane, "reasons") or "")
         time.sleep(0.01)
     if not stored:
-        raise TimeoutError("the turn's end never read READY")
+        screen = [line for line in lab.screen().splitlines() if line.strip()]
+        print(f"  missed: not READY 30 s after the turn's end; stored "
+              f"{state(db)} ({pane_state(db, lab.pane, 'reasons')}), last lines "
+              f"{screen[-6:]!r}", file=sys.stderr)
+        figures.latencies.append(float("inf"))
+        return
     figures.latencies.append(max(0.0, stored - end))
     figures.after_drawn.append(max(0.0, stored - (drawn or stored)))
-    time.sleep(1.0)
+    time.sleep(1.0)  # a detached hook has landed by now, or it is counted missing
+    stamp = turn_end_hook(db, lab.pane, since)
+    if stamp is not None:
+        figures.hook_stamp.append(stamp - end)
+
+
+def turn_end_hook(db: Path, pane_id: str, since: float) -> float | None:
+    """The time the newest AfterAgent row of ``pane_id`` after ``since`` carries."""
+    import sqlite3
+
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+        row = conn.execute("SELECT MAX(ts) FROM events WHERE pane_id = ? AND kind = 'hook' AND "
+                           "name = 'AfterAgent' AND ts > ?", (pane_id, since)).fetchone()
+    return float(row[0]) if row and row[0] is not None else None
 
 
 # The new user's tmux (issue 31): a status line redrawn every second by a command.
@@ -421,7 +469,8 @@ def attached_client(lab: LabSession) -> Any:
 
 def measure_lab(cli: str, install: Path, turns: int, more_panes: int = 0,
                 status_line: bool = False, hooks: bool = False, split: bool = False,
-                busy_others: bool = False) -> TurnFigures:
+                busy_others: bool = False, shells: int = 0, sync_hooks: bool = False
+                ) -> TurnFigures:
     """Seconds from each turn's last byte to READY in status.db, with a real ``conductor pty
     watch`` at every default beside the CLI (the figures of ``scripts/bench.py --only agents``
     for the lab CLIs): ``turns`` plain turns, then ``turns // 3`` with a command approved in its
@@ -431,7 +480,9 @@ def measure_lab(cli: str, install: Path, turns: int, more_panes: int = 0,
     ``scripts/tmux-status-right.sh`` in it (``status --short`` against the same store, once a
     second, with a client attached to show it), ``hooks`` installs our Gemini CLI hooks,
     ``busy_others`` keeps the other sessions streaming a slow reply (the lab server's
-    ``LAB_SLOW``) through every measured turn. The plain turns' figures are returned."""
+    ``LAB_SLOW``) through every measured turn, ``shells`` plain shells are tiled beside them,
+    ``sync_hooks`` runs every hook synchronously (the install before issue 31's fix). The plain
+    turns' figures are returned."""
     from scripts.bench import conductor_argv, figures, wait_for
 
     conf = agents.TMUX_CONF
@@ -439,7 +490,7 @@ def measure_lab(cli: str, install: Path, turns: int, more_panes: int = 0,
         script = Path(__file__).resolve().parent / "tmux-status-right.sh"
         conf += STATUS_LINE_CONF.format(script=script)
     lab = LabSession(cli, install, conf)
-    lab.hooks = hooks
+    lab.hooks, lab.sync_hooks = hooks, sync_hooks
     lab.extra_env = {"CONDUCTOR_WORKERS_DIR": str(lab.scratch / "workers"),
                      "CONDUCTOR_CONFIG": str(lab.scratch / "config.toml")}
     env = lab.env()
@@ -449,6 +500,7 @@ def measure_lab(cli: str, install: Path, turns: int, more_panes: int = 0,
     try:
         lab.start([])
         others = lab.start_more(more_panes, split)
+        lab.start_shells(shells)
         if status_line:  # tmux runs a status line's commands only while a client shows it
             client = attached_client(lab)
         lab.wait_for_screen(lab.spec.idle, 120)
@@ -474,7 +526,9 @@ def measure_lab(cli: str, install: Path, turns: int, more_panes: int = 0,
               f"READY {figures(got.after_drawn)}); READY before the "
               f"end: {got.early}; READY all through a turn: {got.never_left}"
               + (f"; dialog read NEEDS_CONFIRMATION {got.asked} of {got.approvals}"
-                 if got is approved else ""))
+                 if got is approved else "")
+              + (f"; last byte -> AfterAgent's stamp {figures(got.hook_stamp)}" if hooks else "")
+              + f"; READY by {dict(collections.Counter(got.ready_by))}")
     return plain
 
 
@@ -541,6 +595,10 @@ def main() -> int:
                         "other sessions stream a slow reply through every measured turn")
     parser.add_argument("--hooks", action="store_true", help="with --turn-ends: `conductor "
                         "pty hooks install` for each Gemini CLI session")
+    parser.add_argument("--shells", type=int, default=0, metavar="N", help="with --turn-ends: "
+                        "N plain shells tiled beside the sessions")
+    parser.add_argument("--sync-hooks", action="store_true", help="with --hooks: every hook "
+                        "run synchronously (as installed before issue 31's fix)")
     parser.add_argument("--cli-args", default="", help="more arguments for a lab CLI, one string "
                         "(aider: --notifications)")
     args = parser.parse_args()
@@ -549,7 +607,8 @@ def main() -> int:
             parser.error(f"{args.cli} needs --install")
         if args.turn_ends:
             measure_lab(args.cli, args.install, args.turn_ends, args.more_panes,
-                        args.status_line, args.hooks, args.split, args.busy_others)
+                        args.status_line, args.hooks, args.split, args.busy_others, args.shells,
+                        args.sync_hooks)
         else:
             record_lab(args.cli, args.install, args.out, args.raw, args.cli_args.split())
     else:

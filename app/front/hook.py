@@ -5,7 +5,9 @@ CLI read a hook's stdout) and always exit 0: a failure here is written to ``hook
 store folder, never shown to the agent. Stdlib only, for start-up time. The event is one row in
 the store's events table, written before we exit: nothing is sent over a network, nothing is left
 to a background task that could be lost. Then the hook marks its pane (a tmux pane option and a
-``wait-for`` channel, ``app.adapters.hookmark``), which wakes the watcher at once.
+``wait-for`` channel, ``app.adapters.hookmark``), which wakes the watcher at once. Gemini CLI's
+AfterAgent and Notification lines start this in the background, so that Gemini need not wait
+for it (``app.install.hooks``); the row then carries the time Gemini fired the event.
 
 Claude Code and Gemini CLI pass the event JSON on stdin; Codex's ``notify`` program gets it as the
 last argument.
@@ -25,6 +27,9 @@ if TYPE_CHECKING:
 LOG_NAME = "hook.log"
 _MAX_PAYLOAD = 1 << 20  # a Claude payload carries no transcript, only its path
 _MAX_LOG = 256 * 1024
+# The oldest a CLI's own stamp of its event may be and still be taken (a hook of a loaded
+# machine starts seconds late, never an hour).
+FIRED_BELIEVED_S = 600.0
 USAGE = """Usage: conductor pty hook [--cli claude|codex|gemini] [PAYLOAD]
 
 Record an agent CLI's hook event for the pane it runs in ($TMUX_PANE). The event JSON is read
@@ -130,7 +135,7 @@ def event_row(cli: str | None, payload: str, env: Mapping[str, str], now: float
     socket_path, _, rest = env.get("TMUX", "").partition(",")
     server_pid = rest.partition(",")[0]
     return {
-        "ts": now,
+        "ts": event_time(event.fired, now),
         "kind": "hook",
         "event": event.kind,
         "name": event.name,
@@ -142,6 +147,16 @@ def event_row(cli: str | None, payload: str, env: Mapping[str, str], now: float
         "transcript": event.transcript or _codex_transcript(event.cli, event.session_id, env),
         "detail": event.detail,
     }
+
+
+def event_time(fired: float, now: float) -> float:
+    """When the event happened: the CLI's own stamp when it gives a believable one, else now.
+
+    Gemini CLI's AfterAgent and Notification hooks run in the background (app.install.hooks),
+    so this process may start well after the event, even after the next turn's BeforeAgent was
+    recorded; stamped now, the old turn end would look newer than the new turn's start. A stamp
+    from the future, or from longer ago than any hook waits, is a clock's error: now it is."""
+    return fired if now - FIRED_BELIEVED_S <= fired <= now else now
 
 
 def _codex_transcript(cli: str, thread_id: str, env: Mapping[str, str]) -> str:

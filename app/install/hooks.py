@@ -55,6 +55,19 @@ GEMINI_EVENTS = (
     "SessionStart", "BeforeAgent", "BeforeTool", "AfterTool", "AfterAgent", "Notification",
     "SessionEnd",
 )
+# Gemini CLI has no ``async``: it waits for every hook, and draws its idle screen only once the
+# AfterAgent hooks have exited, so a Python start (0.2 s on a quiet machine, seconds under load)
+# sat on every turn's end (issue 31). These events say what has already happened, so their
+# command hands the payload to our hook in the background and returns at once; the hook stamps
+# the row with the payload's own ``timestamp``, so a late one still sorts before the next turn's
+# start. The events that open work stay synchronous: a turn's start is recorded before anything
+# that follows it.
+GEMINI_DETACHED_EVENTS = frozenset({"AfterAgent", "Notification"})
+# A background job of a shell without job control reads /dev/null, so the pipe Gemini writes the
+# payload to is kept as fd 3 for it; its output goes nowhere, so Gemini, which waits for the
+# hook's stdout and stderr to close, waits for the shell alone.
+_DETACH_HEAD = "{ "
+_DETACH_TAIL = " <&3 >/dev/null 2>&1 3<&- & } 3<&0"
 # Only tool events get an explicit catch-all matcher; on the others a missing matcher already
 # matches everything, and UserPromptSubmit/Stop ignore matchers.
 _TOOL_EVENTS = frozenset({"PreToolUse", "PermissionRequest", "PostToolUse", "BeforeTool",
@@ -233,11 +246,12 @@ def _merge_json(
     cli: str, path: Path, old_text: str | None, command: str
 ) -> tuple[str | None, str, tuple[str, ...]]:
     events = CLAUDE_EVENTS if cli == "claude" else GEMINI_EVENTS
+    commands = {event: event_command(cli, event, command) for event in events}
     snippet = json.dumps(
-        {"hooks": {event: [_group(cli, event, command)] for event in events}}, indent=2
-    )
+        {"hooks": {event: [_group(cli, event, line)] for event, line in commands.items()}},
+        indent=2)
     settings = _parse_json(cli, path, old_text) if old_text is not None else {}
-    changed = merge_events(cli, path, settings, dict.fromkeys(events, command))
+    changed = merge_events(cli, path, settings, commands)
     warnings = _gemini_warnings(path, settings) if cli == "gemini" else ()
     if not changed:
         return None, snippet, warnings
@@ -316,8 +330,9 @@ def _merge_event(cli: str, groups: list[Any], event: str, command: str) -> bool:
             hook.update(missing)
             return bool(missing)
     for hook in entries:
-        if _same_program(_split(hook["command"]), _split(command)):
-            # Ours from another install path (a moved venv): update it rather than run twice.
+        if _same_program(hook_words(hook["command"]), hook_words(command)):
+            # Ours from another install path (a moved venv), or from a release that ran it
+            # otherwise (in the foreground): update it rather than run twice.
             hook.update(wanted)
             return True
     groups.append(_group(cli, event, command))
@@ -388,6 +403,29 @@ def _split(command: str) -> list[str]:
         return shlex.split(command)
     except ValueError:
         return []
+
+
+def detached(command: str) -> str:
+    """``command`` run in the background with the hook's stdin, the shell returning at once."""
+    return f"{_DETACH_HEAD}{command}{_DETACH_TAIL}"
+
+
+def runs_detached(command: str) -> bool:
+    """Whether a hook's command line is one of our background lines."""
+    return command.startswith(_DETACH_HEAD) and command.endswith(_DETACH_TAIL)
+
+
+def event_command(cli: str, event: str, command: str) -> str:
+    """The command line one event of ``cli`` runs for our hook ``command``."""
+    return detached(command) if cli == "gemini" and event in GEMINI_DETACHED_EVENTS else command
+
+
+def hook_words(command: str) -> list[str]:
+    """A hook's command line as the shell splits it, with our background wrapper taken off;
+    [] for one a shell would reject."""
+    if runs_detached(command):
+        command = command[len(_DETACH_HEAD):-len(_DETACH_TAIL)]
+    return _split(command)
 
 
 def _same_program(found: object, ours: list[str]) -> bool:
@@ -499,7 +537,7 @@ def _strip_json_hooks(settings: dict[str, Any], cli: str) -> bool:
                 continue
             kept = [h for h in group["hooks"] if not (
                 isinstance(h, dict) and isinstance(h.get("command"), str)
-                and _ours(_split(h["command"]), cli))]
+                and _ours(hook_words(h["command"]), cli))]
             if len(kept) == len(group["hooks"]):
                 continue
             changed = emptied = True

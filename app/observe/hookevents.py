@@ -82,13 +82,14 @@ class HookEvent:
     DETAIL_MAX characters of one line with secrets masked; ``session_id`` is "" when unknown;
     ``transcript`` is the path of the agent's own conversation file its payload names ("" when
     it names none). Both are the agent's data: only ever stored and shown, checked before use.
+    ``fired`` is when the CLI fired the event by its own word (epoch seconds; 0: it gave none).
     """
 
-    __slots__ = ("cli", "detail", "kind", "name", "session_id", "transcript")
+    __slots__ = ("cli", "detail", "fired", "kind", "name", "session_id", "transcript")
 
     def __init__(
         self, cli: str, name: str, kind: str, detail: str = "", session_id: str = "",
-        transcript: str = "",
+        transcript: str = "", fired: float = 0.0,
     ) -> None:
         self.cli = cli
         self.name = name
@@ -96,6 +97,7 @@ class HookEvent:
         self.detail = detail
         self.session_id = session_id
         self.transcript = transcript
+        self.fired = fired
 
     def as_dict(self) -> dict[str, str]:
         return {
@@ -145,7 +147,24 @@ def parse_event(cli: str | None, payload_text: str) -> HookEvent:
         kind = _claude_kind(name, payload)
     else:
         kind = "other"
-    return HookEvent(known, name, kind, _detail(name, payload), session_id, transcript)
+    return HookEvent(known, name, kind, _detail(name, payload), session_id, transcript,
+                     _fired(payload))
+
+
+def _fired(payload: dict[str, Any]) -> float:
+    """The payload's own ``timestamp`` (Gemini CLI: ISO 8601 in UTC, when it fired the event)
+    as epoch seconds; 0.0 when it has none that reads as a moment with its zone."""
+    stamp = payload.get("timestamp")
+    if not isinstance(stamp, str) or not 0 < len(stamp) <= 40:
+        return 0.0
+    from datetime import datetime
+
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        return 0.0
+    # A time without its zone would be read in ours: a guess, not the CLI's word.
+    return moment.timestamp() if moment.tzinfo is not None else 0.0
 
 
 def _load(payload_text: str) -> dict[str, Any]:

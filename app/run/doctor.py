@@ -10,7 +10,6 @@ not installed, a tmux option with its consequence) passes and says so.
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import time
 from collections.abc import Iterator, Mapping
@@ -163,6 +162,10 @@ def hook_checks(env: Mapping[str, str]) -> Iterator[Check]:
         elif missing:
             yield Check("hooks", cli, False, f"missing event{'s' if len(missing) > 1 else ''} "
                         f"{', '.join(missing)} in {path} {fix}")
+        elif waited := _waited_for(cli, path):
+            yield Check("hooks", cli, False, f"{', '.join(waited)} in {path} run in the "
+                        "foreground, so Gemini CLI waits for them at every turn's end "
+                        f"(`conductor pty hooks install --cli {cli}` updates them)")
         else:
             events = "notify" if cli == "codex" else f"{len(_events(cli))} events"
             yield Check("hooks", cli, True, f"installed in {path} ({events})")
@@ -171,6 +174,23 @@ def hook_checks(env: Mapping[str, str]) -> Iterator[Check]:
 def _events(cli: str) -> tuple[str, ...]:
     return hook_install.CLAUDE_EVENTS if cli == "claude" else \
         hook_install.GEMINI_EVENTS if cli == "gemini" else ("notify",)
+
+
+def _waited_for(cli: str, path: Path) -> tuple[str, ...]:
+    """The events whose hook of ours should run in the background and does not (an install
+    from before issue 31): the CLI waits for each at every turn's end."""
+    if cli != "gemini":
+        return ()
+    hooks = _settings(cli, path).get("hooks")
+    hooks = hooks if isinstance(hooks, dict) else {}
+    return tuple(sorted(
+        event for event in hook_install.GEMINI_DETACHED_EVENTS
+        if isinstance(hooks.get(event), list) and any(
+            isinstance(hook, dict) and isinstance(hook.get("command"), str)
+            and _is_our_hook(hook_install.hook_words(hook["command"]), cli)
+            and not hook_install.runs_detached(hook["command"])
+            for group in hooks[event] if isinstance(group, dict)
+            and isinstance(group.get("hooks"), list) for hook in group["hooks"])))
 
 
 def _missing_hook_events(cli: str, path: Path) -> tuple[str, ...] | None:
@@ -182,20 +202,12 @@ def _missing_hook_events(cli: str, path: Path) -> tuple[str, ...] | None:
     hooks = hooks if isinstance(hooks, dict) else {}
     present = {event for event, groups in hooks.items() if isinstance(groups, list) and any(
         isinstance(hook, dict) and isinstance(hook.get("command"), str) and
-        _is_our_hook(_words(hook["command"]), cli)
+        _is_our_hook(hook_install.hook_words(hook["command"]), cli)
         for group in groups if isinstance(group, dict) and isinstance(group.get("hooks"), list)
         for hook in group["hooks"])}
     if not present:
         return None
     return tuple(event for event in _events(cli) if event not in present)
-
-
-def _words(command: str) -> list[str]:
-    """A hook's command line as the shell splits it; [] for one a shell would reject."""
-    try:
-        return shlex.split(command)
-    except ValueError:
-        return []
 
 
 def _is_our_hook(argv: object, cli: str) -> bool:

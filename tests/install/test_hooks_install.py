@@ -19,10 +19,13 @@ from app.base.errors import ConfigError
 from app.install.hooks import (
     CLAUDE_ASYNC_EVENTS,
     CLAUDE_EVENTS,
+    GEMINI_DETACHED_EVENTS,
     GEMINI_EVENTS,
     HOOK_NAME,
     HOOK_TIMEOUT_S,
     default_path,
+    detached,
+    hook_words,
     install,
     uninstall,
 )
@@ -353,7 +356,7 @@ def test_gemini_install_uses_its_event_names_and_milliseconds(tmp_path: Path) ->
     settings = load(path)
     assert settings["general"] == {"vimMode": True}
     assert set(settings["hooks"]) == set(GEMINI_EVENTS)
-    assert commands(settings, "AfterAgent") == ["review.sh", ours("gemini")]
+    assert commands(settings, "AfterAgent") == ["review.sh", detached(ours("gemini"))]
     entry = settings["hooks"]["BeforeTool"][0]
     assert entry["matcher"] == "*"
     assert entry["hooks"] == [{
@@ -364,6 +367,34 @@ def test_gemini_install_uses_its_event_names_and_milliseconds(tmp_path: Path) ->
     assert result.backup is not None and result.backup.read_bytes() == original
     assert result.warnings == ()
     assert not install("gemini", COMMAND, path).changed
+
+
+def test_gemini_turn_end_and_notification_hooks_run_in_the_background(tmp_path: Path) -> None:
+    """Gemini CLI waits for every hook before it draws its idle screen (issue 31): the events
+    that only say what happened return at once; those that open work stay in the foreground."""
+    path = tmp_path / "settings.json"
+    install("gemini", COMMAND, path)
+    settings = load(path)
+    assert {"AfterAgent", "Notification"} == GEMINI_DETACHED_EVENTS
+    for event in GEMINI_EVENTS:
+        [command] = commands(settings, event)
+        assert hook_words(command) == shlex.split(ours("gemini"))
+        wanted = detached(ours("gemini")) if event in GEMINI_DETACHED_EVENTS else ours("gemini")
+        assert command == wanted, event
+
+
+def test_an_older_foreground_gemini_install_is_brought_to_the_background_one(
+        tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    group = {"hooks": [{"name": HOOK_NAME, "type": "command", "command": ours("gemini"),
+                        "timeout": HOOK_TIMEOUT_S * 1000}]}
+    write_json(path, {"hooks": {event: [dict(group)] for event in GEMINI_EVENTS}})
+    assert install("gemini", COMMAND, path).changed
+    settings = load(path)
+    assert commands(settings, "AfterAgent") == [detached(ours("gemini"))]
+    assert commands(settings, "BeforeAgent") == [ours("gemini")]
+    assert not install("gemini", COMMAND, path).changed
+    assert uninstall("gemini", path).changed and "hooks" not in load(path)
 
 
 def test_gemini_warns_when_hooks_are_switched_off(tmp_path: Path) -> None:

@@ -351,3 +351,29 @@ def test_codex_title_turn_is_not_the_end_of_the_users_turn() -> None:
                   "last-assistant-message": "lorem ipsum"}
     assert parse_event("codex", json.dumps(title_turn)).kind == "other"
     assert parse_event("codex", json.dumps(users_turn)).kind == "turn_end"
+
+
+@pytest.mark.parametrize(("stamp", "fired"), [
+    ("2026-07-01T10:00:03.120Z", 1782900003.12),  # Gemini CLI's, from Date.toISOString()
+    ("2026-07-01T12:00:03.120+02:00", 1782900003.12),
+    ("2026-07-01T10:00:03.120", 0.0),  # no zone: ours would be a guess
+    ("yesterday", 0.0), ("", 0.0), (1782900003.12, 0.0), ("2026-07-01T10:00:03Z" * 3, 0.0),
+])
+def test_the_payloads_own_time_is_when_the_event_fired(stamp: object, fired: float) -> None:
+    """Gemini CLI runs AfterAgent and Notification hooks in the background (issue 31), so the
+    hook's own start says little about when the turn ended; the payload says."""
+    event = parse_event("gemini", json.dumps({**GEMINI_BASE, "hook_event_name": "AfterAgent",
+                                              "timestamp": stamp}))
+    assert event.fired == pytest.approx(fired)
+    claude = parse_event("claude", json.dumps({**CLAUDE_BASE, "hook_event_name": "Stop"}))
+    assert claude.fired == 0.0
+
+
+def test_a_hook_row_takes_the_events_time_unless_a_clock_is_off() -> None:
+    from app.front.hook import FIRED_BELIEVED_S, event_time
+
+    now = 1782900010.0
+    assert event_time(now - 7.5, now) == now - 7.5  # a late hook: the event's own time
+    assert event_time(0.0, now) == now  # none given
+    assert event_time(now + 1, now) == now  # from the future
+    assert event_time(now - FIRED_BELIEVED_S - 1, now) == now  # older than any hook waits
