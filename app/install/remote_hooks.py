@@ -1,7 +1,8 @@
 """Hooks for agent CLIs on another host, where nothing of conductor's is installed.
 
 Each of the CLI's hook events runs one shell line there, which sets a tmux pane option of the
-agent's own pane (``@conductor-hook`` = "CLI EVENT NONCE EPOCH"); the watcher's control-mode client
+agent's own pane (``@conductor-hook`` = "CLI EVENT NONCE EPOCH", with "s=SESSION t=TRANSCRIPT"
+before the nonce on the events that name the conversation); the watcher's control-mode client
 over ssh is told of the change (``app.adapters.control.HOOK_SUBSCRIPTION``) and records it as the
 hook event the local ``conductor pty hook`` would have recorded. No network path leads back.
 
