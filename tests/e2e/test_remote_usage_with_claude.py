@@ -49,14 +49,20 @@ def test_claude_codes_own_payload_names_its_transcript_read_over_ssh(
         for turn in range(1, TURNS + 1):
             claude.server.queue(Say(f"Answer {turn}."))
             before = _option(claude)
-            claude.type_text(f"Question {turn}")
-            retry_until(lambda turn=turn: f"Question {turn}" in claude.capture(), 30,
-                        interval=0.1)
+            question = f"Question {turn}"
+            claude.type_text(question)
+
+            def typed(question: str = question) -> bool:
+                return question in claude.capture()
+
+            def stopped(before: str = before) -> bool:  # the Stop hook's new value
+                now = _option(claude)
+                return now != before and " Stop " in now
+
+            retry_until(typed, 30, interval=0.1)
             claude.send_keys("Enter")
             claude.server.wait_for_turn_end(turn, seconds=90)
-            # The Stop hook's value: a new one once the turn is over.
-            retry_until(lambda before=before: _option(claude) != before
-                        and " Stop " in _option(claude), 30, interval=0.2)
+            retry_until(stopped, 30, interval=0.2)
         value = _option(claude)
         store = StoreWriter(isolated_env)
         try:
