@@ -24,7 +24,9 @@ Figures:
   tokens (app.observe.usage), first read, caught up, and with one new line each.
 - Several hosts (`--only hosts`, scripts/bench_hosts.py): remote question and turn end against
   local ones over real sshd on loopback, CPU of 3 hosts x 20 idle panes and of 5 remote panes
-  streaming (ours, sshd's, the remote tmux servers'), ssh processes per host.
+  streaming (ours, sshd's, the remote tmux servers'), ssh processes per host; and the usage
+  files of one host's 20 panes read over ssh (app.adapters.remote_tails): per tick once caught
+  up and with a new line in each, ssh calls, wall and CPU here and in sshd.
 """
 
 from __future__ import annotations
@@ -618,6 +620,21 @@ def hosts_section(trials: int, seconds: float) -> None:
     scale_section(trials, seconds)
 
 
+def remote_usage_section(ticks: int, files: int = 20, lines: int = 2000) -> None:
+    """A host's usage files read over ssh as its watcher does, all in one call per tick."""
+    from scripts import bench_hosts
+
+    f = bench_hosts.remote_usage(files, lines, ticks)
+    print(f"\nUsage of one host's panes over ssh on loopback ({files} Claude transcripts of "
+          f"{lines} lines there): first read {f['first_ms']:.0f} ms in {f['first_calls']:.0f} "
+          "ssh calls")
+    for label, what in (("caught_up", "caught up"), ("one_line", "one new line in each")):
+        print(f"  per tick, {what:21} ssh calls {f[label + '_calls']:.1f}  wall "
+              f"{f[label + '_wall_ms']:5.1f} ms  CPU ours {f[label + '_ours_ms']:5.1f} ms "
+              f"(ssh client and master included)  sshd {f[label + '_sshd_ms']:5.1f} ms "
+              f"(load {os.getloadavg()[0]:.1f})")
+
+
 def scale_section(trials: int, seconds: float, hosts: int = 10, panes: int = 50) -> None:
     """Many hosts at once: a remote question beside a local one, and what it all costs."""
     from scripts import bench_hosts
@@ -767,6 +784,7 @@ def main() -> None:
 
     if "hosts" in only:
         hosts_section(trials, cost_s)
+        remote_usage_section(cycles)
     if "gemini" in only:
         gemini_section(max(10, trials))
     if "startup" not in only:

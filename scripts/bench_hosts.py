@@ -286,3 +286,69 @@ def own_cpu(pid: int) -> float:
     except OSError:
         return 0.0
     return sum(int(f) for f in fields[11:13]) / os.sysconf("SC_CLK_TCK")
+
+
+def remote_usage(files: int, lines: int, ticks: int) -> dict[str, float]:
+    """Reading ``files`` Claude transcripts of ``lines`` lines on one host over ssh on loopback
+    (app.adapters.remote_tails, as a host's watcher does each tick): ms of the first read, and
+    per tick once caught up and with one new line in each file: wall, CPU of ours (this
+    process, its ssh clients, the shared connection's master) and of the sshd serving it (the
+    shell and ``ls`` it runs included), and ssh calls."""
+    import json
+    import resource
+
+    from app.adapters.remote_tails import RemoteTails
+    from app.adapters.ssh import HostConfig
+    from app.adapters.usage_files import Tail
+    from scripts.bench import proc_cpu
+
+    def line(no: int) -> str:
+        return json.dumps({"type": "assistant", "timestamp": "2026-11-28T02:31:00.000Z",
+                           "message": {"id": f"msg_{no}", "model": "claude-opus-4-5",
+                                       "content": [{"type": "text", "text": "x" * 400}],
+                                       "usage": {"input_tokens": 100, "output_tokens": 40}}})
+
+    def mine() -> float:
+        used = [resource.getrusage(who) for who in (resource.RUSAGE_SELF,
+                                                     resource.RUSAGE_CHILDREN)]
+        master = master_pid(host)
+        return sum(u.ru_utime + u.ru_stime for u in used) + (proc_cpu(master) if master else 0)
+
+    with ExitStack() as stack:
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cpu-")))
+        key = folder / "client_key"
+        host = SshHost("u0", folder / "u0", key, keygen(key)).start()
+        stack.callback(stop_all, [host])
+        paths = [host.home / f"session-{i}.jsonl" for i in range(files)]
+        for path in paths:
+            path.write_text("".join(line(n) + "\n" for n in range(lines)))
+        via = HostConfig(host.name, host.name, tuple(host.ssh_options)).via()
+        stack.callback(via.close)
+        read = RemoteTails(via)
+        tails = [Tail(str(p), "claude") for p in paths]
+        figures: dict[str, float] = {}
+        assert host.proc is not None
+        sshd_pid = host.proc.pid
+        started = time.perf_counter()
+        for _ in range(100):  # a first read past the per-call limit takes a few calls
+            read(tails)
+            if all(t.offset == p.stat().st_size for t, p in zip(tails, paths, strict=True)):
+                break
+        figures["first_ms"] = (time.perf_counter() - started) * 1000
+        figures["first_calls"] = read.calls
+        for label, grow in (("caught_up", False), ("one_line", True)):
+            calls, cpu, sshd = read.calls, mine(), descendants_cpu(sshd_pid)
+            wall = 0.0
+            for tick in range(ticks):
+                if grow:
+                    for path in paths:
+                        with path.open("a") as f:
+                            f.write(line(lines + tick) + "\n")
+                started = time.perf_counter()
+                read(tails)
+                wall += time.perf_counter() - started
+            figures[f"{label}_wall_ms"] = wall * 1000 / ticks
+            figures[f"{label}_ours_ms"] = (mine() - cpu) * 1000 / ticks
+            figures[f"{label}_sshd_ms"] = (descendants_cpu(sshd_pid) - sshd) * 1000 / ticks
+            figures[f"{label}_calls"] = (read.calls - calls) / ticks
+        return figures

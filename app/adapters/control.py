@@ -87,10 +87,11 @@ def output_signals(scanner: SignalScanner, value: bytes) -> list[TermSignal]:
     return scanner.feed(decode_output(value))
 
 
-# The pane option a hook on another host sets ("CLI EVENT NONCE EPOCH"; app.install.remote_hooks):
-# the same option a local hook marks (app.adapters.hookmark), but with the event itself in it,
-# since nothing of ours runs there to record it. Watched with a subscription of its own, reported
-# with the server's pid and the time our client attached (that host's clock) in front.
+# The pane option a hook on another host sets ("CLI EVENT [s=ID t=PATH] NONCE EPOCH";
+# app.install.remote_hooks): the same option a local hook marks (app.adapters.hookmark), but with
+# the event itself in it, since nothing of ours runs there to record it. Watched with a
+# subscription of its own, reported with the server's pid and the time our client attached
+# (that host's clock) in front.
 HOOK_OPTION = "@conductor-hook"
 HOOK_SUBSCRIPTION_NAME = "conductor-remote-hook"
 HOOK_SUBSCRIPTION = (f"{HOOK_SUBSCRIPTION_NAME}:%*:#{{pid}} #{{client_created}} "

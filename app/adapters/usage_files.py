@@ -64,30 +64,7 @@ class Tail:
                 chunk = f.read(min(st.st_size - self.offset, _MAX_READ))
         except OSError:
             return []
-        end = chunk.rfind(b"\n")
-        if end < 0:
-            if len(chunk) >= _MAX_LINE:
-                self.offset += len(chunk)  # one giant unfinished line: not ours to hold
-            return []
-        self.offset += end + 1
-        # A new memo, not the old one changed: a caller that keeps the Tail as it was (to read
-        # again after a failed store write) keeps its memo too.
-        memo = copy.deepcopy(self.memo)
-        parse = PARSERS[self.kind]
-        markers = MARKERS[self.kind]
-        found: list[Usage] = []
-        for line in chunk[:end].split(b"\n"):
-            # Most lines are prose and tool output: not parsed at all.
-            if len(line) > _MAX_LINE or not any(marker in line for marker in markers):
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                found.extend(parse(record, memo))
-        self.memo = memo
-        return found
+        return take_chunk(self, st.st_ino, self.offset, chunk)
 
 
 def _count(value: Any) -> int:
@@ -174,3 +151,37 @@ def codex_rollout(codex_home: str, thread_id: str) -> str:
     # Only the thread id is a pattern's part: checked, it holds no glob character.
     found = sorted(str(p) for p in sessions.glob(f"*/*/*/rollout-*-{thread_id}.jsonl"))
     return found[-1] if found else ""
+
+
+def take_chunk(tail: Tail, inode: int, start: int, chunk: bytes) -> list[Usage]:
+    """What :meth:`Tail.read_new` does with the bytes it read, for bytes read elsewhere (another
+    host's file, app.adapters.remote_tails): ``chunk`` begins at byte ``start`` of the file of
+    inode ``inode``. Start 0 for a tail that had stopped further on means the reader found the
+    file replaced or cut, and began again, as read_new would."""
+    if start != tail.offset or inode != tail.inode:
+        if start != 0:
+            return []  # not where this tail stopped, nor a new beginning: not ours to count
+        tail.inode, tail.offset, tail.memo = inode, 0, {}
+    end = chunk.rfind(b"\n")
+    if end < 0:
+        if len(chunk) >= _MAX_LINE:
+            tail.offset += len(chunk)  # one giant unfinished line: not ours to hold
+        return []
+    tail.offset += end + 1
+    # A new memo, not the old one changed: a caller that keeps the Tail as it was (to read
+    # again after a failed store write) keeps its memo too.
+    memo = copy.deepcopy(tail.memo)
+    parse, markers = PARSERS[tail.kind], MARKERS[tail.kind]
+    found: list[Usage] = []
+    for line in chunk[:end].split(b"\n"):
+        # Most lines are prose and tool output: not parsed at all.
+        if len(line) > _MAX_LINE or not any(marker in line for marker in markers):
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            found.extend(parse(record, memo))
+    tail.memo = memo
+    return found

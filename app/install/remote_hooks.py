@@ -1,7 +1,8 @@
 """Hooks for agent CLIs on another host, where nothing of conductor's is installed.
 
 Each of the CLI's hook events runs one shell line there, which sets a tmux pane option of the
-agent's own pane (``@conductor-hook`` = "CLI EVENT NONCE EPOCH"); the watcher's control-mode client
+agent's own pane (``@conductor-hook`` = "CLI EVENT NONCE EPOCH", with "s=SESSION t=TRANSCRIPT"
+before the nonce on the events that name the conversation); the watcher's control-mode client
 over ssh is told of the change (``app.adapters.control.HOOK_SUBSCRIPTION``) and records it as the
 hook event the local ``conductor pty hook`` would have recorded. No network path leads back.
 
@@ -20,6 +21,7 @@ import shlex
 import subprocess
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from app.adapters.control import HOOK_OPTION
 from app.adapters.ssh import SshVia
@@ -41,14 +43,48 @@ _SETTINGS = {"claude": ".claude/settings.json", "gemini": ".gemini/settings.json
 SSH_TIMEOUT_S = 30.0  # each command; a file swapped for a FIFO after its look ends here
 
 
+# The events whose line also names the agent's session and transcript (app.observe.sessions):
+# the session's start and each turn's ends keep it current; the tool events, the most frequent,
+# do without the extra work.
+NAMING_EVENTS = frozenset({"SessionStart", "UserPromptSubmit", "Stop", "SessionEnd",
+                           "BeforeAgent", "AfterAgent"})
+# A payload's first bytes are read (the session fields come first); the rest is drained unread.
+_PAYLOAD_BYTES = 65536
+# One JSON string, quotes included (POSIX BRE: no alternation).
+_JSON_STRING = r'"[^"\\]*\(\\.[^"\\]*\)*"'
+# Anything between two strings of the top-level object but a nested object or list: so a key
+# of the same name inside tool input, or inside a string, is never taken for the field.
+_BETWEEN = r'[^]"{}[]*'
+
+
+def _field(key: str) -> str:
+    """A sed command printing the raw (still JSON-escaped) text of the top-level string ``key``
+    of a one-line JSON object; nothing when it has none."""
+    return (rf's/^[^{{]*{{{_BETWEEN}\({_JSON_STRING}{_BETWEEN}\)*"{key}"[[:space:]]*:'
+            rf'[[:space:]]*"\([^"\\]*\(\\.[^"\\]*\)*\)".*/\3/p')
+
+
 def hook_line(cli: str, event: str) -> str:
     """The shell line one hook event runs: ``$$`` (the hook shell's pid) makes every call a new
     value, so the same event twice is two changes; the host's clock says when, so a watcher that
     attaches later can tell an event it has not seen from one that was there before it. Quiet
-    and successful outside tmux."""
-    value = shlex.quote(f"{cli} {event} ") + "$$' '$(date +%s)"
-    return (f'tmux set-option -p -t "$TMUX_PANE" {HOOK_OPTION} {value} '
-            ">/dev/null 2>&1 || true")
+    and successful outside tmux.
+
+    On :data:`NAMING_EVENTS` it adds ``s=SESSION t=TRANSCRIPT`` from the payload on stdin, as
+    their JSON text (spaces as ``\\u0020``, so the value splits on spaces): shell variables
+    only, never shell text, and nothing for a payload it cannot read."""
+    if event not in NAMING_EVENTS:
+        value = shlex.quote(f"{cli} {event} ") + "$$' '$(date +%s)"
+        return (f'tmux set-option -p -t "$TMUX_PANE" {HOOK_OPTION} {value} '
+                ">/dev/null 2>&1 || true")
+    return ("p=; [ -t 0 ] || p=$(head -c " + str(_PAYLOAD_BYTES) + " | tr '\\n' ' '; "
+            "cat >/dev/null); "
+            "s=$(printf '%s\\n' \"$p\" | LC_ALL=C sed -n "
+            + shlex.quote(_field("session_id")) + "); "
+            "t=$(printf '%s\\n' \"$p\" | LC_ALL=C sed -n "
+            + shlex.quote(_field("transcript_path")) + " | LC_ALL=C sed 's/ /\\\\u0020/g'); "
+            f'tmux set-option -p -t "$TMUX_PANE" {HOOK_OPTION} '
+            f'"{cli} {event} s=$s t=$t $$ $(date +%s)" >/dev/null 2>&1 || true')
 
 
 def events_for(cli: str) -> tuple[str, ...]:
@@ -65,10 +101,42 @@ def merged(cli: str, path: str, old_text: str | None) -> tuple[str | None, str]:
     snippet = json.dumps({"hooks": {e: [_group(cli, e, hook_line(cli, e))] for e in events}},
                          indent=2)
     settings = _parse_json(cli, path, old_text) if old_text is not None else {}
-    changed = merge_events(cli, path, settings, {e: hook_line(cli, e) for e in events})
+    lines = {e: hook_line(cli, e) for e in events}
+    dropped = _drop_older_lines(settings, lines)
+    changed = merge_events(cli, path, settings, lines) or dropped
     if not changed:
         return None, snippet
     return json.dumps(settings, indent=2, ensure_ascii=False) + "\n", snippet
+
+
+def _drop_older_lines(settings: dict[str, Any], lines: dict[str, str]) -> bool:
+    """Remove the lines an older release of ours put on these events (they set our option but
+    are not today's line), so an install over them does not run both; True when any went.
+    Anything else in the file stays, malformed parts included (merge_events reports those)."""
+    hooks = settings.get("hooks")
+    if not isinstance(hooks, dict):
+        return False
+    dropped = False
+    for event, line in lines.items():
+        groups = hooks.get(event)
+        if not isinstance(groups, list):
+            continue
+        emptied = []
+        for group in groups:
+            entries = group.get("hooks") if isinstance(group, dict) else None
+            if not isinstance(entries, list):
+                continue
+            kept = [h for h in entries if not (
+                isinstance(h, dict) and isinstance(h.get("command"), str)
+                and HOOK_OPTION in h["command"] and h["command"] != line)]
+            if len(kept) != len(entries):
+                group["hooks"] = kept
+                dropped = True
+                if not kept:
+                    emptied.append(group)
+        if emptied:  # a group that held only our old line goes with it
+            hooks[event] = [g for g in groups if not any(g is e for e in emptied)]
+    return dropped
 
 
 @dataclass(frozen=True)

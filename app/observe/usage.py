@@ -7,7 +7,8 @@ transcript its hooks named (Claude Code), or the rollout file of the thread Code
 never another conversation's. The session events are read incrementally too (only those after
 the last one seen), so a caught-up pane costs one ``stat`` per tick.
 
-Local panes only: a remote pane's file is on its host.
+A watcher reads the panes of its own host: this machine's files directly, another host's through
+its ssh connection (app.adapters.remote_tails), all of that host's files in one call per tick.
 """
 
 from __future__ import annotations
@@ -15,21 +16,41 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from app.adapters.store import StoreWriter
+from app.adapters.tmux import LOCAL_HOST
 from app.adapters.usage_files import PARSERS, Tail, Usage
 from app.observe.pane import Tracked
 from app.observe.sessions import identity
 
 log = logging.getLogger(__name__)
 
+# Reads the new lines of each tail's file, one list per tail, in order (the tails are moved on).
+ReadTails = Callable[[Sequence[Tail]], list[list[Usage]]]
+
+
+def read_local(tails: Sequence[Tail]) -> list[list[Usage]]:
+    found: list[list[Usage]] = []
+    for tail in tails:
+        try:
+            found.append(tail.read_new())
+        except Exception:  # one pane's file must never stop the others
+            log.exception("usage: %s skipped", tail.path)
+            found.append([])
+    return found
+
 
 class UsageReader:
-    def __init__(self, store: StoreWriter) -> None:
+    def __init__(self, store: StoreWriter, host: str = LOCAL_HOST,
+                 read_tails: ReadTails = read_local) -> None:
+        """The usage of ``host``'s panes (the watcher's own), their files read by
+        ``read_tails``."""
         self.store = store
+        self.host = host
+        self.read_tails = read_tails
         self._seq = 0
         # (pane id, server pid) -> its newest session-naming event.
         self._sessions: dict[tuple[str, int | None], dict[str, Any]] = {}
@@ -43,20 +64,29 @@ class UsageReader:
         for event in self.store.usage.session_events_after(self._seq):
             self._seq = event["seq"]
             self._sessions[(event["pane_id"], event["server_pid"])] = event
-        news: list[tuple[Tracked, Tail, list[Usage]]] = []
-        before: dict[str, Tail] = {}
+        wanted: list[tuple[str, Tracked, Tail]] = []
         for wid, tracked in panes.items():
             try:
                 tail = self._tail(wid, tracked)
-                if tail is None:
-                    continue
-                kept = replace(tail)  # read_new replaces the memo, never changes it
-                found = tail.read_new()
-                if (tail.inode, tail.offset) != (kept.inode, kept.offset):
-                    news.append((tracked, tail, found))
-                    before[wid] = kept
             except Exception:  # one pane's file must never stop the others
                 log.exception("usage: pane %s skipped", wid)
+                continue
+            if tail is not None:
+                wanted.append((wid, tracked, tail))
+        # Reading replaces a tail's memo, never changes it: the copies are the tails as they were.
+        kept = {wid: replace(tail) for wid, _, tail in wanted}
+        try:
+            founds = self.read_tails([tail for _, _, tail in wanted])
+        except Exception as exc:  # a host gone away: its figures stay, read again next tick
+            log.warning("usage: host %s not read: %s", self.host, exc)
+            self._tails.update(kept)
+            return 0
+        news: list[tuple[Tracked, Tail, list[Usage]]] = []
+        before: dict[str, Tail] = {}
+        for (wid, tracked, tail), found in zip(wanted, founds, strict=True):
+            if (tail.inode, tail.offset) != (kept[wid].inode, kept[wid].offset):
+                news.append((tracked, tail, found))
+                before[wid] = kept[wid]
         if news:
             try:
                 self._write(news, now)
@@ -76,7 +106,7 @@ class UsageReader:
 
     def _tail(self, wid: str, tracked: Tracked) -> Tail | None:
         pty = tracked.pty_row
-        if not pty or (pty.get("host") or "local") != "local":
+        if not pty or (pty.get("host") or LOCAL_HOST) != self.host:
             return None
         event = self._sessions.get((tracked.pane.pane_id, pty.get("server_pid")))
         found = identity(pty, event)

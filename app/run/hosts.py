@@ -39,6 +39,7 @@ from app.base.render import clean_text
 from app.base.settings import WatchSettings
 from app.observe.hookevents import parse_event
 from app.observe.one_pane import Target, resolve
+from app.observe.sessions import SESSION_ID
 from app.observe.views import VIEW_OPTION, mirror_marker
 from app.run.runner import QuietRepeats, Runner
 
@@ -325,21 +326,42 @@ def _strict_int(text: str) -> int | None:
     return int(text) if text.isascii() and text.isdecimal() else None
 
 
+def _session_fields(parts: list[str]) -> dict[str, str]:
+    """The session id and transcript path a naming event's value carries (``PID CLI EVENT
+    s=ID t=PATH NONCE EPOCH``, the path as JSON string text); none from any other shape, so a
+    path that split where the line did not mean it to (a character Python splits on and the
+    host's sed kept) is dropped, never cut. parse_event checks the path as a local one's."""
+    if len(parts) != 7 or not parts[3].startswith("s=") or not parts[4].startswith("t="):
+        return {}
+    session_id = parts[3][2:]
+    if not SESSION_ID.fullmatch(session_id):
+        return {}
+    try:
+        transcript = json.loads(f'"{parts[4][2:]}"')
+    except ValueError:
+        transcript = ""
+    return {"session_id": session_id,
+            "transcript_path": transcript if isinstance(transcript, str) else ""}
+
+
 def record_hooks(store: StoreWriter, hooks: list[tuple[str, str, float]], socket: str) -> None:
-    """The hook option values a host's panes took (``SERVER_PID CLI EVENT NONCE EPOCH``, set by the
-    line of ``app.install.remote_hooks``) as the hook events ``conductor pty hook`` records
-    locally; the tick that follows reads them as it reads those. A value that is not our
-    line's (the host is untrusted input) is skipped."""
+    """The hook option values a host's panes took (``SERVER_PID CLI EVENT NONCE EPOCH``, set by
+    the line of ``app.install.remote_hooks``; ``s=ID t=PATH`` before the nonce on the events
+    that name the session) as the hook events ``conductor pty hook`` records locally; the tick
+    that follows reads them as it reads those. A value that is not our line's (the host is
+    untrusted input) is skipped."""
     rows = []
     for pane_id, value, seen in hooks:
         parts = value.split()
         server_pid = _strict_int(parts[0]) if parts else None
         if len(parts) < 3 or server_pid is None or not PANE_ID.fullmatch(pane_id):
             continue  # unset, or not our line's value
-        event = parse_event(parts[1], json.dumps({"hook_event_name": parts[2]}))
+        event = parse_event(parts[1], json.dumps({"hook_event_name": parts[2],
+                                                  **_session_fields(parts)}))
         rows.append({"ts": seen, "kind": "hook", "event": event.kind, "name": event.name,
                      "cli": event.cli, "pane_id": pane_id, "server_pid": server_pid,
-                     "socket": socket, "session_id": "", "detail": "via the pane option"})
+                     "socket": socket, "session_id": event.session_id,
+                     "transcript": event.transcript, "detail": "via the pane option"})
     if rows:
         with store.transaction() as conn:
             for row in rows:

@@ -26,6 +26,7 @@ from typing import Any
 from app.act.steps import Step
 from app.adapters import statusfile
 from app.adapters.control import ControlMode
+from app.adapters.remote_tails import RemoteTails
 from app.adapters.status import pid_alive
 from app.adapters.store import StoreWriter
 from app.adapters.store_read import public_row
@@ -131,7 +132,9 @@ class Watcher:
         self._evented: set[str] = set()
         self.events = EventReader(store, time.time())
         self.own_views = views.WatcherViews(tmux)
-        self.usage = UsageReader(store)  # tokens per pane, from each agent's own records
+        # Tokens per pane, from each agent's own records: another host's over its connection.
+        self.usage = UsageReader(store) if tmux.via is None else \
+            UsageReader(store, tmux.host, RemoteTails(tmux.via))
 
     @property
     def settings(self) -> WatchSettings:
