@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from app.adapters.tmux import Tmux
 from app.observe.sessions import SESSION_ID, identity
 from app.run.watcher import Watcher
 from tests.conftest import conductor
+from tests.support.waiting import retry_until
 
 FIRST = "7f1c2a4e-0d3b-4c55-9a61-3e2f8b9c0d11"
 SECOND = "b2d5c1e0-5b8e-4a63-8d3a-6b1f0c2e9a77"
@@ -171,3 +173,45 @@ def test_a_hook_on_a_store_from_before_transcripts_brings_it_up_to_date(
         reader.close()
     assert found is not None and (found["session_id"], found["transcript"]) == (
         FIRST, "/t/x.jsonl")
+
+
+def _respawned(server: Any, pane: str, after: float) -> None:
+    """The pane's program replaced by a new process that starts after ``after`` (tmux's
+    respawn-pane, as a person quitting the agent and starting it again would)."""
+    retry_until(lambda: time.time() > after + 0.1, message="the clock did not move")
+    server.cmd("respawn-pane", "-k", "-t", pane, "cat")
+
+
+def _pane_pid(server: Any, pane: str) -> int:
+    return int(server.cmd("display-message", "-p", "-t", pane, "#{pane_pid}").stdout[0])
+
+
+def test_a_new_codex_process_in_the_pane_is_unknown_until_it_names_its_thread(
+        server: Any, session: Any, watcher: Watcher, tmp_path: Path) -> None:
+    pane = _pane(server, watcher, tmp_path, "codex", "cod")
+    _hook(server, pane, {"type": "agent-turn-complete", "thread-id": SECOND, "turn-id": "1",
+                         "cwd": str(tmp_path), "input-messages": ["hi"],
+                         "last-assistant-message": "hello"}, "codex", as_argument=True)
+    named_at = time.time()
+    watcher.tick()
+    assert _sessions(server)["cod"]["id"] == SECOND  # the process that named it goes on
+    before = _pane_pid(server, pane)
+    _respawned(server, pane, named_at)
+    assert _pane_pid(server, pane) != before
+    watcher.tick()
+    # Codex names a thread only when a turn ends: the new process's is not known yet, and the
+    # old one is no longer the pane's (restore must not resume it, usage not read from it).
+    assert _sessions(server)["cod"] is None
+    watcher.tick()
+    store = StoreReader(watcher.workers_dir)
+    try:
+        starts = [e for e in store.events(pane, int(server.cmd(
+            "display-message", "-p", "#{pid}").stdout[0]), 0) if e["kind"] == "agent_start"]
+    finally:
+        store.close()
+    assert len(starts) == 1  # said once, not every tick
+    _hook(server, pane, {"type": "agent-turn-complete", "thread-id": FIRST, "turn-id": "1",
+                         "cwd": str(tmp_path), "input-messages": ["hi"],
+                         "last-assistant-message": "hello"}, "codex", as_argument=True)
+    watcher.tick()
+    assert _sessions(server)["cod"]["id"] == FIRST
