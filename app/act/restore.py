@@ -36,9 +36,11 @@ AGENT_COMMANDS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
     "claude": (("claude",), ("claude", "--resume", "{id}")),
     "codex": (("codex",), ("codex", "resume", "{id}")),
     "gemini": (("gemini",), ("gemini", "--resume", "{id}")),
-    # No resume by id we could verify: these come back fresh, and the plan says so.
-    "qwen": (("qwen",), None),
-    "opencode": (("opencode",), None),
+    "qwen": (("qwen",), ("qwen", "--resume", "{id}")),
+    # opencode names its session to nobody (design/cost.md): the id is known only if a later
+    # source gives it, and then this is how it goes back in.
+    "opencode": (("opencode",), ("opencode", "--session", "{id}")),
+    # No resume by id: comes back fresh, and the plan says so.
     "aider": (("aider",), None),
 }
 

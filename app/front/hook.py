@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 LOG_NAME = "hook.log"
 _MAX_PAYLOAD = 1 << 20  # a Claude payload carries no transcript, only its path
 _MAX_LOG = 256 * 1024
-USAGE = """Usage: conductor pty hook [--cli claude|codex|gemini] [PAYLOAD]
+USAGE = """Usage: conductor pty hook [--cli claude|codex|gemini|qwen] [PAYLOAD]
 
 Record an agent CLI's hook event for the pane it runs in ($TMUX_PANE). The event JSON is read
 from PAYLOAD or, without it, from stdin. Prints nothing and always exits 0; problems go to
