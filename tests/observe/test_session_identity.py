@@ -124,8 +124,9 @@ def test_gemini_names_its_session_at_start_and_after_clear(
 
 def test_clis_that_name_no_session_are_unknown_beside_one_that_does(
         server: Any, session: Any, watcher: Watcher, tmp_path: Path) -> None:
-    """Qwen Code and opencode run no hooks of ours: their panes' sessions stay unknown, even
-    in a folder where another pane's session is known (never "the newest of the folder")."""
+    """A Qwen Code pane whose hooks named nothing yet and an opencode pane (no hooks at all)
+    stay unknown, even in a folder where another pane's session is known (never "the newest
+    of the folder")."""
     named = _pane(server, watcher, tmp_path, "claude", "ann")
     _pane(server, watcher, tmp_path, "qwen", "qwe")
     _pane(server, watcher, tmp_path, "opencode", "ope")
@@ -215,3 +216,47 @@ def test_a_new_codex_process_in_the_pane_is_unknown_until_it_names_its_thread(
                          "last-assistant-message": "hello"}, "codex", as_argument=True)
     watcher.tick()
     assert _sessions(server)["cod"]["id"] == FIRST
+
+
+def _usage(server: Any) -> dict[str, Any]:
+    done = conductor("-L", server.socket_name, "pty", "status", "--json")
+    assert done.returncode == 0, done.stderr
+    return {w["name"]: w["usage"] for w in json.loads(done.stdout)}
+
+
+def test_qwen_and_gemini_chat_files_their_hooks_name_are_counted(
+        server: Any, session: Any, watcher: Watcher, tmp_path: Path) -> None:
+    """Each hook names its chat file (Qwen Code's SessionStart, Gemini CLI's too); the watcher
+    reads the usage the file records: the fake model's 100 prompt tokens per request and one
+    output token per word (Qwen Code 0.24.4, Gemini CLI 0.61.0 lines, trimmed)."""
+    qwen_pane = _pane(server, watcher, tmp_path, "qwen", "qwe")
+    gemini_pane = _pane(server, watcher, tmp_path, "gemini", "gem")
+    qwen_file = tmp_path / f"{FIRST}.jsonl"
+    qwen_file.write_text("".join(json.dumps({
+        "uuid": uuid, "sessionId": FIRST, "timestamp": "2026-11-28T12:48:27.206Z",
+        "type": "assistant", "model": "labb-model", "message": {"role": "model", "parts": []},
+        "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": out,
+                          "cachedContentTokenCount": 0, "totalTokenCount": 100 + out}}) + "\n"
+        for uuid, out in (("e4cf", 1), ("fbce", 3))))
+    gemini_file = tmp_path / "session-2026-11-28T12-47-b2d5c1e0.jsonl"
+    gemini_file.write_text(json.dumps({
+        "id": "b1eb", "timestamp": "2026-11-28T12:47:29.127Z", "type": "gemini",
+        "content": "Running.", "model": "gemini-3.1-pro-preview",
+        "tokens": {"input": 100, "output": 10, "cached": 0, "thoughts": 0, "tool": 0,
+                   "total": 110}}) + "\n")
+    _hook(server, qwen_pane, {"hook_event_name": "SessionStart", "source": "startup",
+                              "session_id": FIRST, "transcript_path": str(qwen_file),
+                              "cwd": str(tmp_path), "timestamp": "2026-11-28T12:58:14.488Z"},
+          "qwen")
+    _hook(server, gemini_pane, {"hook_event_name": "SessionStart", "source": "startup",
+                                "session_id": SECOND, "transcript_path": str(gemini_file),
+                                "cwd": str(tmp_path), "timestamp": "2026-11-28T12:47:28.390Z"},
+          "gemini")
+    watcher.tick()
+    assert _sessions(server)["qwe"] == {"id": FIRST, "transcript": str(qwen_file),
+                                        "cli": "qwen", "ended": False}
+    found = _usage(server)
+    assert {k: found["qwe"][k] for k in ("input", "output", "cache_read")} == \
+        {"input": 200, "output": 4, "cache_read": 0}
+    assert {k: found["gem"][k] for k in ("input", "output", "cache_read")} == \
+        {"input": 100, "output": 10, "cache_read": 0}
