@@ -17,8 +17,8 @@ from typing import Any
 
 from app.adapters.store_read import StoreReader
 
-# Claude Code, Gemini CLI and Qwen Code use UUIDs, Codex a UUID-like thread id. Anything else
-# is not resumed: it never reaches a command line.
+# Claude Code, Gemini CLI and Qwen Code use UUIDs, Codex a UUID-like thread id, opencode
+# "ses_…". Anything else is not resumed: it never reaches a command line.
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 # SessionEnd reasons that mean the person ended the conversation; any other end (the terminal
