@@ -25,6 +25,18 @@ from app.observe.sessions import identity
 log = logging.getLogger(__name__)
 
 AGENT_START = "agent_start"
+# CLIs whose clear command starts a new conversation that nothing names until its first turn
+# ends (Codex's /new: notify only): after conductor sends it, the old session is forgotten.
+# Claude Code and Gemini CLI name the new one themselves (SessionStart, source "clear").
+NAMED_AFTER_A_TURN = frozenset({"codex"})
+
+
+def cleared_row(cli: str, pane_id: str, server_pid: int | None, socket: str, command: str,
+                now: float) -> dict[str, Any]:
+    """The event that forgets a pane's session after its clear command (``dispatch --clear``)."""
+    return {"ts": now, "kind": AGENT_START, "event": "other", "name": "clear", "cli": cli,
+            "pane_id": pane_id, "server_pid": server_pid, "socket": socket, "session_id": "",
+            "transcript": "", "detail": f"{command}: a new conversation, not named yet"}
 
 
 class AgentStarts:

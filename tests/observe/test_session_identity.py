@@ -260,3 +260,28 @@ def test_qwen_and_gemini_chat_files_their_hooks_name_are_counted(
         {"input": 200, "output": 4, "cache_read": 0}
     assert {k: found["gem"][k] for k in ("input", "output", "cache_read")} == \
         {"input": 100, "output": 10, "cache_read": 0}
+
+
+def test_codex_new_conversation_sent_by_dispatch_clear_forgets_the_old_thread(
+        server: Any, session: Any, watcher: Watcher, tmp_path: Path) -> None:
+    """Codex's /new names nothing until the new thread's first turn ends: once conductor has
+    sent it (``dispatch --clear``), the pane's session is unknown; Claude Code's /clear names
+    its new session itself (SessionStart), so its pane keeps what its hook says."""
+    from app.act.cycle.jobs import _forget_session
+    from app.observe.one_pane import resolve
+
+    tmux = Tmux(socket_name=server.socket_name)
+    codex_pane = _pane(server, watcher, tmp_path, "codex", "cod")
+    claude_pane = _pane(server, watcher, tmp_path, "claude", "cla")
+    _hook(server, codex_pane, {"type": "agent-turn-complete", "thread-id": SECOND,
+                               "turn-id": "1", "cwd": str(tmp_path), "input-messages": ["hi"],
+                               "last-assistant-message": "hello"}, "codex", as_argument=True)
+    _hook(server, claude_pane, {"hook_event_name": "SessionStart", "source": "clear",
+                                "session_id": FIRST}, "claude")
+    _forget_session(tmux, resolve(tmux, watcher.workers_dir, "cod"), "codex", "/new",
+                    watcher.workers_dir)
+    _forget_session(tmux, resolve(tmux, watcher.workers_dir, "cla"), "claude", "/clear",
+                    watcher.workers_dir)
+    found = _sessions(server)
+    assert found["cod"] is None
+    assert found["cla"]["id"] == FIRST
