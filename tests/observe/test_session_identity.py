@@ -285,3 +285,16 @@ def test_codex_new_conversation_sent_by_dispatch_clear_forgets_the_old_thread(
     found = _sessions(server)
     assert found["cod"] is None
     assert found["cla"]["id"] == FIRST
+
+
+def test_qwen_and_opencode_resume_by_id_as_their_clis_take_it() -> None:
+    """Both checked against the lab's fake server: the resumed turn's request carried the
+    earlier turns (Qwen Code 0.24.4 `qwen --resume ID`, opencode 1.18.33 `--session ID`)."""
+    from app.act.restore import AGENT_COMMANDS, agent_command
+
+    assert agent_command("qwen", AGENT_COMMANDS["qwen"][1] or (), FIRST) == \
+        f"qwen --resume {FIRST}"
+    opencode_id = "ses_dddcc2780ffenwIiJJnfUkf2Cp"
+    assert SESSION_ID.fullmatch(opencode_id)
+    assert agent_command("opencode", AGENT_COMMANDS["opencode"][1] or (), opencode_id) == \
+        f"opencode --session {opencode_id}"
