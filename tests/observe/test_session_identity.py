@@ -211,6 +211,9 @@ def test_a_new_codex_process_in_the_pane_is_unknown_until_it_names_its_thread(
     finally:
         store.close()
     assert len(starts) == 1  # said once, not every tick
+    explained = conductor("-L", server.socket_name, "pty", "explain", "cod", "-n", "0")
+    assert f"session: unknown (process {_pane_pid(server, pane)} started after session " \
+           f"{SECOND} was named; its agent has not named the new one yet)" in explained.stdout
     _hook(server, pane, {"type": "agent-turn-complete", "thread-id": FIRST, "turn-id": "1",
                          "cwd": str(tmp_path), "input-messages": ["hi"],
                          "last-assistant-message": "hello"}, "codex", as_argument=True)
