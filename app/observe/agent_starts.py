@@ -45,7 +45,6 @@ class AgentStarts:
         self._seq = 0
         # (pane id, server pid) -> its newest session-naming (or session-forgetting) event.
         self._newest: dict[tuple[str, int | None], dict[str, Any]] = {}
-        self._booted: float | None = None
 
     def look(self, panes: Mapping[str, Tracked], now: float) -> int:
         """Record an ``agent_start`` for every pane whose agent started after its session was
@@ -53,14 +52,15 @@ class AgentStarts:
         for event in self.store.usage.session_events_after(self._seq):
             self._seq = event["seq"]
             self._newest[(event["pane_id"], event["server_pid"])] = event
-        if self._booted is None:
-            self._booted = boot_time()
-            if self._booted is None:
-                return 0  # no /proc: nothing is known of processes
+        # Read again each time: a step of the wall clock (NTP) moves the boot time with it, and
+        # the events' times are wall-clock times.
+        booted = boot_time()
+        if booted is None:
+            return 0  # no /proc: nothing is known of processes
         news = []
         for tracked in panes.values():
             try:
-                row = self._replaced(tracked, self._booted, now)
+                row = self._replaced(tracked, booted, now)
             except Exception:  # one pane must never stop the others
                 log.exception("agent start: pane %s skipped", tracked.worker_id)
                 continue
