@@ -141,6 +141,10 @@ def parse_event(cli: str | None, payload_text: str) -> HookEvent:
     transcript = _one_path(_text(payload.get("transcript_path")))
     if known == "gemini":
         kind = _gemini_kind(name, payload)
+        if name == "SessionStart" and _text(payload.get("source")) == "resume":
+            # Gemini CLI 0.61 names a new file here that gets only a header: the resumed turns
+            # go on in the session's first file, which BeforeAgent names.
+            transcript = ""
     elif known in ("claude", "codex", "qwen"):
         kind = _claude_kind(name, payload)
     else:

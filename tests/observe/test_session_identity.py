@@ -301,3 +301,48 @@ def test_qwen_and_opencode_resume_by_id_as_their_clis_take_it() -> None:
     assert SESSION_ID.fullmatch(opencode_id)
     assert agent_command("opencode", AGENT_COMMANDS["opencode"][1] or (), opencode_id) == \
         f"opencode --session {opencode_id}"
+
+
+def test_a_session_whose_conversation_file_is_gone_is_restored_fresh(
+        server: Any, session: Any, watcher: Watcher, tmp_path: Path) -> None:
+    """Gemini CLI 0.61 deletes a resumed session's files at its next start in the folder (its
+    session cleanup takes the header-only file `--resume` leaves for the session's own):
+    `gemini --resume ID` would then exit with an error, so the plan starts it fresh and says
+    why. While the file is there, the pane is resumed."""
+    from app.act.restore import FRESH, RESUME, plan
+
+    pane = _pane(server, watcher, tmp_path, "gemini", "gem")
+    chat = tmp_path / "session-2026-11-28T13-17-50d77921.jsonl"
+    chat.write_text("{}\n")
+    _hook(server, pane, {"hook_event_name": "BeforeAgent", "prompt": "hi", "session_id": FIRST,
+                         "transcript_path": str(chat), "cwd": str(tmp_path),
+                         "timestamp": "2026-11-28T13:17:53.952Z"}, "gemini")
+
+    def planned() -> tuple[str, str]:
+        reader = StoreReader(watcher.workers_dir)
+        try:
+            rows = [w for w in reader.workers(server.socket_name) if w["name"] == "gem"]
+            found = plan(reader, rows, live=set())
+        finally:
+            reader.close()
+        return found[0].how, found[0].why
+
+    assert planned() == (RESUME, "")
+    chat.unlink()
+    assert planned() == (FRESH, f"its conversation file {chat} is gone")
+
+
+def test_gemini_resume_names_no_file_of_its_own() -> None:
+    """Gemini CLI 0.61's SessionStart on `--resume` names a new file that only gets a header;
+    the turns go on in the session's first file, which BeforeAgent names (seen live)."""
+    from app.observe.hookevents import parse_event
+
+    base = {"session_id": FIRST, "cwd": "/p", "timestamp": "2026-11-28T13:18:00.262Z"}
+    resumed = parse_event("gemini", json.dumps({
+        **base, "hook_event_name": "SessionStart", "source": "resume",
+        "transcript_path": "/h/.gemini/tmp/p/chats/session-2026-11-28T13-18-50d77921.jsonl"}))
+    assert (resumed.session_id, resumed.transcript) == (FIRST, "")
+    prompt = parse_event("gemini", json.dumps({
+        **base, "hook_event_name": "BeforeAgent", "prompt": "again",
+        "transcript_path": "/h/.gemini/tmp/p/chats/session-2026-11-28T13-17-50d77921.jsonl"}))
+    assert prompt.transcript.endswith("13-17-50d77921.jsonl")
