@@ -36,9 +36,11 @@ AGENT_COMMANDS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
     "claude": (("claude",), ("claude", "--resume", "{id}")),
     "codex": (("codex",), ("codex", "resume", "{id}")),
     "gemini": (("gemini",), ("gemini", "--resume", "{id}")),
-    # No resume by id we could verify: these come back fresh, and the plan says so.
-    "qwen": (("qwen",), None),
-    "opencode": (("opencode",), None),
+    "qwen": (("qwen",), ("qwen", "--resume", "{id}")),
+    # opencode names its session to nobody (design/cost.md): the id is known only if a later
+    # source gives it, and then this is how it goes back in.
+    "opencode": (("opencode",), ("opencode", "--session", "{id}")),
+    # No resume by id: comes back fresh, and the plan says so.
     "aider": (("aider",), None),
 }
 
@@ -166,6 +168,13 @@ def _plan_one(reader: StoreReader, row: Mapping[str, Any], in_place: bool) -> Pl
                        command=agent_command(cli, fresh))
     if not found.resumable or not SESSION_ID.fullmatch(found.id):
         return Planned(**base, how=FRESH, why="its session id is not a plain id",
+                       command=agent_command(cli, fresh))
+    # The CLI would refuse to resume it and exit: Gemini CLI 0.61 deletes a resumed session's
+    # files at its next start in the folder (design/cost.md), and a Claude Code session with no
+    # message yet has none. Another host's files are looked at there, not here.
+    if host == "local" and found.transcript and not Path(found.transcript).is_file():
+        return Planned(**base, how=FRESH,
+                       why=f"its conversation file {found.transcript} is gone",
                        command=agent_command(cli, fresh))
     return Planned(**base, how=RESUME, why="", session_id=found.id,
                    transcript=found.transcript, command=agent_command(cli, resume, found.id))

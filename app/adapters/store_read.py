@@ -264,12 +264,14 @@ class StoreReader:
 
     def newest_session_event(self, pane_id: str, server_pid: int | None
                              ) -> dict[str, Any] | None:
-        """The newest hook event of one pane that names the agent's session (None: none does,
-        or the store predates events)."""
+        """The newest hook event of one pane that names the agent's session, or that says a new
+        agent process forgot it (kind ``agent_start``, no session id). None: neither, or the
+        store predates events."""
         try:
             rows = rows_as_dicts(
                 self.conn, "SELECT * FROM events WHERE pane_id = ? AND server_pid IS ? AND "
-                "kind IN ('hook', 'restore') AND session_id != '' ORDER BY seq DESC LIMIT 1",
+                "((kind IN ('hook', 'restore') AND session_id != '') OR kind = 'agent_start') "
+                "ORDER BY seq DESC LIMIT 1",
                 (pane_id, server_pid))
         except sqlite3.OperationalError as exc:
             if "no such table" in str(exc):

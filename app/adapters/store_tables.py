@@ -195,11 +195,12 @@ class UsageTables:
         self._writer.insert(conn, "usage_files", row, conflict_key="id")
 
     def session_events_after(self, seq: int) -> list[dict[str, Any]]:
-        """Hook and restore events that name an agent's session, after ``seq``, oldest first."""
+        """Hook and restore events that name an agent's session, and those that say a new agent
+        process forgot it (kind ``agent_start``, no session id), after ``seq``, oldest first."""
         return self._writer.rows(
             "SELECT seq, pane_id, server_pid, event, detail, cli, session_id, transcript, ts "
-            "FROM events WHERE seq > ? AND kind IN ('hook', 'restore') AND session_id != '' "
-            "ORDER BY seq", (seq,))
+            "FROM events WHERE seq > ? AND ((kind IN ('hook', 'restore') AND session_id != '') "
+            "OR kind = 'agent_start') ORDER BY seq", (seq,))
 
     def rows(self) -> list[dict[str, Any]]:
         return self._writer.rows("SELECT * FROM usage")

@@ -1,5 +1,5 @@
-"""The agents' own usage records, read a little at a time: Claude Code's transcript and Codex's
-rollout file, both JSON lines that only ever grow.
+"""The agents' own usage records, read a little at a time: Claude Code's transcript, Codex's
+rollout file, Gemini CLI's and Qwen Code's chat records, all JSON lines that only ever grow.
 
 A :class:`Tail` remembers where it stopped (the file's inode and byte offset) and reads only
 the complete lines written since; a caught-up file costs one ``stat``. A file that was replaced
@@ -43,7 +43,7 @@ class Tail:
     """Where reading one pane's usage file stopped, and what its parser must remember."""
 
     path: str
-    kind: str  # "claude" or "codex": the parser
+    kind: str  # the parser: a key of PARSERS
     inode: int = 0
     offset: int = 0
     memo: dict[str, Any] = field(default_factory=dict)
@@ -138,9 +138,57 @@ def codex_usage(record: dict[str, Any], memo: dict[str, Any]) -> list[Usage]:
                   cache_write, _ts(record))]
 
 
-PARSERS = {"claude": claude_usage, "codex": codex_usage}
+def _once(memo: dict[str, Any], record_id: str) -> bool:
+    """Whether ``record_id`` is met for the first time (an empty id always is)."""
+    if not record_id:
+        return True
+    seen: list[str] = memo.setdefault("ids", [])
+    if record_id in seen:
+        return False
+    seen.append(record_id)
+    del seen[:-_REMEMBERED_IDS]
+    return True
+
+
+def gemini_usage(record: dict[str, Any], memo: dict[str, Any]) -> list[Usage]:
+    """A ``gemini`` message's ``tokens``, once per message id. Gemini CLI 0.61 writes a message
+    again when its tool calls are added (the same id), and a ``$set`` of the whole message list
+    on resume: only top-level message lines count. ``input`` is Gemini's ``promptTokenCount``,
+    which holds the cached tokens, and thoughts are billed as output."""
+    if record.get("type") != "gemini" or not isinstance(record.get("tokens"), dict):
+        return []
+    if not _once(memo, str(record.get("id") or "")):
+        return []
+    tokens = record["tokens"]
+    cached = _count(tokens.get("cached"))
+    found = Usage(str(record.get("model") or ""),
+                  max(0, _count(tokens.get("input")) - cached) + _count(tokens.get("tool")),
+                  _count(tokens.get("output")) + _count(tokens.get("thoughts")), cached, 0,
+                  _ts(record))
+    return [found] if found.input or found.output or found.cache_read else []
+
+
+def qwen_usage(record: dict[str, Any], memo: dict[str, Any]) -> list[Usage]:
+    """An ``assistant`` line's ``usageMetadata``, once per line uuid. Qwen Code keeps Gemini's
+    names with OpenAI's meaning: ``promptTokenCount`` holds the cached tokens, and
+    ``candidatesTokenCount`` the thoughts (``thoughtsTokenCount`` is part of it)."""
+    usage = record.get("usageMetadata")
+    if record.get("type") != "assistant" or not isinstance(usage, dict):
+        return []
+    if not _once(memo, str(record.get("uuid") or "")):
+        return []
+    cached = _count(usage.get("cachedContentTokenCount"))
+    found = Usage(str(record.get("model") or ""),
+                  max(0, _count(usage.get("promptTokenCount")) - cached),
+                  _count(usage.get("candidatesTokenCount")), cached, 0, _ts(record))
+    return [found] if found.input or found.output or found.cache_read else []
+
+
+PARSERS = {"claude": claude_usage, "codex": codex_usage, "gemini": gemini_usage,
+           "qwen": qwen_usage}
 # Bytes every line a parser wants holds (JSON may space its colons, so the key alone).
-MARKERS = {"claude": (b'"usage"',), "codex": (b'"token_count"', b'"turn_context"')}
+MARKERS = {"claude": (b'"usage"',), "codex": (b'"token_count"', b'"turn_context"'),
+           "gemini": (b'"tokens"',), "qwen": (b'"usageMetadata"',)}
 
 
 def codex_rollout(codex_home: str, thread_id: str) -> str:

@@ -30,7 +30,7 @@ _MAX_LOG = 256 * 1024
 # The oldest a CLI's own stamp of its event may be and still be taken (a hook of a loaded
 # machine starts seconds late, never an hour).
 FIRED_BELIEVED_S = 600.0
-USAGE = """Usage: conductor pty hook [--cli claude|codex|gemini] [PAYLOAD]
+USAGE = """Usage: conductor pty hook [--cli claude|codex|gemini|qwen] [PAYLOAD]
 
 Record an agent CLI's hook event for the pane it runs in ($TMUX_PANE). The event JSON is read
 from PAYLOAD or, without it, from stdin. Prints nothing and always exits 0; problems go to

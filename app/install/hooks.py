@@ -1,4 +1,5 @@
-"""``conductor pty hooks install``: merge our hook into Claude Code, Codex or Gemini CLI config.
+"""``conductor pty hooks install``: merge our hook into Claude Code, Codex, Gemini CLI or Qwen Code
+config.
 
 The user's file is theirs: every other key, hook and (for TOML) comment stays; a second install
 changes nothing; an existing file is copied to ``<file>.bak-YYYYmmdd-HHMMSS`` before it changes and
@@ -27,7 +28,7 @@ from typing import Any
 from app.base.errors import ConfigError
 from app.base.files import write_atomic
 
-CLIS = ("claude", "codex", "gemini")
+CLIS = ("claude", "codex", "gemini", "qwen")
 
 # The hook exits in well under a second; the CLIs' defaults (Claude 600 s, Gemini 60 s) would let
 # a stuck hook freeze the agent for minutes.
@@ -68,6 +69,13 @@ GEMINI_DETACHED_EVENTS = frozenset({"AfterAgent", "Notification"})
 # hook's stdout and stderr to close, waits for the shell alone.
 _DETACH_HEAD = "{ "
 _DETACH_TAIL = " <&3 >/dev/null 2>&1 3<&- & } 3<&0"
+# Qwen Code 0.24 fires Claude Code's events with Claude's payloads (plus Gemini's ``timestamp``),
+# from a settings.json in Claude's shape; SessionStart names the session and its chat file.
+QWEN_EVENTS = (
+    "SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse",
+    "Notification", "Stop", "SessionEnd",
+)
+EVENTS = {"claude": CLAUDE_EVENTS, "gemini": GEMINI_EVENTS, "qwen": QWEN_EVENTS}
 # Only tool events get an explicit catch-all matcher; on the others a missing matcher already
 # matches everything, and UserPromptSubmit/Stop ignore matchers.
 _TOOL_EVENTS = frozenset({"PreToolUse", "PermissionRequest", "PostToolUse", "BeforeTool",
@@ -102,6 +110,10 @@ def default_path(cli: str, env: Mapping[str, str] | None = None) -> Path:
     if cli == "codex":
         base = env.get("CODEX_HOME")
         return (Path(base).expanduser() if base else home / ".codex") / "config.toml"
+    if cli == "qwen":
+        # QWEN_HOME stands in for ~/.qwen itself (Storage.getGlobalQwenDir).
+        base = env.get("QWEN_HOME")
+        return (Path(base).expanduser() if base else home / ".qwen") / "settings.json"
     # GEMINI_CLI_HOME stands in for the home folder, so .gemini/ still follows it.
     base = env.get("GEMINI_CLI_HOME")
     return (Path(base).expanduser() if base else home) / ".gemini" / "settings.json"
@@ -231,7 +243,7 @@ def _hook_entry(cli: str, event: str, command: str) -> dict[str, Any]:
             "timeout": HOOK_TIMEOUT_S * 1000,
         }
     entry: dict[str, Any] = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}
-    if event in CLAUDE_ASYNC_EVENTS:
+    if cli == "claude" and event in CLAUDE_ASYNC_EVENTS:
         entry["async"] = True
     return entry
 
@@ -245,7 +257,7 @@ def _group(cli: str, event: str, command: str) -> dict[str, Any]:
 def _merge_json(
     cli: str, path: Path, old_text: str | None, command: str
 ) -> tuple[str | None, str, tuple[str, ...]]:
-    events = CLAUDE_EVENTS if cli == "claude" else GEMINI_EVENTS
+    events = EVENTS[cli]
     commands = {event: event_command(cli, event, command) for event in events}
     snippet = json.dumps(
         {"hooks": {event: [_group(cli, event, line)] for event, line in commands.items()}},

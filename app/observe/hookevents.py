@@ -14,7 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-CLIS = ("claude", "codex", "gemini")
+CLIS = ("claude", "codex", "gemini", "qwen")
 KINDS = ("turn_start", "working", "turn_end", "permission", "idle", "session_end", "other")
 DETAIL_MAX = 200
 
@@ -143,7 +143,11 @@ def parse_event(cli: str | None, payload_text: str) -> HookEvent:
     transcript = _one_path(_text(payload.get("transcript_path")))
     if known == "gemini":
         kind = _gemini_kind(name, payload)
-    elif known in ("claude", "codex"):
+        if name == "SessionStart" and _text(payload.get("source")) == "resume":
+            # Gemini CLI 0.61 names a new file here that gets only a header: the resumed turns
+            # go on in the session's first file, which BeforeAgent names.
+            transcript = ""
+    elif known in ("claude", "codex", "qwen"):
         kind = _claude_kind(name, payload)
     else:
         kind = "other"
@@ -203,7 +207,8 @@ def _detect(payload: dict[str, Any], name: str, notify_type: str) -> str:
     if name in _GEMINI_ONLY:
         return "gemini"
     if name in _CLAUDE_ONLY:
-        return "claude"
+        # Qwen Code fires Claude's events with Gemini's ISO ``timestamp``; Claude's carry none.
+        return "qwen" if "timestamp" in payload else "claude"
     if name in _SHARED_NAMES:
         # Gemini's base input carries an ISO ``timestamp``; Claude's has none.
         return "gemini" if "timestamp" in payload else "claude"

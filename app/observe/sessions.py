@@ -17,8 +17,8 @@ from typing import Any
 
 from app.adapters.store_read import StoreReader
 
-# Claude Code, Gemini CLI and Qwen Code use UUIDs, Codex a UUID-like thread id. Anything else
-# is not resumed: it never reaches a command line.
+# Claude Code, Gemini CLI and Qwen Code use UUIDs, Codex a UUID-like thread id, opencode
+# "ses_…". Anything else is not resumed: it never reaches a command line.
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 # SessionEnd reasons that mean the person ended the conversation; any other end (the terminal
@@ -56,11 +56,16 @@ def identity(pty: Mapping[str, Any], event: Mapping[str, Any] | None) -> Session
                            ended, float(event.get("ts") or 0.0))
 
 
-def pane_session(reader: StoreReader, pty: Mapping[str, Any]) -> SessionIdentity | None:
+def pane_event(reader: StoreReader, pty: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The pane's newest event that names its session or forgets it (None: none)."""
     pane_id = pty.get("pane_id")
     if not pane_id:
         return None
-    return identity(pty, reader.newest_session_event(str(pane_id), pty.get("server_pid")))
+    return reader.newest_session_event(str(pane_id), pty.get("server_pid"))
+
+
+def pane_session(reader: StoreReader, pty: Mapping[str, Any]) -> SessionIdentity | None:
+    return identity(pty, pane_event(reader, pty))
 
 
 def with_sessions(reader: StoreReader, workers: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -71,8 +76,11 @@ def with_sessions(reader: StoreReader, workers: list[dict[str, Any]]) -> list[di
     return workers
 
 
-def describe(found: SessionIdentity | None) -> str:
-    """One line for ``explain``."""
+def describe(found: SessionIdentity | None, event: Mapping[str, Any] | None = None) -> str:
+    """One line for ``explain`` (``event``: the one :func:`pane_event` found, to say why)."""
+    if found is None and event is not None and event.get("kind") == "agent_start":
+        return f"session: unknown ({event.get('detail') or 'a new agent process'}; " \
+               "its agent has not named the new one yet)"
     if found is None:
         return "session: unknown (its agent's hooks named none)"
     where = f", transcript {found.transcript}" if found.transcript else ""

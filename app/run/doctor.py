@@ -138,7 +138,7 @@ def _quick_check(workers_dir: Path) -> tuple[bool, str]:
 def used_clis(env: Mapping[str, str]) -> list[str]:
     """The CLIs this account uses: their settings folder exists (each writes it on first run),
     or the program is on PATH. Hooks for a CLI never run here would be noise."""
-    programs = {"claude": "claude", "codex": "codex", "gemini": "gemini"}
+    programs = {"claude": "claude", "codex": "codex", "gemini": "gemini", "qwen": "qwen"}
     return [cli for cli in hook_install.CLIS
             if hook_install.default_path(cli, env).parent.is_dir()
             or shutil.which(programs[cli], path=env.get("PATH")) is not None]
@@ -172,8 +172,7 @@ def hook_checks(env: Mapping[str, str]) -> Iterator[Check]:
 
 
 def _events(cli: str) -> tuple[str, ...]:
-    return hook_install.CLAUDE_EVENTS if cli == "claude" else \
-        hook_install.GEMINI_EVENTS if cli == "gemini" else ("notify",)
+    return hook_install.EVENTS.get(cli, ("notify",))
 
 
 def _waited_for(cli: str, path: Path) -> tuple[str, ...]:

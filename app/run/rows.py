@@ -67,7 +67,7 @@ def _status_row(worker: str, a: Assessment, mode: str = POLL) -> dict[str, Any]:
 
 # What a notification calls the program that ended: "api: Claude Code exited".
 _CLI_LABELS = {"claude": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI",
-               "aider": "aider", "opencode": "opencode", "shell": "the shell"}
+               "qwen": "Qwen Code", "aider": "aider", "opencode": "opencode", "shell": "the shell"}
 
 
 def program_label(cli: str | None) -> str:

@@ -36,6 +36,7 @@ from app.base.model import Pane, State, Transition
 from app.base.settings import WatchSettings
 from app.base.termsignals import TermSignal
 from app.observe import views
+from app.observe.agent_starts import AgentStarts
 from app.observe.exits import HISTORY_LINES, SHELL_COULD_NOT_RUN
 from app.observe.llm import AsyncLLM
 from app.observe.packs import Pack
@@ -135,6 +136,7 @@ class Watcher:
         # Tokens per pane, from each agent's own records: another host's over its connection.
         self.usage = UsageReader(store) if tmux.via is None else \
             UsageReader(store, tmux.host, RemoteTails(tmux.via))
+        self.agent_starts = AgentStarts(store)  # a replaced agent forgets the old session
 
     @property
     def settings(self) -> WatchSettings:
@@ -182,6 +184,8 @@ class Watcher:
         self._fold_terminal(current, screens, now, full)
         judged = self._judge(current, look, screens, to_capture, now, full, report)
         if full:
+            # Before usage: a new agent process must not have the old conversation's file read.
+            self.agent_starts.look(self.tracked, now)
             self.usage.read(self.tracked, now)  # before the steps: their budgets count it
         for lead in teammates.stale_counts(self.tracked):
             # A teammate judged now moved its lead's count: the lead is looked at again at

@@ -26,6 +26,15 @@ GEMINI_BASE = {
     "cwd": "/home/ana/shop",
     "timestamp": "2026-07-01T10:00:03.120Z",
 }
+# As Qwen Code 0.24.4 sent them against the lab's fake model (design/hooks.md).
+QWEN_BASE = {
+    "session_id": "4a68f2d3-83c0-4105-8f72-0630878f0121",
+    "transcript_path": "/home/ana/.qwen/projects/-home-ana-shop/chats/"
+                       "4a68f2d3-83c0-4105-8f72-0630878f0121.jsonl",
+    "cwd": "/home/ana/shop",
+    "timestamp": "2026-11-28T12:58:15.380Z",
+    "permission_mode": "default",
+}
 CODEX_TURN_COMPLETE = {
     "type": "agent-turn-complete",
     "thread-id": "b5f6c1c2-1111-2222-3333-444455556666",
@@ -43,6 +52,10 @@ def claude(name: str, **fields: Any) -> dict[str, Any]:
 
 def gemini(name: str, **fields: Any) -> dict[str, Any]:
     return {**GEMINI_BASE, "hook_event_name": name, **fields}
+
+
+def qwen(name: str, **fields: Any) -> dict[str, Any]:
+    return {**QWEN_BASE, "hook_event_name": name, **fields}
 
 
 class Case(NamedTuple):
@@ -208,6 +221,22 @@ CASES = [
         "gemini session started",
         gemini("SessionStart", source="startup"),
         "gemini", "SessionStart", "other", "",
+    ),
+    Case(
+        "qwen prompt submitted",
+        qwen("UserPromptSubmit", prompt="run it",
+             prompt_id="4a68f2d3-83c0-4105-8f72-0630878f0121########0"),
+        "qwen", "UserPromptSubmit", "turn_start", "run it",
+    ),
+    Case(
+        "qwen tool about to run",
+        qwen("PreToolUse", tool_name="run_shell_command", tool_input={"command": "echo hi"}),
+        "qwen", "PreToolUse", "working", "run_shell_command",
+    ),
+    Case(
+        "qwen turn ended",
+        qwen("Stop", stop_hook_active=False, last_assistant_message="All done now."),
+        "qwen", "Stop", "turn_end", "All done now.",
     ),
     Case(
         "codex turn complete",

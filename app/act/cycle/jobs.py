@@ -333,5 +333,19 @@ def dispatch(tmux: Tmux, target: Target, text: str, packs: Mapping[str, Pack],
         deadline = None if timeout_s is None else started + timeout_s
         done = clear_conversation(tmux, target, command, packs, settings, workers_dir, deadline,
                                   poll_s) + ", then sent"
+        _forget_session(tmux, target, watch.pack.name if watch.pack is not None else "", command,
+                        workers_dir)
     handoff.send(tmux, target, text, packs, settings, workers_dir, origin="dispatch")
     return done
+
+
+def _forget_session(tmux: Tmux, target: Target, cli: str, command: str, workers_dir: Path
+                    ) -> None:
+    """After a clear that starts a conversation nothing names yet, the pane's old session is
+    not its own any more: restore must not resume it, nor usage be read from its file."""
+    from app.adapters.store import record_event
+    from app.observe.agent_starts import NAMED_AFTER_A_TURN, cleared_row
+
+    if cli in NAMED_AFTER_A_TURN:
+        record_event(str(workers_dir), cleared_row(cli, target.pane.pane_id, target.server_pid,
+                                                   tmux.label, command, time.time()))

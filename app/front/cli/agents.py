@@ -20,7 +20,7 @@ from app.base import settings
 from app.front.cli.context import Context, conductor_program, friendly_errors, read_config
 
 # hookconfig.CLIS, spelled out so that every command's start does not import hookconfig.
-_AGENT_CLIS = click.Choice(["claude", "codex", "gemini"])
+_AGENT_CLIS = click.Choice(["claude", "codex", "gemini", "qwen"])
 _show_only_option = click.option(
     "--print", "show_only", is_flag=True,
     help="Only show the snippet and the file it belongs in; change nothing.")

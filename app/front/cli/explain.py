@@ -44,7 +44,8 @@ def explain(obj: Context, ident: str, lines: int, as_json: bool) -> None:
             reader.workers(obj.socket_name))], ident)
         history = reader.history(worker["id"], limit=lines) if lines else []
         jobs = reader.jobs(worker["id"], limit=20)
-        session = sessions.pane_session(reader, worker)
+        session_event = sessions.pane_event(reader, worker)
+        session = sessions.identity(worker, session_event)
     finally:
         reader.close()
     if as_json:
@@ -52,7 +53,7 @@ def explain(obj: Context, ident: str, lines: int, as_json: bool) -> None:
         return
     for line in render.stored_assessment(worker, time.time()):
         echo_clean(line)
-    echo_clean(f"  {sessions.describe(session)}")
+    echo_clean(f"  {sessions.describe(session, session_event)}")
     from app.front.cli.cost import spend_line
     from app.front.cli.cycle import cycle_line
 
