@@ -179,7 +179,10 @@ class Watcher:
         self._fold_terminal(current, screens, now, full)
         judged = self._judge(current, look, screens, to_capture, now, full, report)
         if full:
-            self.usage.read(self.tracked, now)  # before the steps: their budgets count it
+            try:
+                self.usage.read(self.tracked, now)  # before the steps: their budgets count it
+            except Exception:  # tokens are an extra: every pane's state is stored regardless
+                log.exception("usage: not stored this cycle")
         for lead in teammates.stale_counts(self.tracked):
             # A teammate judged now moved its lead's count: the lead is looked at again at
             # once, not at its own next output.
