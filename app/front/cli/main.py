@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from app.base import render, settings
-from app.base.errors import ConductorError
+from app.base.errors import ConductorError, error_line
 from app.front.cli.completion import complete_panes
 from app.front.cli.context import (
     MAX_ROWS,
@@ -591,9 +591,7 @@ def run(argv: list[str]) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except click.ClickException as exc:
-        message = _group_without_command(exc) or " ".join(exc.format_message().split())
-        if len(message) > 300:  # a 100 KB path in a message helps nobody
-            message = message[:200] + " … " + message[-80:]
+        message = _group_without_command(exc) or error_line(exc.format_message())
         if isinstance(exc, click.UsageError):
             hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
             return _fail(message + hint, 2, as_json)
