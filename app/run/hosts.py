@@ -39,6 +39,7 @@ from app.base.render import clean_text
 from app.base.settings import WatchSettings
 from app.observe.hookevents import parse_event
 from app.observe.one_pane import Target, resolve
+from app.observe.views import VIEW_OPTION, marker
 from app.run.runner import QuietRepeats, Runner
 
 log = logging.getLogger(__name__)
@@ -498,4 +499,9 @@ def switch_to_remote(local: Tmux, hosts: tuple[HostConfig, ...], worker: Mapping
               "-t", pane_id]
     command = shlex.join(host.via().interactive(remote))
     pane = local.new_window(str(Path.home()), window, command)
+    # It shows the remote pane's screen: watched as a pane of this machine, its dialog would be
+    # asked twice (status, notifications, switch --next, the answer page). Conductor's own view
+    # while its ssh runs (app.observe.views).
+    local.set_pane_option(pane.pane_id, VIEW_OPTION,
+                          marker(f"{host.name}:{pane_id} over ssh", pid=pane.pid))
     return f"{local.switch_to(pane.pane_id)} (new window {window})"
