@@ -3,7 +3,8 @@ and what a notification service's buttons can call.
 
 A link carries a token naming the pane, the option, the dialog it was made for (the dialog's
 fingerprint: the rows ``answer`` checks again before every key, see
-:attr:`app.act.gate.Decision.fingerprint`) and when it expires, signed with this store's key
+:attr:`app.act.gate.Decision.fingerprint`, and when the pane began asking, so the same question
+asked again later is another dialog) and when it expires, signed with this store's key
 (HMAC-SHA256). A press is honoured only when the signature holds, the link has not expired and was
 never pressed before, and the pane shows that very dialog now. Anything else presses nothing and
 says why in one line.
@@ -53,13 +54,15 @@ class LinkRefused(Refused):
 @dataclass(frozen=True)
 class Grant:
     """What a valid link allows: pressing ``choice`` in the dialog ``fingerprint`` of pane
-    ``worker_id`` (conductor's id), until ``expires_ts``, once (``nonce``)."""
+    ``worker_id`` (conductor's id), until ``expires_ts``, once (``nonce``). ``asked_ts``: when
+    the store says the pane began asking (None: the link was made without it)."""
 
     worker_id: str
     fingerprint: str
     choice: str
     expires_ts: float
     nonce: str
+    asked_ts: float | None = None
 
 
 class LinkKeys:
@@ -71,11 +74,12 @@ class LinkKeys:
         self._key = _load_or_create_key(workers_dir / KEY_FILE)
 
     def mint(self, worker_id: str, fingerprint: str, choice: str, now: float,
-             ttl_s: float) -> str:
-        """A token for pressing ``choice`` in dialog ``fingerprint`` of ``worker_id``."""
+             ttl_s: float, asked_ts: float | None = None) -> str:
+        """A token for pressing ``choice`` in dialog ``fingerprint`` of ``worker_id``, asking
+        since ``asked_ts``."""
         payload = json.dumps(
             {"w": worker_id, "f": fingerprint, "c": choice, "e": round(now + ttl_s, 3),
-             "n": secrets.token_hex(12)},
+             "n": secrets.token_hex(12), **({} if asked_ts is None else {"s": asked_ts})},
             separators=(",", ":"), ensure_ascii=False).encode()
         body = _b64(payload)
         return f"{body}.{_b64(self._sign(body))}"
@@ -95,8 +99,10 @@ class LinkKeys:
             raise LinkRefused("not pressed: this link was altered or is not from this machine",
                               "invalid")
         try:
+            asked = payload.get("s")
             grant = Grant(str(payload["w"]), str(payload["f"]), str(payload["c"]),
-                          float(payload["e"]), str(payload["n"]))
+                          float(payload["e"]), str(payload["n"]),
+                          None if asked is None else float(asked))
         except (KeyError, TypeError, ValueError):
             raise LinkRefused("not pressed: this is not an answer link", "invalid") from None
         if now >= grant.expires_ts:

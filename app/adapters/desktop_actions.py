@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import select
 import signal
 import subprocess
@@ -29,6 +30,12 @@ _MAX_NAME = 4096  # a pressed action's name is one of ours: a line longer than t
 
 def server_has_actions(env: Mapping[str, str] | None = None) -> bool:
     """Whether the session bus's notification server draws buttons (GetCapabilities)."""
+    return "actions" in server_capabilities(env)
+
+
+def server_capabilities(env: Mapping[str, str] | None = None) -> frozenset[str]:
+    """What the session bus's notification server says it can do (GetCapabilities): "actions"
+    (buttons), "body-markup" (it reads markup in a body); none when it cannot be asked."""
     argv = ["dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.Notifications",
             "/org/freedesktop/Notifications", "org.freedesktop.Notifications.GetCapabilities"]
     try:
@@ -36,9 +43,11 @@ def server_has_actions(env: Mapping[str, str] | None = None) -> bool:
                               timeout=_CAPABILITIES_TIMEOUT_S,
                               env=dict(env) if env is not None else None)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        log.info("desktop notifications without buttons: cannot ask the server (%s)", exc)
-        return False
-    return done.returncode == 0 and 'string "actions"' in done.stdout
+        log.info("desktop notifications: cannot ask the server what it can do (%s)", exc)
+        return frozenset()
+    if done.returncode != 0:
+        return frozenset()
+    return frozenset(re.findall(r'^\s*string "([^"]*)"$', done.stdout, re.MULTILINE))
 
 
 class ActionWaiter:

@@ -16,6 +16,7 @@ check commands, reports and goals, summaries quote screens.
 from __future__ import annotations
 
 import contextlib
+import html
 import logging
 import os
 import queue
@@ -30,7 +31,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from app.adapters.desktop_actions import ActionWaiter
+from app.adapters.desktop_actions import ActionWaiter, server_capabilities
 from app.adapters.notify_settings import COMMAND, DESKTOP, TERMINAL, TMUX, NotifySettings
 from app.adapters.termnotify import Terminals
 from app.adapters.tmux import LOCAL_HOST
@@ -249,11 +250,15 @@ def tmux_receiver(tmux_message: Callable[[str], None] | None) -> Receiver:
     return Receiver(TMUX, send)
 
 
-def desktop_argv(event: NotificationEvent, platform: str, sound: bool = False) -> list[str]:
+def desktop_argv(event: NotificationEvent, platform: str, sound: bool = False,
+                 markup: bool = False) -> list[str]:
     """The argv showing ``event`` as a desktop notification on ``platform`` (``sys.platform``),
     with the platform's notification sound when ``sound`` (a hint: the server may not play it)
-    and asking for silence otherwise."""
+    and asking for silence otherwise. ``markup``: the server reads markup in the body, so the
+    body's ``<``, ``>`` and ``&`` are escaped (a pane's text is shown, never made a link)."""
     msg = format_message(event)
+    if markup and platform != "darwin":
+        msg = Message(msg.title, html.escape(msg.body, quote=False))
     if platform == "darwin":
         # Title and body travel as arguments of the script's run handler, so no text of ours is
         # ever parsed as AppleScript: nothing to escape, nothing to inject.
@@ -320,9 +325,13 @@ def desktop_receiver(
             "(DBUS_SESSION_BUS_ADDRESS, $XDG_RUNTIME_DIR/bus and DISPLAY all missing)",
         )
 
+    markup: list[bool] = []  # asked of the server once, at the first notification
+
     def send(event: NotificationEvent) -> None:
         sound = sounds is not None and sounds.sound_for(event.urgent)
-        argv = [path, *desktop_argv(event, platform, sound=sound)[1:]]
+        if not markup:
+            markup.append(program == "notify-send" and "body-markup" in server_capabilities(env))
+        argv = [path, *desktop_argv(event, platform, sound=sound, markup=markup[0])[1:]]
         if buttons is not None and event.actions and platform != "darwin":
             waiter, on_action = buttons
             if waiter.show(argv, event.actions, lambda name: on_action(event, name)):

@@ -32,6 +32,13 @@ if TYPE_CHECKING:
         def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]: ...
 
 
+# The most tokens one row holds. A transcript is the agent's file, so any number may be in it;
+# SQLite holds 2**63 - 1 at most, and a larger one would fail the watcher's whole store write.
+# Held at the cap rather than dropped: past any budget, automation leaves the pane alone.
+MAX_TOKENS = 10**15
+_TOKEN_COLUMNS = ("input", "output", "cache_read", "cache_write")
+
+
 class HerdTables:
     """The ``herd`` rows (opt-in, goal, counters) and the ``nudges`` log (app/act/herd)."""
 
@@ -177,16 +184,17 @@ class UsageTables:
         self._writer = writer
 
     def add(self, conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
-        """Add one pane's tokens of one day and model to what the store holds."""
+        """Add one pane's tokens of one day and model to what the store holds; a count past
+        :data:`MAX_TOKENS` (a transcript line no model wrote) is held as that many."""
+        counts = tuple(min(max(int(row[k]), 0), MAX_TOKENS) for k in _TOKEN_COLUMNS)
+        summed = ", ".join(f"{k} = MIN({k} + excluded.{k}, {MAX_TOKENS})" for k in _TOKEN_COLUMNS)
         self._writer.run(
             conn, "INSERT INTO usage (id, day, model, name, host, input, output, cache_read, "
             "cache_write, updated_ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT(id, day, model) DO UPDATE SET name = excluded.name, "
-            "host = excluded.host, input = input + excluded.input, "
-            "output = output + excluded.output, cache_read = cache_read + excluded.cache_read, "
-            "cache_write = cache_write + excluded.cache_write, updated_ts = excluded.updated_ts",
-            tuple(row[k] for k in ("id", "day", "model", "name", "host", "input", "output",
-                                   "cache_read", "cache_write", "updated_ts")))
+            f"host = excluded.host, {summed}, updated_ts = excluded.updated_ts",
+            (*(row[k] for k in ("id", "day", "model", "name", "host")), *counts,
+             row["updated_ts"]))
 
     def tails(self) -> dict[str, dict[str, Any]]:
         return {row["id"]: row for row in self._writer.rows("SELECT * FROM usage_files")}

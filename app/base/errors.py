@@ -52,3 +52,11 @@ class LLMError(ConductorError):
 class HostUnreachable(TmuxError):
     """ssh could not reach a configured host (refused, auth failure, timeout, session refused):
     its panes are stale, never ended."""
+
+
+def error_line(message: str) -> str:
+    """``message`` as the one line a person or an agent reads: whitespace runs made one space,
+    and a message longer than 300 characters cut in the middle (a 100 KB name echoed back in
+    "no pane named …" helps nobody)."""
+    line = " ".join(message.split())
+    return line if len(line) <= 300 else f"{line[:200]} … {line[-80:]}"

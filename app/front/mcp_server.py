@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.base.errors import ConductorError
+from app.base.errors import ConductorError, error_line
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -247,7 +247,7 @@ def server(tools: Tools) -> MCPServer:
         try:
             return method(*args)
         except ConductorError as exc:
-            raise ToolError(str(exc)) from None
+            raise ToolError(error_line(str(exc))) from None
 
     @app.tool()
     def report(status_report: str, wait_cmd: str | None = None) -> str:

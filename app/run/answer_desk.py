@@ -86,7 +86,7 @@ class AnswerDesk:
                       and row.get("host", "local") == "local"]
             found: list[Question] = []
             for row in asking:
-                question = self._question(str(row["id"]))
+                question = self._question(str(row["id"]), _asked_ts(row))
                 if question is not None:
                     found.append(question)
             return found
@@ -115,6 +115,10 @@ class AnswerDesk:
 
     def _press(self, grant: Grant) -> gate.Answered:
         target = self._target(grant)
+        if target.worker_id != grant.worker_id or grant.asked_ts is None or \
+                grant.asked_ts != self._asking_since(grant.worker_id):
+            # Answered since and asked again, word for word: the same face, another dialog.
+            raise LinkRefused(_CHANGED, "changed")
         try:
             decision = gate.decide(self._tmux, target, grant.choice, self._packs,
                                    self._settings, self._dir)
@@ -132,7 +136,7 @@ class AnswerDesk:
         except ConductorError:
             raise LinkRefused("not pressed: that pane is gone; nothing pressed", "gone") from None
 
-    def _question(self, worker_id: str) -> Question | None:
+    def _question(self, worker_id: str, asked_ts: float | None) -> Question | None:
         try:
             target = resolve(self._tmux, self._dir, worker_id)
             offered = gate.offer(self._tmux, target, self._packs, self._settings, self._dir)
@@ -140,13 +144,24 @@ class AnswerDesk:
             return None  # answered or gone since the watcher's last look
         if not offered:
             return None
-        options = tuple(Offered(d.label, _role(d), self.link(worker_id, d)) for d in offered)
+        options = tuple(Offered(d.label, _role(d), self.link(worker_id, d, asked_ts))
+                        for d in offered)
         return Question(worker_id, target.label, redact(offered[0].subject), options)
 
-    def link(self, worker_id: str, decision: gate.Decision) -> str:
-        """A token that presses ``decision``'s option in its dialog of ``worker_id``, once."""
+    def link(self, worker_id: str, decision: gate.Decision,
+             asked_ts: float | None = None) -> str:
+        """A token that presses ``decision``'s option in its dialog of ``worker_id``, once, while
+        the pane asks since ``asked_ts`` (by default, as the store says now)."""
+        if asked_ts is None:
+            asked_ts = self._asking_since(worker_id)
         return self._links.mint(worker_id, decision.fingerprint, decision.label, self._clock(),
-                                self.link_ttl_s)
+                                self.link_ttl_s, asked_ts)
+
+    def _asking_since(self, worker_id: str) -> float | None:
+        """When the store says ``worker_id`` began asking; None when it is not asking."""
+        row = next((r for r in self._rows() if r.get("id") == worker_id), None)
+        return _asked_ts(row) if row is not None \
+            and row.get("state") == State.NEEDS_CONFIRMATION.value else None
 
     def _rows(self) -> list[dict[str, object]]:
         try:
@@ -173,6 +188,11 @@ class AnswerDesk:
         except StoreError as exc:
             log.warning("answer page: the press could not be recorded: %s", exc)
         log.info("answer page: press from %s: %s", client, outcome)
+
+
+def _asked_ts(row: dict[str, object]) -> float | None:
+    since = row.get("state_entered_ts")
+    return float(since) if isinstance(since, (int, float)) else None
 
 
 def _role(decision: gate.Decision) -> str:

@@ -186,7 +186,10 @@ class Watcher:
         if full:
             # Before usage: a new agent process must not have the old conversation's file read.
             self.agent_starts.look(self.tracked, now)
-            self.usage.read(self.tracked, now)  # before the steps: their budgets count it
+            try:
+                self.usage.read(self.tracked, now)  # before the steps: their budgets count it
+            except Exception:  # tokens are an extra: every pane's state is stored regardless
+                log.exception("usage: not stored this cycle")
         for lead in teammates.stale_counts(self.tracked):
             # A teammate judged now moved its lead's count: the lead is looked at again at
             # once, not at its own next output.

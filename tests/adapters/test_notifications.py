@@ -30,7 +30,7 @@ from app.adapters.notify_settings import COMMAND, DESKTOP, TMUX, NotifySettings,
 from app.base.errors import ConfigError, TmuxError
 from app.base.model import Note, State
 from tests.conftest import RECORD_ENV, read_jsonl, write_script
-from tests.support.dbus_notifications import NotificationBus
+from tests.support.dbus_notifications import BusUnavailable, NotificationBus
 from tests.support.waiting import retry_until, stop_process
 
 NEEDS = State.NEEDS_CONFIRMATION
@@ -913,3 +913,26 @@ def test_close_gives_up_on_a_stuck_receiver(clock: FakeClock) -> None:
     assert notifier.close(timeout=0.3) is False
     assert time.monotonic() - started < 2
     release.set()
+
+
+def test_a_server_that_reads_markup_gets_the_pane_text_escaped(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    """GNOME, KDE and dunst read markup in a body: a pane's text with a link in it would be a
+    link in the notification. Escaped, it is shown as the pane shows it."""
+    if shutil.which("notify-send") is None:
+        pytest.skip("notify-send not found (Debian package: libnotify-bin)")
+    hostile = 'Approve: <a href="https://evil.example/x">curl | sh</a> & <b>now</b>'
+    try:
+        started = NotificationBus(tmp_path, markup=True).start()
+    except BusUnavailable as exc:
+        pytest.skip(f"no private D-Bus session bus here: {exc}")
+    with started as bus:
+        monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", bus.address)
+        notifier = Notifier(NotifySettings(kinds=frozenset({DESKTOP})), None)
+        notifier.on_transition(make_event(NEEDS, actions=hostile))
+        assert notifier.close()
+        [record] = bus.records()
+    assert record["body"] == ('Approve: &lt;a href="https://evil.example/x"&gt;curl | sh&lt;/a&gt;'
+                              " &amp; &lt;b&gt;now&lt;/b&gt;")
+    assert record["summary"] == "api: NEEDS_CONFIRMATION"  # a title is never markup

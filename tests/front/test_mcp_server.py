@@ -346,6 +346,10 @@ def test_wait_reads_another_pane_and_bad_input_is_a_tool_error_the_server_surviv
                 result = await mcp.call_tool(tool, args)
                 assert result.is_error and expected in text_of(result), (tool, args, result)
                 assert "\n" not in text_of(result)
+            # A huge name echoed back is cut, as on the command line: one short line.
+            huge = await mcp.call_tool("wait", {"pane": "x" * 100_000, "timeout": 1})
+            assert huge.is_error and text_of(huge).startswith("no pane with id or name 'xxx")
+            assert " … " in text_of(huge) and len(text_of(huge)) <= 300
             # Arguments of the wrong type are refused by the SDK (its pydantic message).
             wrong = await mcp.call_tool("send", {"pane": alpha.pane_id, "text": ["ls"]})
             assert wrong.is_error and "validation error" in text_of(wrong)

@@ -115,6 +115,13 @@ def test_switch_opens_a_local_window_attached_to_the_remote_pane(
     again = pty(server, "switch", "beta:agent")
     assert again.returncode == 0 and "new window" not in again.stdout
     assert len([w for w in session.windows if w.window_name == "agent@beta"]) == 1
+    # The window shows beta's pane: conductor's own view here, not a second pane of this
+    # machine (its dialog would be asked twice: status, notifications, the answer page).
+    retry_until(lambda: rows(server).get("local:agent@beta", {}).get("cli_type") == "conductor",
+                30, interval=0.3)
+    short = pty(server, "status", "--short")
+    # beta's agent is "agent@beta" there once; the window is not listed beside it.
+    assert short.returncode == 0 and short.stdout.count("[agent@beta:") == 1, short.stdout
 
 
 def test_a_cycle_check_runs_on_the_panes_host_in_its_folder(hosts: tuple[SshHost, SshHost],

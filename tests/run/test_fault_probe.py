@@ -541,6 +541,9 @@ BAD_INPUTS = {
     "create-name-escape": BadInput(("create", "/tmp", "--name", "x\x1b]0;t\x07"), "--name must",
                                    1),
     "short-with-watch": BadInput(("status", "--short", "--watch"), "cannot be combined"),
+    # A group without its command: which commands it has, not its whole help on one line.
+    "budget-no-command": BadInput(("budget",), "conductor pty budget needs a command: reset ("),
+    "herd-no-command": BadInput(("herd",), "conductor pty herd needs a command: "),
     "watch-store-under-a-file": BadInput(("watch", "--once"), "Not a directory", 1),
     "hooks-deeply-nested-json": BadInput(("hooks", "install", "--cli", "claude"),
                                          "nested too deeply", 1),

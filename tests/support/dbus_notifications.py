@@ -58,11 +58,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def serve(address: str, record_file: Path, draws_buttons: bool = False) -> None:
+def serve(address: str, record_file: Path, draws_buttons: bool = False,
+          reads_markup: bool = False) -> None:
     """Own ``org.freedesktop.Notifications`` on ``address`` and record each Notify call forever.
 
     Writes ``<record_file>.ready`` once the name is owned, so a starter knows when a notification
-    can no longer miss us. With ``draws_buttons`` it says it draws buttons (GetCapabilities),
+    can no longer miss us. With ``reads_markup`` it says it reads markup in bodies
+    (GetCapabilities: ``body-markup``, as GNOME, KDE and dunst do). With ``draws_buttons`` it says
+    it draws buttons (GetCapabilities),
     and each line ``ID ACTION`` appended to ``<record_file>.press`` is a person pressing that
     button:
     ActionInvoked, then NotificationClosed (reason 2, dismissed), as notification servers do.
@@ -129,7 +132,8 @@ def serve(address: str, record_file: Path, draws_buttons: bool = False) -> None:
                 out.flush()
                 conn.send(new_method_return(msg, "u", (next_id,)))
             elif member == "GetCapabilities":
-                drawn = ["body", "actions"] if draws_buttons else ["body"]
+                drawn = ["body", *(["actions"] if draws_buttons else []),
+                         *(["body-markup"] if reads_markup else [])]
                 conn.send(new_method_return(msg, "as", (drawn,)))
             elif member == "GetServerInformation":
                 info = ("conductor-test", "conductor", "1", "1.2")
@@ -154,9 +158,10 @@ class NotificationBus:
     :meth:`start` raises :class:`BusUnavailable` with a reason when this machine cannot do it.
     """
 
-    def __init__(self, workdir: Path, *, actions: bool = False) -> None:
+    def __init__(self, workdir: Path, *, actions: bool = False, markup: bool = False) -> None:
         self.workdir = workdir
         self.actions = actions  # the server draws buttons; :meth:`press` presses one
+        self.markup = markup  # the server reads markup in bodies
         self.record_file = workdir / "notifications.jsonl"
         self.address = ""
         self._bus: subprocess.Popen[str] | None = None
@@ -196,7 +201,7 @@ class NotificationBus:
         self._listener_err = (self.workdir / "listener.err").open("wb")
         self._listener = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), self.address, str(self.record_file),
-             *(["--actions"] if self.actions else [])],
+             *(["--actions"] if self.actions else []), *(["--markup"] if self.markup else [])],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=self._listener_err,
@@ -282,9 +287,10 @@ def _run_bus(workdir: Path) -> None:
 
 
 if __name__ == "__main__":
-    # "bus DIR": a bus for people; "ADDRESS RECORD_FILE [--actions]": the listener, as
-    # NotificationBus runs it.
+    # "bus DIR": a bus for people; "ADDRESS RECORD_FILE [--actions] [--markup]": the listener,
+    # as NotificationBus runs it.
     if sys.argv[1:2] == ["bus"]:
         _run_bus(Path(sys.argv[2]))
     else:
-        serve(sys.argv[1], Path(sys.argv[2]), draws_buttons="--actions" in sys.argv[3:])
+        serve(sys.argv[1], Path(sys.argv[2]), draws_buttons="--actions" in sys.argv[3:],
+              reads_markup="--markup" in sys.argv[3:])

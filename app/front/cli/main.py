@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from app.base import render, settings
-from app.base.errors import ConductorError
+from app.base.errors import ConductorError, error_line
 from app.front.cli.completion import complete_panes
 from app.front.cli.context import (
     MAX_ROWS,
@@ -591,9 +591,7 @@ def run(argv: list[str]) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except click.ClickException as exc:
-        message = " ".join(exc.format_message().split())
-        if len(message) > 300:  # a 100 KB path in a message helps nobody
-            message = message[:200] + " … " + message[-80:]
+        message = _group_without_command(exc) or error_line(exc.format_message())
         if isinstance(exc, click.UsageError):
             hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
             return _fail(message + hint, 2, as_json)
@@ -601,6 +599,17 @@ def run(argv: list[str]) -> int:
     except click.Abort:
         return _fail("Aborted.", 1, as_json)
     return result if isinstance(result, int) else 0
+
+
+def _group_without_command(exc: click.ClickException) -> str:
+    """A group called without its command: click's message is the group's whole help, which
+    makes no readable line; its commands do."""
+    no_command = getattr(click.exceptions, "NoArgsIsHelpError", None)  # click >= 8.2
+    ctx = getattr(exc, "ctx", None)
+    if no_command is None or not isinstance(exc, no_command) or ctx is None or \
+            not isinstance(ctx.command, click.Group):
+        return ""
+    return f"{ctx.command_path} needs a command: {', '.join(ctx.command.list_commands(ctx))}"
 
 
 def _fail(message: str, code: int, as_json: bool) -> int:
