@@ -105,6 +105,9 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "CONDUCTOR_TMUX_SOCKET",
         "OPENROUTER_API_KEY",
         "CONDUCTOR_PACKS_DIR",
+        # An activated virtualenv exports its prompt: the tests' shells would not end theirs
+        # with "$" or "#".
+        "PS1",
     ):
         monkeypatch.delenv(name, raising=False)
     return workers

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO, conductor
-from tests.support.waiting import STARTS_WITHIN_S, retry_until, stays_false
+from tests.support.waiting import STARTS_WITHIN_S, retry_until, stays_false, wait_for_shell_prompt
 
 AGENT = f"{sys.executable} {REPO / 'tests' / 'support' / 'fake_agent.py'}"
 
@@ -337,7 +337,7 @@ def test_send_and_wait_heed_the_watchers_confirmation_while_its_screen_is_up(
     from app.run.watcher import Watcher
 
     pane = session.new_window(window_name="shell", attach=False).active_pane
-    retry_until(lambda: screen(pane).strip().endswith(("$", "#")), 10)
+    wait_for_shell_prompt(lambda: screen(pane))
     store = StoreWriter(isolated_env)
     watcher = Watcher(Tmux(socket_name=server.socket_name), store, load_packs(),
                       WatchSettings(ready_min_s=0))

@@ -21,7 +21,13 @@ import pytest
 from app.act.cycle.checks import CHECK_WORKERS, store_tag
 from tests.conftest import REPO, conductor
 from tests.support.processes import ESCAPE, HUNG, marked_processes, pids_in, running
-from tests.support.waiting import STARTS_WITHIN_S, retry_until, stays_false, stop_process
+from tests.support.waiting import (
+    STARTS_WITHIN_S,
+    retry_until,
+    stays_false,
+    stop_process,
+    wait_for_shell_prompt,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -221,7 +227,7 @@ def test_dispatch_clears_then_sends_and_a_wait_after_it_waits_for_the_real_turn(
 def test_dispatch_refuses_a_pane_whose_cli_has_no_clear_command(
         server: Any, session: Any) -> None:
     window = session.new_window(window_name="sh", attach=False)
-    retry_until(lambda: screen(window.active_pane).strip().endswith(("$", "#")), 10)
+    wait_for_shell_prompt(lambda: screen(window.active_pane))
     done = pty(server, "dispatch", window.active_pane.pane_id, "--clear", "echo hi",
                "--timeout", "30")
     assert done.returncode == 1 and "no clear command" in done.stderr

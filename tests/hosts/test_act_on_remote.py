@@ -215,9 +215,13 @@ def test_switch_keeps_a_window_whose_ssh_ended_and_makes_it_anew_next_time(
     def dead(pane: str) -> bool:
         return server.cmd("display-message", "-p", "-t", pane, "#{pane_dead}").stdout == ["1"]
 
+    def said() -> str:
+        return "\n".join(server.cmd("capture-pane", "-p", "-t", pane_id).stdout)
+
     retry_until(lambda: dead(pane_id), 30, interval=0.2)
-    said = "\n".join(server.cmd("capture-pane", "-p", "-t", pane_id).stdout)
-    assert "status 255" in said, said  # ssh's own failure status, kept on the screen
+    # ssh's own failure status, kept on the screen (tmux draws it just after marking the pane
+    # dead).
+    retry_until(lambda: "status 255" in said(), 10, interval=0.1, message=said())
     # The window is conductor's mirror of that pane, not a pane of its own that exited.
     retry_until(lambda: rows(server).get("local:agent@alpha", {}).get("summary", "")
                 == "conductor's own view: mirror of agent@alpha", 30, interval=0.3)

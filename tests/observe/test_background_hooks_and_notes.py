@@ -18,7 +18,7 @@ from app.observe.background_work import SUBAGENT_HOOKS, hold_for_background
 from app.run.watcher import Watcher
 from tests.conftest import conductor
 from tests.run.test_watcher_tick import screen_of, states_by_name
-from tests.support.waiting import retry_until
+from tests.support.waiting import retry_until, wait_for_shell_prompt
 
 CLAUDE_IDLE = Path(__file__).resolve().parents[1] / "corpus" / "shared" / "claude-code" / \
     "ready-after-answer-200x50.txt"
@@ -145,7 +145,7 @@ def test_a_shell_left_with_subagents_counted_is_not_held(
         server: Any, session: Any, watcher: Watcher, isolated_env: Path) -> None:
     """An agent that died mid-subagent leaves its shell: nothing there waits for them."""
     pane = session.new_window(window_name="left", attach=False).active_pane
-    retry_until(lambda: screen_of(session, "left").strip().endswith(("$", "#")), 10)
+    wait_for_shell_prompt(lambda: screen_of(session, "left"))
     record_event(str(isolated_env), {
         "ts": time.time(), "kind": "hook", "event": "working", "name": "SubagentStart",
         "cli": "claude", "pane_id": pane.pane_id,

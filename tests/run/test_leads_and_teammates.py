@@ -16,7 +16,7 @@ from app.run.watcher import Watcher
 from tests.conftest import conductor
 from tests.observe.test_background_hooks_and_notes import idle_claude_window
 from tests.run.test_watcher_tick import PRINTER, screen_of, states_by_name
-from tests.support.waiting import retry_until
+from tests.support.waiting import retry_until, wait_for_shell_prompt
 
 
 def test_only_a_pane_of_the_same_server_is_taken_for_the_lead() -> None:
@@ -69,7 +69,7 @@ def test_a_person_s_shell_that_ran_create_is_not_held(
         server: Any, session: Any, watcher: Watcher, isolated_env: Path, tmp_path: Path) -> None:
     """The lead is recorded, but a shell waits for nobody: it stays READY."""
     shell = session.new_window(window_name="me", attach=False).active_pane
-    retry_until(lambda: screen_of(session, "me").strip().endswith(("$", "#")), 10)
+    wait_for_shell_prompt(lambda: screen_of(session, "me"))
     socket_path = server.cmd("display-message", "-p", "#{socket_path}").stdout[0]
     pid = server.cmd("display-message", "-p", "#{pid}").stdout[0]
     created = conductor("-L", server.socket_name, "pty", "create", str(tmp_path), "--name",

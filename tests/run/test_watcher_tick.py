@@ -19,7 +19,13 @@ from app.base.model import State, Transition
 from app.observe.pane import Tracked
 from app.run.watcher import Watcher
 from tests.conftest import RECORD_ENV, REPO, conductor, read_jsonl, write_script
-from tests.support.waiting import STARTS_WITHIN_S, retry_until, stays_false, wait_for_exit_status
+from tests.support.waiting import (
+    STARTS_WITHIN_S,
+    retry_until,
+    stays_false,
+    wait_for_exit_status,
+    wait_for_shell_prompt,
+)
 
 PRINTER = "sh -c 'i=0; while :; do i=$((i+1)); echo line $i; sleep 0.1; done'"
 QUESTION = "bash --norc --noprofile -c \"read -p 'Overwrite? (y/N) ' a; sleep 60\""
@@ -49,7 +55,7 @@ def test_each_kind_of_pane_reaches_its_state_within_three_polls(
     session.new_window(window_name="crashed", window_shell=CRASHER, attach=False)
     retry_until(lambda: "Overwrite? (y/N)" in screen_of(session, "question"), 30)
     retry_until(lambda: "line 3" in screen_of(session, "printer"), 30)
-    retry_until(lambda: screen_of(session, "idle").strip().endswith(("$", "#")), 30)
+    wait_for_shell_prompt(lambda: screen_of(session, "idle"))
     wait_for_exit_status(server, session.windows.get(window_name="crashed").active_pane, 3)
     for _ in range(3):
         watcher.tick(time.time())
@@ -232,7 +238,7 @@ def test_a_permission_hook_makes_the_pane_needs_confirmation_on_the_next_poll(
     server: Any, session: Any, watcher: Watcher, isolated_env: Path
 ) -> None:
     pane = session.new_window(window_name="agent", attach=False).active_pane
-    retry_until(lambda: screen_of(session, "agent").strip().endswith(("$", "#")), 10)
+    wait_for_shell_prompt(lambda: screen_of(session, "agent"))
     for _ in range(3):
         watcher.tick(time.time())
         time.sleep(0.2)
@@ -377,7 +383,7 @@ def test_a_status_watch_pane_is_listed_as_conductors_view_and_never_read(
     session.new_window(window_name="question", window_shell=QUESTION, attach=False)
     view = session.new_window(window_name="view", attach=False, start_directory=str(REPO),
                               window_shell="bash --norc --noprofile").active_pane
-    retry_until(lambda: "\n".join(view.capture_pane()).rstrip().endswith(("$", "#")), 10)
+    wait_for_shell_prompt(lambda: "\n".join(view.capture_pane()))
     view.send_keys(f"CONDUCTOR_WORKERS_DIR={isolated_env} {sys.executable} -m app "
                    f"-L {server.socket_name} pty status --watch --interval 0.3", enter=True)
 
@@ -434,7 +440,7 @@ def test_a_marker_left_by_a_view_that_is_gone_is_ignored(
         server: Any, session: Any, watcher: Watcher, isolated_env: Path) -> None:
     pane = session.new_window(window_name="left", attach=False,
                               window_shell="bash --norc --noprofile").active_pane
-    retry_until(lambda: "\n".join(pane.capture_pane()).rstrip().endswith(("$", "#")), 10)
+    wait_for_shell_prompt(lambda: "\n".join(pane.capture_pane()))
     gone = subprocess.Popen(["true"])
     gone.wait()  # its pid names no process now: a view killed before it could unmark
     server.cmd("set-option", "-p", "-t", pane.pane_id, "@conductor-view",

@@ -100,3 +100,10 @@ def wait_for_dead_summary(watcher: Any, server: Any, pane_id: str, read_summary:
         return summary in generic
 
     retry_until(says_what_the_pane_shows, 20, interval=0.1, message=str(read_summary()))
+
+
+def wait_for_shell_prompt(read_screen: Callable[[], str], seconds: float = 30.0) -> None:
+    """Wait until a shell's prompt ends the screen ``read_screen`` returns (a shell started
+    under load takes its time: a generous wait that ends as soon as the prompt shows)."""
+    retry_until(lambda: read_screen().rstrip().endswith(("$", "#")), seconds, interval=0.05,
+                message=f"no shell prompt: {read_screen()[-300:]!r}")
