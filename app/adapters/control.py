@@ -26,6 +26,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from app.adapters import hookmark
+from app.adapters.stray_clients import StrayClients
 from app.adapters.tmux import PANE_ID, Tmux, tmux_version
 from app.base.termsignals import TITLE, SignalScanner, TermSignal
 
@@ -169,6 +170,10 @@ class ControlClient:
         self._titles: dict[str, str] = {}  # the last title heard per pane (output or probe)
         self._probe_at = 0.0  # monotonic: when the paused panes' titles are asked for next
         self._title_mark = f"{_TITLE_PROBE_MARK}-{secrets.token_hex(6)} ".encode()
+        # Over ssh: the client's pid on the host, asked for once attached (stray_clients).
+        self._pid_mark = f"conductor-client-pid-{secrets.token_hex(6)} ".encode()
+        self.remote_pid: int | None = None
+        self._remote = tmux.via is not None
         self._in_reply = False  # between %begin and %end: a command's output
         self._write_lock = threading.Lock()
         env = dict(os.environ)
@@ -291,6 +296,8 @@ class ControlClient:
         if self._in_reply:
             if line.startswith(self._title_mark):
                 self._took_title(line)
+            elif line.startswith(self._pid_mark) and line[len(self._pid_mark):].isdigit():
+                self.remote_pid = int(line[len(self._pid_mark):])
             return
         note = parse_notification(line)
         if note is None:
@@ -324,6 +331,8 @@ class ControlClient:
         elif note.name in _STRUCTURE:
             if note.name == "session-changed":
                 self.attached = True
+                if self._remote and self.remote_pid is None:
+                    self._write(f"display-message -p '{self._pid_mark.decode()}#{{client_pid}}'")
                 if self._subscriptions:
                     # Asked before the attach is done, tmux may drop them.
                     subscriptions, self._subscriptions = self._subscriptions, []
@@ -431,6 +440,7 @@ class ControlMode:
         # sshd's MaxSessions.
         self.max_clients: int | None = None
         self.problem = ""
+        self.strays = StrayClients()  # over ssh: clients that ended, to be sure they did
 
     def _check_version(self) -> bool:
         if self.available is None:
@@ -464,6 +474,8 @@ class ControlMode:
                 missing = sorted(missing)[:max(0, self.max_clients - len(self._clients))]
         for client in stale:
             client.close()
+        if self.tmux.via is not None and self.strays.pending():
+            self.strays.end_on(self.tmux.via)
         for session in missing:
             try:
                 client = ControlClient(self.tmux, session, self)
@@ -530,8 +542,11 @@ class ControlMode:
             bell, self._bell = self._bell, None
         for client in clients:
             client.close()
+            self.strays.ended(client.remote_pid)
         if bell is not None:
             bell.close()
+        if self.tmux.via is not None and self.strays.pending():
+            self.strays.end_on(self.tmux.via)
 
     # --- called from the client threads ---
 
@@ -619,6 +634,7 @@ class ControlMode:
     def _on_lost(self, client: ControlClient) -> None:
         log.debug("control client for session %s ended (exit %s)", client.session_id,
                   client.proc.poll())
+        self.strays.ended(client.remote_pid)
         self._on_change()
 
 

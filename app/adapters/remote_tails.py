@@ -15,13 +15,12 @@ reading of that call (the files after it are read next time).
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from app.adapters.ssh import run_on
 from app.adapters.tmux import Via
 from app.adapters.usage_files import Tail, Usage, take_chunk
-from app.base.errors import HostUnreachable
 
 # Per file, as a local Tail reads (app.adapters.usage_files._MAX_READ): a Claude Code line that
 # writes a big file is that long, and a read must hold a whole line to count it.
@@ -74,17 +73,7 @@ def read_grown(via: Via, files: Sequence[tuple[str, int, int]], *,
     memo = "".join(f"{int(inode)} {int(offset)} " for _, inode, offset in files)
     argv = ["sh", "-c", SCRIPT, "sh", str(max_each), str(max_call), memo,
             *(path for path, _, _ in files)]
-    try:
-        done = subprocess.run(via.wrap(argv), capture_output=True, timeout=timeout,
-                              check=False, stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        raise HostUnreachable("ssh is not installed (no 'ssh' on PATH)") from None
-    except subprocess.TimeoutExpired:
-        raise HostUnreachable(f"host {via.host} did not answer within {timeout:g} s") from None
-    failed = via.failure(done.returncode, done.stderr.decode(errors="replace"))
-    if failed is not None:
-        raise failed
-    return parse_frames(done.stdout, len(files), max_each)
+    return parse_frames(run_on(via, argv, timeout=timeout).stdout, len(files), max_each)
 
 
 def parse_frames(out: bytes, count: int, max_each: int) -> list[Grown | None]:

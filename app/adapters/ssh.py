@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.adapters.tmux import Tmux
+from app.adapters.tmux import Tmux, Via
 from app.base.errors import ConfigError, HostUnreachable, TmuxError
 
 SSH = "ssh"
@@ -66,6 +66,22 @@ def remote_command(argv: Sequence[str]) -> str:
         if "\0" in arg:
             raise TmuxError("a remote command argument holds a NUL byte")
     return shlex.join(argv)
+
+
+def run_on(via: Via, argv: Sequence[str], *, timeout: float) -> subprocess.CompletedProcess[bytes]:
+    """Run ``argv`` on ``via``'s host, its output as bytes; :class:`HostUnreachable` when ssh
+    could not reach the host or the host did not answer within ``timeout`` seconds."""
+    try:
+        done = subprocess.run(via.wrap(argv), capture_output=True, timeout=timeout,
+                              check=False, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise HostUnreachable("ssh is not installed (no 'ssh' on PATH)") from None
+    except subprocess.TimeoutExpired:
+        raise HostUnreachable(f"host {via.host} did not answer within {timeout:g} s") from None
+    failed = via.failure(done.returncode, done.stderr.decode(errors="replace"))
+    if failed is not None:
+        raise failed
+    return done
 
 
 def _one_line(text: str) -> str:
