@@ -134,15 +134,15 @@ def test_watcher_waits_for_a_server_that_dies_and_comes_back(
 ) -> None:
     proc = watcher_process("--interval", "0.2", "-v")
     socket = server.socket_name
-    retry_until(lambda: status_json(socket) != {}, 10, interval=0.1)
+    retry_until(lambda: status_json(socket) != {}, STARTS_WITHIN_S, interval=0.1)
     server.kill()
-    retry_until(lambda: watcher_problem(isolated_env) == "tmux server not running", 5,
-                interval=0.05)
+    retry_until(lambda: watcher_problem(isolated_env) == "tmux server not running",
+                STARTS_WITHIN_S, interval=0.05)
     # A new server on the same socket: the watcher recovers and sees its panes.
     subprocess.run(["tmux", "-L", socket, "new-session", "-d", "-s", "reborn", "-n", "phoenix"],
                    check=True)
     try:
-        retry_until(lambda: "phoenix" in status_json(socket), 10, interval=0.1)
+        retry_until(lambda: "phoenix" in status_json(socket), STARTS_WITHIN_S, interval=0.1)
         assert watcher_problem(isolated_env) is None
         # Stopped before the server goes: a cycle between the two would log its loss again.
         proc.send_signal(signal.SIGTERM)
