@@ -40,7 +40,7 @@ from app.observe.agent_starts import AgentStarts
 from app.observe.exits import HISTORY_LINES, SHELL_COULD_NOT_RUN
 from app.observe.llm import AsyncLLM
 from app.observe.packs import Pack
-from app.observe.pane import EVENTS, POLL, PaneObserver, Tracked, panes_by_id
+from app.observe.pane import EVENTS, POLL, PaneObserver, Tracked, panes_by_id, worker_id
 from app.observe.usage import UsageReader
 from app.run import teammates
 from app.run.clock import CaptureClock
@@ -120,6 +120,7 @@ class Watcher:
         self._cycles = 0
         self._cleaned_at_start = False
         self._unwritten: list[Transition] = []  # transitions whose cycle failed to commit
+        self._undropped: list[str] = []  # passing ids whose cycle failed to commit (below)
         self.control = control
         self._server_pid = 0
         self._watched: set[str] = set()  # session ids whose output control mode reports
@@ -282,13 +283,19 @@ class Watcher:
                                  ) -> tuple[list[str], list[str]]:
         """Track new panes; the ids that ended, and folders no row owns (first tick only)."""
         gone = [wid for wid in self.tracked if wid not in current]
-        orphans: list[str] = []
+        # Dropped, not ended: see marked_since.
+        marked = marked_since(self.tracked, gone, current, self.tmux.label, self._server_pid)
+        for wid in marked:
+            gone.remove(wid)
+            self.tracked.pop(wid)
+        orphans = sorted(set(marked) | set(self._undropped))
         if not self._cleaned_at_start:
             # Panes that vanished while no watcher ran still get their final row; folders no
             # row owns are a killed daemon's leftovers.
             # Only this server's: another socket's panes are for a watcher of that socket.
             gone = sorted(set(gone) | (self.store.live_ids(self.tmux.label) - set(current)))
-            orphans = sorted(folders(self.workers_dir) - self.store.known_ids() - set(current))
+            orphans += sorted(folders(self.workers_dir) - self.store.known_ids() - set(current)
+                              - set(orphans))
         for wid in current.keys() - self.tracked.keys():
             self.tracked[wid] = self._track(wid, current[wid])
         return gone, orphans
@@ -458,6 +465,7 @@ class Watcher:
             # panes stay tracked and the start-up sweep is redone, so their final rows come then;
             # the "last written" rows stay as they were, so they differ again.
             self._unwritten = transitions
+            self._undropped = [wid for wid in orphans if wid not in current]
             raise
         return _Written(status_rows, exits, transitions, orphans + pruned)
 
@@ -466,6 +474,7 @@ class Watcher:
         """Only now is it true that the store holds the rows: remember them, write the files,
         notify, and run the steps."""
         self._unwritten = []
+        self._undropped = []
         self._cleaned_at_start = True
         for row in written.status_rows:
             if row["id"] in current:
@@ -562,3 +571,14 @@ def rest(next_full: float, due: float | None, wake: threading.Event, stop: threa
         timeout = min(timeout, due - time.time())
     if wake.wait(max(0.0, timeout)) and not stop.is_set():
         stop.wait(gather_s)
+
+
+def marked_since(tracked: Mapping[str, Tracked], gone: list[str], current: Mapping[str, Pane],
+                 socket_label: str, server_pid: int) -> list[str]:
+    """Ids panes had only until `restore` marked them with their rows' ids: tmux lists a
+    recreated pane between the command that makes it and the one that marks it. The pane lives
+    on as its row, so the passing id is dropped rather than ended (an EXITED twin in `status`,
+    and a second `restore` of the same pane)."""
+    marked = {pane.pane_id for wid, pane in current.items() if pane.conductor_id == wid}
+    return [wid for wid in gone if tracked[wid].pane.pane_id in marked
+            and worker_id(socket_label, server_pid, tracked[wid].pane.pane_id) == wid]

@@ -340,3 +340,47 @@ def _ticked_to_ready(watcher: Watcher, wid: str) -> bool:
 def _ticked_state(watcher: Watcher, wid: str) -> str:
     watcher.tick()
     return str(watcher.store.statuses()[wid]["state"])
+
+
+def test_a_pane_the_watcher_saw_before_restore_marked_it_is_one_row(
+        server: Any, session: Any, watcher: Watcher, tmp_path: Path, isolated_env: Path,
+        monkeypatch: Any) -> None:
+    """tmux lists a recreated pane between the command that makes it and the one that marks it
+    with its row's id: the watcher may give it an id of its own meanwhile. Once marked, the
+    pane is its row's: the passing id is dropped, not ended (an EXITED twin in `status`, and a
+    second `restore` of the same pane)."""
+    tmux = Tmux(socket_name=server.socket_name)
+    created = create_worker(tmux, watcher.workers_dir, tmp_path, name="term")
+    retry_until(lambda: _ticked_to_ready(watcher, created.id), STARTS_WITHIN_S, interval=0.1)
+    server.kill()
+    retry_until(lambda: _ticked_state(watcher, created.id) == "EXITED", STARTS_WITHIN_S,
+                interval=0.1)
+    run = Tmux.run
+    seen_unmarked: list[str] = []
+
+    def watcher_looks_first(self: Tmux, *args: str, **kwargs: Any) -> Any:
+        if args[:2] == ("set-option", "-p") and "@conductor-id" in args and not seen_unmarked:
+            pane_id = args[3]
+            retry_until(lambda: _ticked_pane(watcher, pane_id), STARTS_WITHIN_S, interval=0.1)
+            seen_unmarked.extend(w for w, t in watcher.tracked.items()
+                                 if t.pane.pane_id == pane_id)
+        return run(self, *args, **kwargs)
+
+    monkeypatch.setattr(Tmux, "run", watcher_looks_first)
+    done = conductor_in_process("-L", server.socket_name, "pty", "restore", "term")
+    assert done.returncode == 0, done.stderr
+    monkeypatch.setattr(Tmux, "run", run)
+    [passing] = seen_unmarked
+    assert passing != created.id
+    retry_until(lambda: _ticked_to_ready(watcher, created.id), STARTS_WITHIN_S, interval=0.1)
+    watcher.tick()
+    rows = watcher.store.statuses()
+    assert passing not in rows and watcher.store.pty(passing) is None
+    assert [wid for wid, row in rows.items() if row["state"] != "EXITED"] == [created.id]
+    assert not (isolated_env / passing).exists()
+
+
+def _ticked_pane(watcher: Watcher, pane_id: str) -> bool:
+    watcher.tick()
+    return any(t.pane.pane_id == pane_id and t.stored.status_row is not None
+               for t in watcher.tracked.values())
