@@ -121,6 +121,7 @@ class Watcher:
         self._cleaned_at_start = False
         self._unwritten: list[Transition] = []  # transitions whose cycle failed to commit
         self._undropped: list[str] = []  # passing ids whose cycle failed to commit (below)
+        self._server_up = True  # the last listing found the server (next_due)
         self.control = control
         self._server_pid = 0
         self._watched: set[str] = set()  # session ids whose output control mode reports
@@ -251,8 +252,9 @@ class Watcher:
         try:
             listing = self.tmux.list_panes()
         except TmuxServerNotRunning:
-            report.server_running = False
+            report.server_running = self._server_up = False
             return None
+        self._server_up = True
         self._server_pid = listing.server_pid
         if self.control is not None:
             # A session that goes away when its last client detaches must stay polled: our
@@ -536,6 +538,10 @@ class Watcher:
         """When (epoch seconds) a light tick has something to do: a pane that printed may be
         captured again, a quiet pane is due a second look, or a step asked for a turn. None:
         nothing until new output."""
+        if not self._server_up:
+            # Nothing to look at or act on until a server is there, which only a full tick
+            # (every interval) can find: a step's own hurry would be a busy loop of listings.
+            return None
         now = time.time()
         times = [when for when in (self.clock.next_due(self.tracked.values(), now),
                                    *(step.next_due(now) for step in self.steps))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import subprocess
 import sys
 import time
@@ -453,3 +454,31 @@ def test_a_marker_left_by_a_view_that_is_gone_is_ignored(
     retry_until(ready, 20, interval=0.2)
     assert states_by_name(isolated_env)["left"]["cli_type"] == "shell"
     assert _tracked(watcher, pane.pane_id).view == ""
+
+
+def test_with_no_server_the_watcher_asks_for_no_turn_before_the_next_poll(
+        isolated_env: Path) -> None:
+    """A watcher waiting for its tmux server (the README's first command on a machine with
+    none): only the next full tick, each interval, can find one, so it asks for no earlier turn
+    whatever its steps would like. The cycle step wants one at once until its first turn, which
+    never comes without a server: the watcher listed an absent server every 20 ms."""
+    from app.act.cycle.jobs import CycleSettings
+    from app.act.cycle.step import CycleStep
+    from app.adapters.store import StoreWriter
+    from app.adapters.tmux import Tmux
+    from app.base.settings import WatchSettings
+    from app.observe.pack_loading import load_packs
+
+    tmux = Tmux(socket_name=f"absent-{os.getpid()}")
+    store = StoreWriter(isolated_env)
+    settings = WatchSettings(interval_s=1, ready_min_s=0)
+    step = CycleStep(tmux, store, load_packs(), CycleSettings(), settings)
+    watcher = Watcher(tmux, store, load_packs(), settings, steps=[step])
+    try:
+        assert watcher.tick(time.time()).server_running is False
+        assert step.next_due(time.time()) is not None  # the step's own hurry
+        assert watcher.next_due() is None
+    finally:
+        watcher.close()
+        step.close()
+        store.close()
