@@ -524,9 +524,13 @@ def switch_to_remote(local: Tmux, hosts: tuple[HostConfig, ...], worker: Mapping
         local.run("kill-window", "-t", pane.pane_id, check=False)
     remote = ["tmux", *(["-L", host.socket] if host.socket else []), "attach-session",
               "-t", pane_id]
-    command = shlex.join(host.via().interactive(remote))
     # Kept when ssh ends: a refused login or a host gone says so there, instead of a window
-    # that vanishes before anyone reads why.
+    # that vanishes before anyone reads why. ssh starts at the bottom row, because tmux scrolls
+    # the screen up one row to write its "Pane is dead" line and would push a lone line at the
+    # top out of view; the shell outlives ssh a moment, because tmux may close a pane whose
+    # program exited before it has read the program's last words.
+    ssh = shlex.join(host.via().interactive(remote))
+    command = f"printf '\\033[999B'; {ssh}; status=$?; sleep 0.5; exit $status"
     pane = local.new_window(str(Path.home()), window, command, remain_on_exit=True)
     local.set_pane_option(pane.pane_id, VIEW_OPTION, mirror_marker(window))
     return f"{local.switch_to(pane.pane_id)} (new window {window})"
