@@ -46,10 +46,14 @@ def test_a_host_added_to_the_config_is_watched_without_a_restart_and_a_sighup_re
                 message=f"rows: {rows(server).keys()}")
     retry_until(lambda: watch_column("alpha") != "not watched yet", 30, interval=0.5)
 
-    # beta added with the file's mtime put back: only the SIGHUP makes the watcher look.
+    # beta added with the file's mtime kept: only the SIGHUP makes the watcher look. The new
+    # file gets the old mtime before it takes the config's place, so the watcher cannot stat
+    # the config in between and see it move.
     before = config.stat()
-    write_hosts(config, alpha, beta)
-    os.utime(config, ns=(before.st_atime_ns, before.st_mtime_ns))
+    staged = tmp_path / "config.staged.toml"
+    write_hosts(staged, alpha, beta)
+    os.utime(staged, ns=(before.st_atime_ns, before.st_mtime_ns))
+    staged.replace(config)
     assert watch_column("beta") == "not watched yet"
     watcher.send_signal(signal.SIGHUP)
     retry_until(lambda: "beta:agent" in rows(server), 60, interval=0.3,
