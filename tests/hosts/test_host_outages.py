@@ -6,6 +6,7 @@ loop."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import threading
@@ -62,6 +63,10 @@ def wait_watched(workers: Path, host: SshHost, since: float) -> None:
                 message=f"not watching {host.name} since {since}")
 
 
+def _ended_on(host: SshHost, pid: str) -> bool:
+    return pid not in {p.split()[0] for p in host.our_processes()}
+
+
 def _kill_if_there(pid: int) -> None:
     """A stopped client this test made is not left behind when the test fails (and a pid
     reused since by another program is left alone)."""
@@ -89,12 +94,11 @@ def test_nothing_of_ours_stays_on_a_host_after_stops_drops_and_reconnects(
             # keeps for output nobody reads any more); the watcher ends it once it is back.
             stuck = control_clients(alpha)[0].split()[0]
             os.kill(int(stuck), signal.SIGSTOP)
-            request.addfinalizer(lambda pid=int(stuck): _kill_if_there(pid))
+            request.addfinalizer(functools.partial(_kill_if_there, int(stuck)))
             since = time.time()
             assert alpha.kill_clients(sockets()) > 0
             wait_watched(isolated_env, alpha, since)
-            retry_until(lambda pid=stuck: pid not in {p.split()[0] for p in alpha.our_processes()},
-                        STARTS_WITHIN_S, interval=0.2,
+            retry_until(functools.partial(_ended_on, alpha, stuck), STARTS_WITHIN_S, interval=0.2,
                         message=f"still on alpha: {alpha.our_processes()}")
         if start == 2:  # the host restarts its sshd: every session there ends
             since = time.time()
