@@ -104,33 +104,46 @@ def _sessions(lab: AgentInTmux) -> dict[str, Any]:
         else {}
 
 
-def test_two_claude_panes_in_one_folder_each_come_back_in_their_own_conversation(
-        claude: ClaudeInTmux, tmp_path: Path, isolated_env: Path) -> None:
+def _claude_hooked_and_on_path(claude: ClaudeInTmux, tmp_path: Path) -> Path:
+    """Claude Code's hooks installed, and a folder to put first on PATH in which `claude` is the
+    lab's binary (restore starts `claude` by name)."""
     installed = conductor("-L", claude.socket_name, "pty", "hooks", "install", "--cli", "claude",
                           "--path", str(claude.settings_path))
     assert installed.returncode == 0, installed.stderr
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "claude").symlink_to(claude.binary)
+    return bin_dir
+
+
+def _second_claude_pane(claude: ClaudeInTmux, workers_dir: Path) -> tuple[str, dict[str, str]]:
+    """A second Claude Code in the project's folder, idle; and each pane's row id once a
+    watcher has seen both as Claude Code."""
+    second: str = claude.tmux("new-window", "-d", "-c", str(claude.project), "-P", "-F",
+                              "#{pane_id}", "--", str(claude.binary)).strip()
+    _idle(claude, second)
+    store = StoreWriter(workers_dir)
+    watcher = Watcher(Tmux(socket_name=claude.socket_name), store, load_packs(),
+                      WatchSettings(interval_s=1, ready_min_s=0))
+    try:
+        def both_claude() -> bool:
+            watcher.tick()
+            return sorted(t.pack.name if t.pack else "" for t in watcher.tracked.values()
+                          ) == ["claude", "claude"]
+
+        retry_until(both_claude, 30, interval=0.3)
+        return second, {t.pane.pane_id: wid for wid, t in watcher.tracked.items()}
+    finally:
+        watcher.close()
+        store.close()
+
+
+def test_two_claude_panes_in_one_folder_each_come_back_in_their_own_conversation(
+        claude: ClaudeInTmux, tmp_path: Path, isolated_env: Path) -> None:
+    bin_dir = _claude_hooked_and_on_path(claude, tmp_path)
     with claude:
         first = claude.pane_id
-        second = claude.tmux("new-window", "-d", "-c", str(claude.project), "-P", "-F",
-                             "#{pane_id}", "--", str(claude.binary)).strip()
-        _idle(claude, second)
-        store = StoreWriter(isolated_env)
-        watcher = Watcher(Tmux(socket_name=claude.socket_name), store, load_packs(),
-                          WatchSettings(interval_s=1, ready_min_s=0))
-        try:
-            def both_claude() -> bool:
-                watcher.tick()
-                return sorted(t.pack.name if t.pack else "" for t in watcher.tracked.values()
-                              ) == ["claude", "claude"]
-
-            retry_until(both_claude, 30, interval=0.3)
-            ids = {t.pane.pane_id: wid for wid, t in watcher.tracked.items()}
-        finally:
-            watcher.close()
-            store.close()
+        second, ids = _second_claude_pane(claude, isolated_env)
         claude.server.queue(Say("Noted alpha."), Say("Noted beta."))
         _ask(claude, first, "Remember the word ALPHA-SEVEN", 1)
         _ask(claude, second, "Remember the word BETA-NINE", 2)
@@ -172,31 +185,10 @@ def _watch_once(lab: AgentInTmux, workers_dir: Path) -> None:
 
 def test_after_a_watcher_restart_a_pane_whose_session_ended_comes_back_fresh_and_says_so(
         claude: ClaudeInTmux, tmp_path: Path, isolated_env: Path) -> None:
-    installed = conductor("-L", claude.socket_name, "pty", "hooks", "install", "--cli", "claude",
-                          "--path", str(claude.settings_path))
-    assert installed.returncode == 0, installed.stderr
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "claude").symlink_to(claude.binary)
+    bin_dir = _claude_hooked_and_on_path(claude, tmp_path)
     with claude:
         kept = claude.pane_id
-        ended = claude.tmux("new-window", "-d", "-c", str(claude.project), "-P", "-F",
-                            "#{pane_id}", "--", str(claude.binary)).strip()
-        _idle(claude, ended)
-        store = StoreWriter(isolated_env)
-        watcher = Watcher(Tmux(socket_name=claude.socket_name), store, load_packs(),
-                          WatchSettings(interval_s=1, ready_min_s=0))
-        try:
-            def both_claude() -> bool:
-                watcher.tick()
-                return sorted(t.pack.name if t.pack else "" for t in watcher.tracked.values()
-                              ) == ["claude", "claude"]
-
-            retry_until(both_claude, 30, interval=0.3)
-            ids = {t.pane.pane_id: wid for wid, t in watcher.tracked.items()}
-        finally:
-            watcher.close()
-            store.close()
+        ended, ids = _second_claude_pane(claude, isolated_env)
         claude.server.queue(Say("Noted alpha."), Say("Noted delta."))
         _ask(claude, kept, "Remember the word ALPHA-SEVEN", 1)
         _ask(claude, ended, "Remember the word DELTA-TWO", 2)
