@@ -500,6 +500,12 @@ def pick_worker(workers: list[dict[str, Any]], ident: str, hosts: tuple[HostConf
 
 # A remote pane's name as a local window's name (switch_to_remote) is cut to this many characters.
 _REMOTE_NAME_CHARS = 100
+# Runs the window's ssh so that its last words stay in view once it ends. ssh starts at the
+# bottom row, because tmux scrolls the screen up a row to write its "Pane is dead" line, which
+# would push a lone line at the top out of view; sh outlives ssh a moment, because tmux may
+# close a pane whose program exited before reading its last output. Written for sh and run by
+# sh: tmux runs a window's command with the person's own shell, which may be fish.
+_KEEP_LAST_WORDS = 'printf "\\033[999B"; "$@"; status=$?; sleep 0.5; exit "$status"'
 
 
 def switch_to_remote(local: Tmux, hosts: tuple[HostConfig, ...], worker: Mapping[str, Any]
@@ -525,12 +531,8 @@ def switch_to_remote(local: Tmux, hosts: tuple[HostConfig, ...], worker: Mapping
     remote = ["tmux", *(["-L", host.socket] if host.socket else []), "attach-session",
               "-t", pane_id]
     # Kept when ssh ends: a refused login or a host gone says so there, instead of a window
-    # that vanishes before anyone reads why. ssh starts at the bottom row, because tmux scrolls
-    # the screen up one row to write its "Pane is dead" line and would push a lone line at the
-    # top out of view; the shell outlives ssh a moment, because tmux may close a pane whose
-    # program exited before it has read the program's last words.
-    ssh = shlex.join(host.via().interactive(remote))
-    command = f"printf '\\033[999B'; {ssh}; status=$?; sleep 0.5; exit $status"
+    # that vanishes before anyone reads why.
+    command = shlex.join(["sh", "-c", _KEEP_LAST_WORDS, "sh", *host.via().interactive(remote)])
     pane = local.new_window(str(Path.home()), window, command, remain_on_exit=True)
     local.set_pane_option(pane.pane_id, VIEW_OPTION, mirror_marker(window))
     return f"{local.switch_to(pane.pane_id)} (new window {window})"
