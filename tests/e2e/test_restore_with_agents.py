@@ -116,22 +116,23 @@ def _claude_hooked_and_on_path(claude: ClaudeInTmux, tmp_path: Path) -> Path:
     return bin_dir
 
 
-def _second_claude_pane(claude: ClaudeInTmux, workers_dir: Path) -> tuple[str, dict[str, str]]:
-    """A second Claude Code in the project's folder, idle; and each pane's row id once a
-    watcher has seen both as Claude Code."""
-    second: str = claude.tmux("new-window", "-d", "-c", str(claude.project), "-P", "-F",
-                              "#{pane_id}", "--", str(claude.binary)).strip()
-    _idle(claude, second)
+def _second_pane(lab: AgentInTmux, argv: list[str], pack: str, workers_dir: Path
+                 ) -> tuple[str, dict[str, str]]:
+    """A second agent in the project's folder, idle; and each pane's row id once a watcher has
+    seen both as that agent."""
+    second: str = lab.tmux("new-window", "-d", "-c", str(lab.project), "-P", "-F", "#{pane_id}",
+                           "--", *argv).strip()
+    _idle(lab, second)
     store = StoreWriter(workers_dir)
-    watcher = Watcher(Tmux(socket_name=claude.socket_name), store, load_packs(),
+    watcher = Watcher(Tmux(socket_name=lab.socket_name), store, load_packs(),
                       WatchSettings(interval_s=1, ready_min_s=0))
     try:
-        def both_claude() -> bool:
+        def both_seen() -> bool:
             watcher.tick()
             return sorted(t.pack.name if t.pack else "" for t in watcher.tracked.values()
-                          ) == ["claude", "claude"]
+                          ) == [pack, pack]
 
-        retry_until(both_claude, 30, interval=0.3)
+        retry_until(both_seen, 30, interval=0.3)
         return second, {t.pane.pane_id: wid for wid, t in watcher.tracked.items()}
     finally:
         watcher.close()
@@ -143,7 +144,7 @@ def test_two_claude_panes_in_one_folder_each_come_back_in_their_own_conversation
     bin_dir = _claude_hooked_and_on_path(claude, tmp_path)
     with claude:
         first = claude.pane_id
-        second, ids = _second_claude_pane(claude, isolated_env)
+        second, ids = _second_pane(claude, [str(claude.binary)], "claude", isolated_env)
         claude.server.queue(Say("Noted alpha."), Say("Noted beta."))
         _ask(claude, first, "Remember the word ALPHA-SEVEN", 1)
         _ask(claude, second, "Remember the word BETA-NINE", 2)
@@ -188,7 +189,7 @@ def test_after_a_watcher_restart_a_pane_whose_session_ended_comes_back_fresh_and
     bin_dir = _claude_hooked_and_on_path(claude, tmp_path)
     with claude:
         kept = claude.pane_id
-        ended, ids = _second_claude_pane(claude, isolated_env)
+        ended, ids = _second_pane(claude, [str(claude.binary)], "claude", isolated_env)
         claude.server.queue(Say("Noted alpha."), Say("Noted delta."))
         _ask(claude, kept, "Remember the word ALPHA-SEVEN", 1)
         _ask(claude, ended, "Remember the word DELTA-TWO", 2)
@@ -259,23 +260,7 @@ def test_codex_comes_back_in_its_own_thread_and_a_fresh_pane_says_so(
     (bin_dir / "codex").symlink_to(codex.binary)
     with codex:
         first = codex.pane_id
-        second = codex.tmux("new-window", "-d", "-c", str(codex.project), "-P", "-F",
-                            "#{pane_id}", "--", *codex.command()).strip()
-        _idle(codex, second)
-        store = StoreWriter(isolated_env)
-        watcher = Watcher(Tmux(socket_name=codex.socket_name), store, load_packs(),
-                          WatchSettings(interval_s=1, ready_min_s=0))
-        try:
-            def both_codex() -> bool:
-                watcher.tick()
-                return sorted(t.pack.name if t.pack else "" for t in watcher.tracked.values()
-                              ) == ["codex", "codex"]
-
-            retry_until(both_codex, 30, interval=0.3)
-            ids = {t.pane.pane_id: wid for wid, t in watcher.tracked.items()}
-        finally:
-            watcher.close()
-            store.close()
+        second, ids = _second_pane(codex, codex.command(), "codex", isolated_env)
         codex.server.queue(Say("Noted gamma."))
         _ask(codex, first, "Remember the word GAMMA-FOUR", 1)
         retry_until(lambda: bool(_sessions(codex).get(ids[first])), 20, interval=0.3)
