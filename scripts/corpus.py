@@ -36,6 +36,7 @@ CORPUS = ROOT / "tests" / "corpus"
 HELDOUT_LIST = CORPUS / "heldout.txt"
 VERSIONS_FILE = "versions.tsv"
 TITLES_FILE = "titles.tsv"
+STYLED_FOLDER = "ansi"
 SHARED_SET = "shared"  # the set heldout.txt speaks of
 DRAFTS_LIST = CORPUS / "drafts.tsv"
 
@@ -71,6 +72,7 @@ class ScreenCase(NamedTuple):
     title: str | None = None  # the pane's title read with the capture (None: not recorded)
     cwd: str = ""  # the pane's current folder then
     corpus: Path = CORPUS  # the corpus folder the set is in
+    styled: bool = False  # the set keeps this screen's ``capture-pane -e`` copy (``ansi/``)
 
     @property
     def id(self) -> str:
@@ -79,6 +81,16 @@ class ScreenCase(NamedTuple):
     def text(self) -> str:
         return (self.corpus / self.set_name / self.path).read_text(encoding="utf-8",
                                                                     errors="replace")
+
+    @property
+    def styled_path(self) -> Path:
+        """Where the set keeps the screen's styled copy: ``ansi/<name>.ansi``."""
+        return self.corpus / self.set_name / STYLED_FOLDER / Path(self.path).with_suffix(
+            ".ansi").name
+
+    def styled_text(self) -> str | None:
+        """The screen as ``capture-pane -e`` drew it, when the set kept it (and it is read)."""
+        return self.styled_path.read_text(encoding="utf-8") if self.styled else None
 
 
 class Frame(NamedTuple):
@@ -226,6 +238,8 @@ def load_cases(corpus: Path = CORPUS) -> list[ScreenCase]:
                 title=titles[cols[0]][0] if cols[0] in titles else None,
                 cwd=titles[cols[0]][1] if cols[0] in titles else "",
                 corpus=corpus,
+                styled=(folder / STYLED_FOLDER / Path(cols[0]).with_suffix(".ansi").name)
+                .is_file(),
             ))
     return cases
 
@@ -291,19 +305,32 @@ def draft_pack(case: DraftCase, packs: Mapping[str, Pack], text: str) -> Pack | 
     return None if program else pack
 
 
-def still_state(pack: Pack, verdict: Verdict, case: ScreenCase) -> State:
+# What the watcher reads with a screen besides its text, as a rule's suffix names the one that
+# decided: the pane's title, or the input box's prompt colour in a styled capture.
+BY_TITLE, BY_PROMPT = "+title", "+prompt"
+
+
+def still_state(pack: Pack, verdict: Verdict, case: ScreenCase) -> tuple[State, str]:
     """What the watcher reports once this screen has stayed still, its pane's title read with
-    every capture (as ``PaneObserver.assess`` does); the verdict's own state for a screen whose
-    title was not recorded."""
-    if case.title is None:
-        return verdict.state
-    signals = Signals(title_stopped=pack.title_says_stopped(case.title, case.cwd))
+    every capture and its colours where the pack reads them (as ``PaneObserver.assess`` does),
+    and which of them decided ("" for the screen's text alone: the verdict's own state for a
+    screen whose title and styled copy were not recorded)."""
+    styled = case.styled_text()
+    if case.title is None and styled is None:
+        return verdict.state, ""
+    at_rest = styled is not None and pack.working_prompt is not None \
+        and pack.working_prompt.at_rest(styled) is True
+    signals = Signals(title_stopped=case.title is not None
+                      and pack.title_says_stopped(case.title, case.cwd),
+                      prompt_at_rest=at_rest)
     assessment: Assessment | None = None
     for poll in range(pack.stable_polls + 2):
         assessment = assess(assessment, verdict, "still", float(poll), pack.stable_polls,
                             signals=signals)
     assert assessment is not None
-    return assessment.state
+    if assessment.state is verdict.state:
+        return assessment.state, ""
+    return assessment.state, BY_PROMPT if "prompt_at_rest" in assessment.reasons else BY_TITLE
 
 
 def classify_cases(packs: Mapping[str, Pack], cases: Iterable[ScreenCase]) -> list[ScreenResult]:
@@ -311,10 +338,9 @@ def classify_cases(packs: Mapping[str, Pack], cases: Iterable[ScreenCase]) -> li
     for case in cases:
         text = case.text()
         judge, verdict = verdict_for(case, packs, text)
-        state = still_state(pack_for(case.cli, packs, text, case.command), verdict, case)
-        rule = verdict.rule_id
-        if state is not verdict.state:
-            rule = f"{rule}+title"  # the title decided, not the screen alone
+        state, decided_by = still_state(pack_for(case.cli, packs, text, case.command), verdict,
+                                        case)
+        rule = f"{verdict.rule_id}{decided_by}" if decided_by else verdict.rule_id
         results.append(ScreenResult(case, judge.name, state, rule,
                                     detect_pack(packs, text, command=case.command).name))
     return results

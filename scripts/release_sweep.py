@@ -19,7 +19,16 @@ from pathlib import Path
 
 from app.observe.pack_loading import load_packs
 from app.observe.packs import Pack
-from scripts.corpus import CORPUS, ROOT, ScreenResult, classify_cases, figures, load_cases
+from scripts.corpus import (
+    BY_PROMPT,
+    BY_TITLE,
+    CORPUS,
+    ROOT,
+    ScreenResult,
+    classify_cases,
+    figures,
+    load_cases,
+)
 
 PAGE = ROOT / "design" / "release_sweep.md"
 START = "<!-- sweep-table:start (python -m scripts.release_sweep writes it) -->"
@@ -45,31 +54,37 @@ def _questions(group: Sequence[ScreenResult]) -> str:
     return f"{fig.confirm_found}/{fig.confirm_total}" if fig.confirm_total else "-"
 
 
-def table(results: Iterable[ScreenResult],
-          alone: Mapping[str, ScreenResult] | None = None) -> list[str]:
+def table(results: Iterable[ScreenResult], alone: Mapping[str, ScreenResult] | None = None,
+          untitled: Mapping[str, ScreenResult] | None = None) -> list[str]:
     """One row per CLI and release (sets without a versions.tsv are left out). ``alone``: the
-    screens recorded with their pane's title, read again without it (by case id)."""
-    alone = alone or {}
+    screens recorded with their pane's title or styled copy, read again without them;
+    ``untitled``: the screens recorded with a title, read again with their styled copy only
+    (both by case id)."""
+    alone, untitled = alone or {}, untitled or {}
     grouped: dict[tuple[str, str], list[ScreenResult]] = defaultdict(list)
     for result in results:
         if result.case.version and result.case.version != "constructed":
             grouped[(result.case.cli, result.case.version)].append(result)
-    rows = ["| CLI | release | screens | of them swept | right | % | right by title | false READY "
-            "| questions found | held out | held-out right | held-out % | held-out false READY "
+    rows = ["| CLI | release | screens | of them swept | right | % | right by title "
+            "| right by prompt colour | false READY | questions found | held out | held-out right "
+            "| held-out % | held-out false READY | held-out % with no title "
             "| held-out % on the screen alone |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for cli, version in sorted(grouped, key=lambda k: (k[0], release_key(k[1]))):
         group = grouped[(cli, version)]
         held = [r for r in group if r.case.held_out]
         swept = sum(r.case.set_name.endswith(SWEEP_SUFFIX) for r in group)
         fig, held_fig = figures(group), figures(held)
-        # right only once the pane's title was read with the screen (scripts/corpus.py)
-        by_title = sum(r.right and (r.rule or "").endswith("+title") for r in group)
+        # right only once the pane's title, or the styled capture's prompt colour, was read
+        # with the screen (scripts/corpus.py)
+        by_title = sum(r.right and (r.rule or "").endswith(BY_TITLE) for r in group)
+        by_colour = sum(r.right and (r.rule or "").endswith(BY_PROMPT) for r in group)
         cells = [cli, version, fig.total, swept, fig.right, _pct(fig.right, fig.total), by_title,
-                 _false_ready(group), _questions(group), held_fig.total, held_fig.right,
+                 by_colour, _false_ready(group), _questions(group), held_fig.total, held_fig.right,
                  _pct(held_fig.right, held_fig.total), _false_ready(held)]
-        held_alone = [alone.get(r.case.id, r) for r in held]
-        cells.append(_pct(figures(held_alone).right, len(held_alone)))
+        for other in (untitled, alone):
+            held_other = [other.get(r.case.id, r) for r in held]
+            cells.append(_pct(figures(held_other).right, len(held_other)))
         rows.append("| " + " | ".join(str(c) for c in cells) + " |")
     return rows
 
@@ -82,8 +97,11 @@ def render(page: str, packs: Mapping[str, Pack], corpus: Path = CORPUS) -> str:
         raise ValueError(f"the page has no {START!r} ... {END!r} block")
     cases = load_cases(corpus)
     titled = [case._replace(title=None) for case in cases if case.title is not None]
-    alone = {r.case.id: r for r in classify_cases(packs, titled)}
-    rows = table(classify_cases(packs, cases), alone)
+    untitled = {r.case.id: r for r in classify_cases(packs, titled)}
+    seen_more = [case._replace(title=None, styled=False) for case in cases
+                 if case.title is not None or case.styled]
+    alone = {r.case.id: r for r in classify_cases(packs, seen_more)}
+    rows = table(classify_cases(packs, cases), alone, untitled)
     return head + START + "\n" + "\n".join(rows) + "\n" + END + tail
 
 

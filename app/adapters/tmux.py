@@ -313,10 +313,11 @@ class Tmux:
             panes.append(pane[0])
         return PaneListing(server_pid=server_pid, panes=panes)
 
-    def capture(self, pane_ids: Sequence[str], titles: dict[str, str] | None = None
-                ) -> dict[str, str]:
+    def capture(self, pane_ids: Sequence[str], titles: dict[str, str] | None = None,
+                styled: Collection[str] = ()) -> dict[str, str]:
         """The visible screen of each pane, captured in as few tmux calls as possible; with
-        ``titles``, each pane's title (``#{pane_title}``) at that moment goes there too.
+        ``titles``, each pane's title (``#{pane_title}``) at that moment goes there too. The
+        panes in ``styled`` keep their colours (``capture-pane -e``).
 
         A pane that vanished between listing and capture is left out of the result (tmux stops a
         command sequence at the first failing command, so the rest is retried without it).
@@ -325,12 +326,13 @@ class Tmux:
         pending = list(pane_ids)
         while pending:
             batch, pending = pending[:_CAPTURE_BATCH], pending[_CAPTURE_BATCH:]
-            leftover = self._capture_batch(batch, screens, titles)
+            leftover = self._capture_batch(batch, screens, titles, styled)
             pending = leftover + pending
         return screens
 
     def _capture_batch(self, batch: list[str], screens: dict[str, str],
-                       titles: dict[str, str] | None = None) -> list[str]:
+                       titles: dict[str, str] | None = None,
+                       styled: Collection[str] = ()) -> list[str]:
         # Plain ASCII: tmux may escape control characters depending on the client locale.
         marker = f"<<conductor-{secrets.token_hex(8)}>>"
         args: list[str] = []
@@ -340,7 +342,7 @@ class Tmux:
             # The marker carries the batch index, not the pane id: display-message runs its text
             # through strftime, which mangles "%3".
             args += ["display-message", "-p", f"{marker} {index}", ";",
-                     "capture-pane", "-p", "-t", pane_id]
+                     "capture-pane", "-p", *(["-e"] if pane_id in styled else []), "-t", pane_id]
             if titles is not None:
                 # In the same breath as the screen: a title tmux took while our control client
                 # had the pane's output paused is read here. After the capture, so a pane that

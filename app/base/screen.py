@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import NamedTuple
 
 # CSI (colours, cursor moves), OSC (titles, hyperlinks; BEL or ST terminated), other 2-byte ESC
 # sequences, and stray C0 controls except tab and newline.
@@ -66,6 +67,87 @@ def without_dim(styled: str) -> str:
                 reverse = code == 7
     emit(styled[position:])
     return "".join(out)
+
+
+# The foreground a cell has when no colour was set (SGR 39, or a reset).
+DEFAULT_COLOUR = "39"
+
+
+class Cell(NamedTuple):
+    char: str
+    colour: str  # the foreground as its SGR parameters: "39", "90", "38;5;246", "38;2;r;g;b"
+    dim: bool
+
+
+def _foreground(params: list[str], colour: str, dim: bool) -> tuple[str, bool]:
+    index = 0
+    while index < len(params):
+        code = params[index] or "0"
+        if code == "0":
+            colour, dim = DEFAULT_COLOUR, False
+        elif code in ("2", "22"):
+            dim = code == "2"
+        elif code == "39":
+            colour = DEFAULT_COLOUR
+        elif code in ("38", "48", "58"):
+            # An extended colour: 5;n or 2;r;g;b follow. Only the foreground is kept.
+            width = 3 if params[index + 1:index + 2] == ["5"] else 5
+            if code == "38":
+                colour = ";".join(params[index:index + width])
+            index += width - 1
+        elif code.isdigit() and (30 <= int(code) <= 37 or 90 <= int(code) <= 97):
+            colour = code
+        index += 1
+    return colour, dim
+
+
+# The 16 colours' black, white and their bright twins: the greys of a theme drawn in them.
+_GREY_CODES = frozenset({"30", "37", "90", "97", "38;5;0", "38;5;7", "38;5;8", "38;5;15"})
+# A true colour this close to equal red, green and blue reads as a grey.
+_GREY_SPREAD = 24
+
+
+def is_grey(colour: str) -> bool:
+    """Whether a foreground (as ``Cell.colour``) is black, white or a grey between them."""
+    parts = colour.split(";")
+    if colour in _GREY_CODES:
+        return True
+    if parts[:2] == ["38", "5"] and len(parts) == 3 and parts[2].isdigit():
+        index = int(parts[2])
+        if index >= 232:  # the 256-colour palette's grey ramp
+            return True
+        if 16 <= index <= 231:  # the 6x6x6 cube: grey when its three levels are equal
+            level = index - 16
+            return level // 36 == level // 6 % 6 == level % 6
+        return False
+    if parts[:2] == ["38", "2"] and len(parts) == 5 and all(p.isdigit() for p in parts[2:]):
+        levels = [int(p) for p in parts[2:]]
+        return max(levels) - min(levels) <= _GREY_SPREAD
+    return False
+
+
+def styled_lines(styled: str) -> list[list[Cell]]:
+    """A ``capture-pane -e`` screen as lines of cells with the foreground each is drawn in.
+    tmux carries a style across lines, so the screen is read in order."""
+    lines: list[list[Cell]] = [[]]
+    colour, dim = DEFAULT_COLOUR, False
+
+    def emit(text: str) -> None:
+        for char in text:
+            if char == "\n":
+                lines.append([])
+            elif char >= " ":
+                lines[-1].append(Cell(char, colour, dim))
+
+    position = 0
+    for match in _SGR_OR_ANY_ESCAPE.finditer(styled):
+        emit(styled[position:match.start()])
+        position = match.end()
+        if match.group(1) is not None:
+            colour, dim = _foreground((match.group(1) or "0").replace(":", ";").split(";"),
+                                      colour, dim)
+    emit(styled[position:])
+    return lines
 
 
 def normalise(text: str) -> str:

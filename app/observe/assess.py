@@ -27,7 +27,9 @@ The screen is the judge; other signals only move it earlier or hold it back:
    title for "not working" (``Pack.stopped_titles``: Codex's bare project name, no spinner
    frame) and the screen has been still for the stability window, the guess gives way too, even
    if no turn end was seen (a watcher started after the turn). A spinner title, or none, keeps
-   it BUSY.
+   it BUSY. The input box's prompt glyph is the third witness where the pack names it
+   (``Pack.working_prompt``: Claude Code draws it dim while a turn runs): a styled capture with
+   the glyph at rest counts as the stopped title does.
 6. Anti-flap: a new state must hold for its configured polls before it is reported (READY has
    the stability window instead). Leaving READY is always immediate. UNKNOWN is a state like the
    others here: a known state gives way to it only after ``unknown_polls`` polls and
@@ -71,6 +73,9 @@ class Signals:
     last_terminal: str = ""
     # The pane's newest title is its CLI's own "stopped" title (Pack.title_says_stopped).
     title_stopped: bool = False
+    # The screen's styled capture drew the input box's prompt glyph at rest, where the CLI draws
+    # it dim while a turn runs (Pack.working_prompt).
+    prompt_at_rest: bool = False
     # Subagents the agent's hooks said started and not yet stopped (Claude Code's
     # SubagentStart/SubagentStop): a background one outlives the turn's Stop and resumes it.
     subagents: int = 0
@@ -248,7 +253,7 @@ class _Facts:
     turn_end_armed: float
     turn_end_screen: str | None
     turn_end_confirmed: bool
-    title_done: bool  # no end mark, a still screen, and the title says the CLI stopped
+    stop_witnessed: bool  # no end mark, a still screen, and the title or prompt says it stopped
 
 
 def assess(
@@ -377,7 +382,8 @@ def _establish(prior: Assessment, verdict: Verdict, screen_hash: str, now: float
         armed_for, armed_screen = signals.turn_end, screen_hash
     turn_end_confirmed = turn_end_valid and armed_for == signals.turn_end \
         and screen_hash == armed_screen
-    title_done = lacks_end_mark and signals.title_stopped and settled and not awaiting_departure
+    cli_stopped = signals.title_stopped or signals.prompt_at_rest
+    stop_witnessed = lacks_end_mark and cli_stopped and settled and not awaiting_departure
     return _Facts(
         first_sight=first_sight, changed=changed, busy_evidence=busy_evidence,
         fresh_evidence=fresh_evidence, stable_count=stable_count, stable_since=stable_since,
@@ -385,7 +391,7 @@ def _establish(prior: Assessment, verdict: Verdict, screen_hash: str, now: float
         awaiting_departure=awaiting_departure, permission_screen=permission_screen,
         permission_active=permission_active, turn_end_valid=turn_end_valid,
         turn_end_armed=armed_for, turn_end_screen=armed_screen,
-        turn_end_confirmed=turn_end_confirmed, title_done=title_done,
+        turn_end_confirmed=turn_end_confirmed, stop_witnessed=stop_witnessed,
     )
 
 
@@ -413,9 +419,12 @@ def _choose(prior: Assessment, verdict: Verdict, facts: _Facts, signals: Signals
     if facts.lacks_end_mark and facts.turn_end_confirmed:
         draft = _Draft(State.READY, 80, "The turn ended (its hook or title said so; this "
                        "release draws no end mark)", "", [*verdict.reasons, signals.turn_end_by])
-    elif facts.title_done:
-        draft = _Draft(State.READY, 75, "The turn ended (the pane's title says the CLI stopped; "
-                       "this release draws no end mark)", "", [*verdict.reasons, "title_stopped"])
+    elif facts.stop_witnessed:
+        witness, said = ("title_stopped", "the pane's title says the CLI stopped") \
+            if signals.title_stopped else ("prompt_at_rest", "the input box's prompt is no "
+                                           "longer dim")
+        draft = _Draft(State.READY, 75, f"The turn ended ({said}; this release draws no end "
+                       "mark)", "", [*verdict.reasons, witness])
     elif draft.state in (State.NEEDS_CONFIRMATION, State.BUSY, State.ERROR, State.EXITED):
         if draft.state is State.BUSY and facts.turn_end_valid:
             draft.reasons.append("screen_veto")  # the hook said done; the screen says not yet

@@ -114,13 +114,14 @@ class PaneWatch:
         pane = next((p for p in listing.panes if p.pane_id == pane_id), None)
         if pane is None or listing.server_pid != self.target.server_pid:
             raise PaneNotFound(f"pane {self.target.label} is gone")
-        screens = self.tmux.capture([pane_id])
+        styled = self.tracked.wants_styled
+        screens = self.tmux.capture([pane_id], styled=[pane_id] if styled else ())
         if pane_id not in screens:
             raise PaneNotFound(f"pane {self.target.label} is gone")
         self.tracked.pane = pane
         # The terminal's own signals, as the listing's title holds them (app.observe.signals).
         self.tracked.take_title(pane.title, now)
-        self.observer.classify(self.tracked, screens[pane_id])
+        self.observer.classify(self.tracked, screens[pane_id], styled=styled)
         watcher_row = self._watcher_row = self._read_store()
         if self.seed is not None and self.tracked.assessment is None:
             self.tracked.assessment = self.seed(self.tracked.signals)

@@ -31,13 +31,15 @@ from app.observe.packs import (
     Pack,
     Region,
     Rule,
+    WorkingPrompt,
 )
 
 DEFAULT_STABLE_POLLS = 3
 _LINE_KEY = "__line__"
 
 _PACK_KEYS = {"name", "description", "detect", "stable_polls", "volatile", "input", "rules",
-              "anchors", "examples", "checked_versions", "clear_command", "stopped_titles"}
+              "anchors", "examples", "checked_versions", "clear_command", "stopped_titles",
+              "working_prompt"}
 _DETECT_KEYS = {"commands", "command_patterns", "titles", "screen", "weak"}
 _RULE_KEYS = {"id", "state", "region", "match", "unless", "reason", "summary", "actions_needed",
               "confidence", "description", "program"}
@@ -45,6 +47,7 @@ _CONDITION_KEYS = {"pattern", "region"}
 _EXAMPLE_KEYS = {"name", "state", "screen", "rule", "draft", "program"}
 _INPUT_KEYS = {"region", "match", "trim", "placeholder"}
 _ANCHOR_KEYS = {"pattern", "region"}
+_WORKING_PROMPT_KEYS = {"rule", "glyph"}
 # Template fields every rule may use besides its own named groups: the first matched line, the
 # hint computed from the dialog's options on screen, the plain program in the foreground.
 _BUILTIN_FIELDS = frozenset({"line", "options", "program"})
@@ -173,6 +176,7 @@ def parse_pack(text: str, where: str) -> Pack:
         checked_versions=tuple(checked),
         clear_command=_parse_clear(data.get("clear_command", ""), where, top),
         stopped_titles=_parse_stopped_titles(data.get("stopped_titles"), where, top),
+        working_prompt=_parse_working_prompt(data.get("working_prompt"), where, top),
     )
     _check_examples(pack)
     return pack
@@ -199,6 +203,25 @@ def _parse_stopped_titles(raw: Any, where: str, top: int | None) -> tuple[str, .
             raise PackError(where, top, f"stopped_titles: invalid regex /{template}/: {exc}") \
                 from None
     return tuple(raw)
+
+
+def _parse_working_prompt(raw: Any, where: str, top: int | None) -> WorkingPrompt | None:
+    if raw is None:
+        return None
+    line = _line(raw, top)
+    if not isinstance(raw, dict) or set(raw) - {_LINE_KEY} != _WORKING_PROMPT_KEYS:
+        raise PackError(where, line, "'working_prompt' must have exactly 'rule' and 'glyph'")
+    compiled: dict[str, re.Pattern[str]] = {}
+    for key in sorted(_WORKING_PROMPT_KEYS):
+        value = raw[key]
+        if not isinstance(value, str) or not value:
+            raise PackError(where, line, f"working_prompt: '{key}' must be a regex")
+        try:
+            compiled[key] = re.compile(value)
+        except re.error as exc:
+            raise PackError(where, line, f"working_prompt: invalid regex /{value}/: {exc}") \
+                from None
+    return WorkingPrompt(rule=compiled["rule"], glyph=compiled["glyph"])
 
 
 def _parse_clear(raw: Any, where: str, top: int | None) -> str:

@@ -11,13 +11,22 @@ CLI's input box); it never touches tmux or the store. Rules are evaluated by sta
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from app.base.model import Option, RuleTrace, State, Verdict
-from app.base.screen import first_lines, last_lines, normalise, screen_hash
+from app.base.screen import (
+    DEFAULT_COLOUR,
+    first_lines,
+    is_grey,
+    last_lines,
+    normalise,
+    screen_hash,
+    styled_lines,
+)
 from app.observe.options import hint, read_options
 from app.observe.signals import STOPPED, title_phase
 
@@ -293,6 +302,38 @@ class Detect:
 
 
 @dataclass(frozen=True)
+class WorkingPrompt:
+    """The input box's prompt glyph as a witness of the turn: some CLIs draw it in a dim colour
+    exactly while a turn runs, where the plain text of a paused reply and a finished one is the
+    same (Claude Code, design/release_sweep.md). Read on a ``capture-pane -e`` screen only."""
+
+    rule: re.Pattern[str]  # the line right above the glyph's: the box's top rule
+    glyph: re.Pattern[str]  # matched at the start of the box's first line; its last character
+
+    def at_rest(self, styled: str) -> bool | None:
+        """Whether the lowest box's glyph is drawn at rest: not dim, in the terminal's default
+        colour or the rule's own where that is a hue (bash mode's magenta box). None when no
+        box is on screen, or its rule has no colour: a terminal without colours shows neither.
+
+        A dim colour is a grey in every theme measured, so a glyph in the rule's colour counts
+        only when that colour is not a grey: a theme not measured errs to "at work"."""
+        found: bool | None = None
+        for above, line in itertools.pairwise(styled_lines(styled)):
+            glyph = self.glyph.match("".join(cell.char for cell in line))
+            if glyph is None or not glyph.end() \
+                    or self.rule.match("".join(cell.char for cell in above)) is None:
+                continue
+            cell = line[glyph.end() - 1]
+            rule_colour = next((c.colour for c in above if not c.char.isspace()), DEFAULT_COLOUR)
+            if rule_colour == DEFAULT_COLOUR:
+                found = None
+                continue
+            found = not cell.dim and (cell.colour == DEFAULT_COLOUR
+                                      or (cell.colour == rule_colour and not is_grey(rule_colour)))
+        return found
+
+
+@dataclass(frozen=True)
 class Pack:
     name: str
     path: str
@@ -320,6 +361,8 @@ class Pack:
     # The titles this CLI gives its pane when it is not working (regex templates; ``{project}``
     # stands for the pane's folder name): with them a still reply with no end mark is finished.
     stopped_titles: tuple[str, ...] = field(default=(), compare=False)
+    # The box's prompt glyph that is dim while a turn runs (None: this CLI draws no such sign).
+    working_prompt: WorkingPrompt | None = field(default=None, compare=False)
 
     def title_says_stopped(self, title: str, cwd: str) -> bool:
         """Whether ``title`` is this CLI's own title for "not working" in a pane whose current

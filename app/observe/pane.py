@@ -19,7 +19,7 @@ from app.base.model import Pane, State, Transition, Verdict
 from app.base.screen import normalise, screen_hash
 from app.base.settings import WatchSettings
 from app.base.termsignals import TermSignal
-from app.observe.assess import NO_SIGNALS, Assessment, Policy, Signals, assess
+from app.observe.assess import NO_END_MARK, NO_SIGNALS, Assessment, Policy, Signals, assess
 from app.observe.background_work import PLAIN_PACKS, hold_for_background
 from app.observe.exits import dead_pane_verdict
 from app.observe.llm import AsyncLLM, merge, worth_asking
@@ -90,6 +90,9 @@ class Screen:
     # screen a program redraws for its new size is the same screen, not news.
     size: tuple[int, int] | None = None
     resized_at: float = 0.0
+    # The pack's working prompt as the last styled capture drew it (None: not read): at rest
+    # once the turn is over, on a screen whose text cannot show it (``Pack.working_prompt``).
+    prompt_at_rest: bool | None = None
 
 
 @dataclass
@@ -185,6 +188,14 @@ class Tracked:
         return self.looks.captured_at
 
     @property
+    def wants_styled(self) -> bool:
+        """Whether the next capture should keep its colours: only a screen whose reply has no
+        end mark, in a CLI whose prompt glyph shows the turn at work (``Pack.working_prompt``)."""
+        pack, verdict = self.screen.pack, self.screen.verdict
+        return pack is not None and pack.working_prompt is not None and verdict is not None \
+            and NO_END_MARK in verdict.reasons
+
+    @property
     def status_row(self) -> dict[str, Any] | None:
         return self.stored.status_row
 
@@ -229,8 +240,9 @@ class PaneObserver:
         # By the pack's stable_polls and whether control mode watches the pane; built once.
         self._policies: dict[tuple[int, bool], Policy] = {}
 
-    def classify(self, tracked: Tracked, raw: str) -> None:
-        """Normalise a captured screen and (re)classify it with the pane's pack."""
+    def classify(self, tracked: Tracked, raw: str, styled: bool = False) -> None:
+        """Normalise a captured screen and (re)classify it with the pane's pack; ``styled``: the
+        capture kept its colours (``capture-pane -e``)."""
         screen = tracked.screen
         text = normalise(raw)
         text_hash = screen_hash(text)
@@ -273,6 +285,8 @@ class PaneObserver:
                 f"{CLASSIFY_BUDGET_S:g}s: {exc}"[:200])
             screen.stability_hash = text_hash
         screen.text, screen.text_hash = text, text_hash
+        working = screen.pack.working_prompt if screen.pack is not None else None
+        screen.prompt_at_rest = working.at_rest(raw) if styled and working is not None else None
 
     @staticmethod
     def _redrawing(tracked: Tracked, now: float) -> bool:
@@ -324,6 +338,8 @@ class PaneObserver:
         if tracked.pack is not None and tracked.pack.stopped_titles:
             signals = replace(signals, title_stopped=tracked.pack.title_says_stopped(
                 tracked.terminal.title, pane.cwd))
+        if tracked.screen.prompt_at_rest:
+            signals = replace(signals, prompt_at_rest=True)
         tracked.assessment = assess(previous, verdict, tracked.stability_hash, now,
                                     stable_polls, policy=policy, signals=signals,
                                     redrawing=self._redrawing(tracked, now))

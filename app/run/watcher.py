@@ -129,6 +129,8 @@ class Watcher:
         # last capture read (pane id -> ...): evidence folded in before judging.
         self._heard: dict[str, list[tuple[float, TermSignal]]] = {}
         self._titles: dict[str, str] = {}
+        # The panes (worker ids) the last capture kept the colours of (Tracked.wants_styled).
+        self._styled: set[str] = set()
         # Hooks' marks on panes (pane id -> (ts, event)) and the panes that got a hook event
         # this tick: looked at in a light tick too, so a turn end counts at once.
         self._marks: dict[str, tuple[float, str]] = {}
@@ -355,8 +357,9 @@ class Watcher:
             self.control.resume(resumed.panes, resumed.streams)
         self._titles = {}
         try:
-            by_pane = self.tmux.capture([current[w].pane_id for w in to_capture],
-                                        self._titles)
+            self._styled = {w for w in to_capture if self.tracked[w].wants_styled}
+            by_pane = self.tmux.capture([current[w].pane_id for w in to_capture], self._titles,
+                                        styled={current[w].pane_id for w in self._styled})
         except TmuxServerNotRunning:
             report.server_running = False
             return None
@@ -403,7 +406,7 @@ class Watcher:
                     transition = views.as_view(tracked, now)
                 elif wid in screens:
                     self.clock.captured(tracked, now)
-                    self.observer.classify(tracked, screens[wid])
+                    self.observer.classify(tracked, screens[wid], styled=wid in self._styled)
                     transition = self.observer.assess(tracked, now)
                 elif wid in to_capture:
                     continue  # vanished mid-capture: it will be gone from the next listing

@@ -12,6 +12,7 @@ import pytest
 import app.adapters.tmux as tmux_module
 from app.adapters.control import CONTROL_FLAGS, decode_output, output_signals, parse_notification
 from app.adapters.tmux import Tmux
+from app.base.screen import normalise
 from app.base.termsignals import TITLE, SignalScanner, TermSignal
 from tests.support.waiting import retry_until, stop_process
 
@@ -38,6 +39,23 @@ def test_panes_are_listed_and_captured_in_batches_and_a_vanished_one_is_left_out
 
     retry_until(captured, 10, message="the captures never showed each pane's own word")
     assert set(alive) <= set(titles)
+
+
+def test_only_the_panes_asked_for_keep_their_colours_in_one_batch(server: Any,
+                                                                   session: Any) -> None:
+    tmux = Tmux(socket_name=server.socket_name)
+    printing = "printf '\\033[35mmagenta-word\\033[39m'; sleep 600"
+    styled, plain = (tmux.new_window("/", name, f"sh -c \"{printing}\"").pane_id
+                     for name in ("styled", "plain"))
+
+    def captured() -> bool:
+        screens = tmux.capture([styled, plain], styled={styled})
+        return all("magenta-word" in screens.get(p, "") for p in (styled, plain))
+
+    retry_until(captured, 10, message="the coloured word never showed")
+    screens = tmux.capture([styled, plain], styled={styled})
+    assert "\x1b[35mmagenta-word" in screens[styled]
+    assert "\x1b" not in screens[plain] and normalise(screens[styled]) == normalise(screens[plain])
 
 
 def test_text_and_keys_arrive_literally(server: Any, session: Any) -> None:

@@ -99,6 +99,12 @@ BROKEN = [
     BrokenPack("duplicate rule id", "  - id: idle", "  - id: asks", 12, ("duplicate rule id",)),
     BrokenPack("checked versions not a list", "stable_polls: 2\n",
                "stable_polls: 2\nchecked_versions: 0.1\n", 1, ("checked_versions",)),
+    BrokenPack("working prompt without its glyph", "stable_polls: 2\n",
+               "stable_polls: 2\nworking_prompt:\n  rule: '─+'\n", 7,
+               ("'working_prompt' must have exactly 'rule' and 'glyph'",)),
+    BrokenPack("working prompt regex does not compile", "stable_polls: 2\n",
+               "stable_polls: 2\nworking_prompt:\n  rule: '─+'\n  glyph: '[❯'\n", 7,
+               ("working_prompt: invalid regex /[❯/",)),
 ]
 
 

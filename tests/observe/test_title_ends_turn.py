@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from app.adapters.store_read import StoreReader
+from app.base.screen import normalise
 from app.observe.pack_loading import load_packs
 from app.run.watcher import Watcher
 from tests.support.waiting import retry_until
@@ -89,7 +90,7 @@ class Player:
     def shows(self, screen: Path, title: str) -> None:
         self.do(f"show {screen}", f"title {title}")
         retry_until(lambda: self.title() == title, 10)
-        last = screen.read_text(encoding="utf-8").rstrip().splitlines()[-1].strip()
+        last = normalise(screen.read_text(encoding="utf-8")).splitlines()[-1].strip()
         retry_until(lambda: last in self.screen(), 10)
 
     def title(self) -> str:
@@ -203,3 +204,50 @@ def test_claude_codes_quiet_title_ends_its_reply_and_its_spinner_title_does_not(
     player.shows(CLAUDE_FINISHED, "⠂ Claude Code")  # as 2.1.80 titles the pane while it works
     states = states_over_ticks(watcher, isolated_env)
     assert "READY" not in states and states[-1] == "BUSY"
+
+
+# Claude Code 2.1.79 streaming under a status line (the pairs sets, with its styled copy): a
+# short reply, no end mark, the prompt glyph dim (38;5;246) as it is while the turn runs.
+CLAUDE_AT_WORK = REPO / "tests" / "corpus" / "claude-code-2.1.79-pairs-sweep" / "ansi" / \
+    "busy-streaming-sl1-120x40.ansi"
+DIM_GLYPH, GLYPH_AT_REST = "\x1b[38;5;246m❯", "\x1b[39m❯"
+
+
+def test_claude_codes_prompt_glyph_ends_its_reply_where_no_title_says_so(
+        watcher: Watcher, player: Player, isolated_env: Path, tmp_path: Path) -> None:
+    """The turn ends and Claude Code draws the glyph in the terminal's own colour again: the
+    text is the same, no title is the CLI's; a styled capture of the pane sees it."""
+    at_work = CLAUDE_AT_WORK.read_text(encoding="utf-8")
+    assert at_work.count(DIM_GLYPH) == 1
+    at_rest = tmp_path / "at-rest.ansi"
+    at_rest.write_text(at_work.replace(DIM_GLYPH, GLYPH_AT_REST), encoding="utf-8")
+    untitled = "Claude Code"  # neither `✳ …` (stopped) nor a spinner frame
+
+    player.shows(CLAUDE_AT_WORK, untitled)
+    states = states_over_ticks(watcher, isolated_env)
+    assert "READY" not in states and states[-1] == "BUSY"
+    tracked = next(t for t in watcher.tracked.values() if t.name == "agent")
+    assert tracked.pack is not None and tracked.pack.name == "claude"
+    assert tracked.screen.prompt_at_rest is False  # read, and dim
+
+    player.shows(at_rest, untitled)
+    retry_until(lambda: "READY" in states_over_ticks(watcher, isolated_env, 2), 15)
+    assert "prompt_at_rest" in agent_row(isolated_env)["reasons"]
+    # The next turn dims it again: BUSY at once, on the very same text.
+    player.shows(CLAUDE_AT_WORK, untitled)
+    assert states_over_ticks(watcher, isolated_env, 3)[-1] == "BUSY"
+
+
+def test_a_grey_rule_or_a_screen_without_colours_is_no_witness() -> None:
+    working = load_packs()["claude"].working_prompt
+    assert working is not None
+    rule = "─" * 40
+    assert working.at_rest(f"{rule}\n❯ \n{rule}") is None  # no colours at all (NO_COLOR)
+    assert working.at_rest(f"\x1b[38;5;244m{rule}\n\x1b[39m❯ \n{rule}") is True
+    assert working.at_rest(f"\x1b[38;5;244m{rule}\n\x1b[38;5;244m❯ \n{rule}") is False
+    assert working.at_rest(f"\x1b[35m{rule}\n\x1b[35m! \n{rule}") is True  # bash mode
+    assert working.at_rest(f"\x1b[35m{rule}\n\x1b[90m! \n{rule}") is False
+    assert working.at_rest(f"\x1b[38;5;244m{rule}\n\x1b[2;39m❯ \n{rule}") is False  # dim
+    # The lowest box decides: a box quoted higher up in a reply is not the prompt.
+    assert working.at_rest(f"\x1b[37m{rule}\n\x1b[39m❯ \n\n\x1b[37m{rule}\n\x1b[90m❯ ") is False
+    assert working.at_rest("\x1b[38;5;174mno box here\n❯ hello") is None
