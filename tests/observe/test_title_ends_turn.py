@@ -99,6 +99,9 @@ class Player:
     def screen(self) -> str:
         return "\n".join(self.pane.capture_pane())
 
+    def styled(self) -> str:
+        return "\n".join(self.pane.cmd("capture-pane", "-p", "-e").stdout)
+
 
 def agent_row(workers_dir: Path) -> dict[str, Any]:
     reader = StoreReader(workers_dir)
@@ -235,6 +238,7 @@ def test_claude_codes_prompt_glyph_ends_its_reply_where_no_title_says_so(
     assert "prompt_at_rest" in agent_row(isolated_env)["reasons"]
     # The next turn dims it again: BUSY at once, on the very same text.
     player.shows(CLAUDE_AT_WORK, untitled)
+    retry_until(lambda: DIM_GLYPH in player.styled(), 10)  # the text alone cannot say it is up
     assert states_over_ticks(watcher, isolated_env, 3)[-1] == "BUSY"
 
 
