@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from app.base.model import State, Verdict
-from app.base.screen import normalise
+from app.base.screen import Cursor, normalise
 from app.observe.assess import Assessment, Signals, assess
 from app.observe.pack_detection import detect_pack, judge_for
 from app.observe.packs import Pack
@@ -73,6 +73,7 @@ class ScreenCase(NamedTuple):
     cwd: str = ""  # the pane's current folder then
     corpus: Path = CORPUS  # the corpus folder the set is in
     styled: bool = False  # the set keeps this screen's ``capture-pane -e`` copy (``ansi/``)
+    cursor: Cursor | None = None  # the terminal's cursor read with the screen (None: not read)
 
     @property
     def id(self) -> str:
@@ -201,13 +202,30 @@ def set_versions(folder: Path) -> dict[str, str]:
     return {cols[0]: cols[1].strip() for cols in rows if len(cols) >= 2}
 
 
-def set_titles(folder: Path) -> dict[str, tuple[str, str]]:
-    """path -> (title, cwd) from the set's ``titles.tsv`` (absent: no titles recorded)."""
+class PaneFacts(NamedTuple):
+    """What the lab read of the pane right after a screen: its title, folder and cursor."""
+
+    title: str
+    cwd: str
+    cursor: Cursor | None  # None: a set recorded before the lab read the cursor
+
+
+def set_titles(folder: Path) -> dict[str, PaneFacts]:
+    """path -> what the set's ``titles.tsv`` says of the pane (absent: nothing recorded). Its
+    columns: path, title, cwd, and in later sets cursor_x, cursor_y."""
     listing = folder / TITLES_FILE
     if not listing.is_file():
         return {}
-    rows = (line.split("\t") for line in listing.read_text(encoding="utf-8").splitlines()[1:])
-    return {cols[0]: (cols[1], cols[2]) for cols in rows if len(cols) >= 3}
+    facts: dict[str, PaneFacts] = {}
+    for line in listing.read_text(encoding="utf-8").splitlines()[1:]:
+        cols = line.split("\t")
+        if len(cols) < 3:
+            continue
+        at = cols[3:5]
+        cursor = Cursor(int(at[0]), int(at[1])) \
+            if len(at) == 2 and all(n.isdigit() for n in at) else None
+        facts[cols[0]] = PaneFacts(cols[1], cols[2], cursor)
+    return facts
 
 
 def load_cases(corpus: Path = CORPUS) -> list[ScreenCase]:
@@ -235,8 +253,9 @@ def load_cases(corpus: Path = CORPUS) -> list[ScreenCase]:
                 or (folder.name == SHARED_SET and cols[0] in held),
                 version=versions.get(cols[1], ""),
                 command=cols[5] if len(cols) > 5 else "",
-                title=titles[cols[0]][0] if cols[0] in titles else None,
-                cwd=titles[cols[0]][1] if cols[0] in titles else "",
+                title=titles[cols[0]].title if cols[0] in titles else None,
+                cwd=titles[cols[0]].cwd if cols[0] in titles else "",
+                cursor=titles[cols[0]].cursor if cols[0] in titles else None,
                 corpus=corpus,
                 styled=(folder / STYLED_FOLDER / Path(cols[0]).with_suffix(".ansi").name)
                 .is_file(),
@@ -294,7 +313,7 @@ def verdict_for(case: ScreenCase, packs: Mapping[str, Pack], text: str) -> tuple
     program's name when one is in the foreground (as ``PaneObserver.classify`` does)."""
     judge, program = judge_for(packs, pack_for(case.cli, packs, text, case.command),
                                case.command)
-    return judge, judge.classify(text, program)
+    return judge, judge.classify(text, program, case.cursor)
 
 
 def draft_pack(case: DraftCase, packs: Mapping[str, Pack], text: str) -> Pack | None:

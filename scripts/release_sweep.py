@@ -57,7 +57,7 @@ def _questions(group: Sequence[ScreenResult]) -> str:
 def table(results: Iterable[ScreenResult], alone: Mapping[str, ScreenResult] | None = None,
           untitled: Mapping[str, ScreenResult] | None = None) -> list[str]:
     """One row per CLI and release (sets without a versions.tsv are left out). ``alone``: the
-    screens recorded with their pane's title or styled copy, read again without them;
+    screens recorded with their pane's title, styled copy or cursor, read again without them;
     ``untitled``: the screens recorded with a title, read again with their styled copy only
     (both by case id)."""
     alone, untitled = alone or {}, untitled or {}
@@ -98,8 +98,8 @@ def render(page: str, packs: Mapping[str, Pack], corpus: Path = CORPUS) -> str:
     cases = load_cases(corpus)
     titled = [case._replace(title=None) for case in cases if case.title is not None]
     untitled = {r.case.id: r for r in classify_cases(packs, titled)}
-    seen_more = [case._replace(title=None, styled=False) for case in cases
-                 if case.title is not None or case.styled]
+    seen_more = [case._replace(title=None, styled=False, cursor=None) for case in cases
+                 if case.title is not None or case.styled or case.cursor is not None]
     alone = {r.case.id: r for r in classify_cases(packs, seen_more)}
     rows = table(classify_cases(packs, cases), alone, untitled)
     return head + START + "\n" + "\n".join(rows) + "\n" + END + tail

@@ -31,6 +31,7 @@ from app.base.errors import (
     TmuxServerNotRunning,
 )
 from app.base.model import Pane
+from app.base.screen import Cursor
 
 log = logging.getLogger(__name__)
 
@@ -314,10 +315,12 @@ class Tmux:
         return PaneListing(server_pid=server_pid, panes=panes)
 
     def capture(self, pane_ids: Sequence[str], titles: dict[str, str] | None = None,
-                styled: Collection[str] = ()) -> dict[str, str]:
+                styled: Collection[str] = (),
+                cursors: dict[str, Cursor] | None = None) -> dict[str, str]:
         """The visible screen of each pane, captured in as few tmux calls as possible; with
-        ``titles``, each pane's title (``#{pane_title}``) at that moment goes there too. The
-        panes in ``styled`` keep their colours (``capture-pane -e``).
+        ``titles``, each pane's title (``#{pane_title}``) at that moment goes there too, and
+        with ``cursors`` its cursor. The panes in ``styled`` keep their colours
+        (``capture-pane -e``).
 
         A pane that vanished between listing and capture is left out of the result (tmux stops a
         command sequence at the first failing command, so the rest is retried without it).
@@ -326,13 +329,14 @@ class Tmux:
         pending = list(pane_ids)
         while pending:
             batch, pending = pending[:_CAPTURE_BATCH], pending[_CAPTURE_BATCH:]
-            leftover = self._capture_batch(batch, screens, titles, styled)
+            leftover = self._capture_batch(batch, screens, titles, styled, cursors)
             pending = leftover + pending
         return screens
 
     def _capture_batch(self, batch: list[str], screens: dict[str, str],
                        titles: dict[str, str] | None = None,
-                       styled: Collection[str] = ()) -> list[str]:
+                       styled: Collection[str] = (),
+                       cursors: dict[str, Cursor] | None = None) -> list[str]:
         # Plain ASCII: tmux may escape control characters depending on the client locale.
         marker = f"<<conductor-{secrets.token_hex(8)}>>"
         args: list[str] = []
@@ -343,12 +347,12 @@ class Tmux:
             # through strftime, which mangles "%3".
             args += ["display-message", "-p", f"{marker} {index}", ";",
                      "capture-pane", "-p", *(["-e"] if pane_id in styled else []), "-t", pane_id]
-            if titles is not None:
+            if titles is not None or cursors is not None:
                 # In the same breath as the screen: a title tmux took while our control client
-                # had the pane's output paused is read here. After the capture, so a pane that
-                # vanished fails in capture-pane, as without titles.
+                # had the pane's output paused is read here, and the cursor where the screen
+                # left it. After the capture, so a pane that vanished fails in capture-pane.
                 args += [";", "display-message", "-p", "-t", pane_id,
-                         f"{marker}title #{{pane_title}}"]
+                         f"{marker}pane #{{cursor_x}} #{{cursor_y}} #{{pane_title}}"]
         done = self.run(*args, check=False)
         current: str | None = None
         lines: list[str] = []
@@ -361,9 +365,9 @@ class Tmux:
 
         for line in done.stdout.split("\n"):
             if line.startswith(marker):
-                if line.startswith(f"{marker}title ") and titles is not None:
+                if line.startswith(f"{marker}pane "):
                     if current is not None:
-                        titles[current] = line[len(marker) + 6:]
+                        _take_pane_facts(line[len(marker) + 5:], current, titles, cursors)
                     continue
                 flush()
                 current, lines = batch[int(line[len(marker) + 1:])], []
@@ -629,6 +633,17 @@ def find_session(tmux: Tmux, name: str) -> str | None:
         return tmux._session_id(name)
     except TmuxError:
         return None
+
+
+def _take_pane_facts(facts: str, pane_id: str, titles: dict[str, str] | None,
+                     cursors: dict[str, Cursor] | None) -> None:
+    """``<cursor_x> <cursor_y> <title>`` as the capture batch reads it, into the dicts asked."""
+    x, _, rest = facts.partition(" ")
+    y, _, title = rest.partition(" ")
+    if titles is not None:
+        titles[pane_id] = title
+    if cursors is not None and x.isdigit() and y.isdigit():
+        cursors[pane_id] = Cursor(int(x), int(y))
 
 
 def capture_with_history(tmux: Tmux, pane_id: str, history_lines: int) -> str:

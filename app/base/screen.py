@@ -69,6 +69,13 @@ def without_dim(styled: str) -> str:
     return "".join(out)
 
 
+class Cursor(NamedTuple):
+    """The terminal's cursor: column and row from the screen's top left, as tmux counts them."""
+
+    x: int
+    y: int
+
+
 # The foreground a cell has when no colour was set (SGR 39, or a reset).
 DEFAULT_COLOUR = "39"
 

@@ -19,6 +19,7 @@ from app.adapters.status import find_worker
 from app.adapters.tmux import Tmux
 from app.base.errors import PaneNotFound, StoreError
 from app.base.model import Pane, State
+from app.base.screen import Cursor
 from app.base.settings import WatchSettings
 from app.observe.assess import Assessment, Signals
 from app.observe.packs import Pack
@@ -115,13 +116,16 @@ class PaneWatch:
         if pane is None or listing.server_pid != self.target.server_pid:
             raise PaneNotFound(f"pane {self.target.label} is gone")
         styled = self.tracked.wants_styled
-        screens = self.tmux.capture([pane_id], styled=[pane_id] if styled else ())
+        cursors: dict[str, Cursor] = {}
+        screens = self.tmux.capture([pane_id], styled=[pane_id] if styled else (),
+                                    cursors=cursors)
         if pane_id not in screens:
             raise PaneNotFound(f"pane {self.target.label} is gone")
         self.tracked.pane = pane
         # The terminal's own signals, as the listing's title holds them (app.observe.signals).
         self.tracked.take_title(pane.title, now)
-        self.observer.classify(self.tracked, screens[pane_id], styled=styled)
+        self.observer.classify(self.tracked, screens[pane_id], styled=styled,
+                               cursor=cursors.get(pane_id))
         watcher_row = self._watcher_row = self._read_store()
         if self.seed is not None and self.tracked.assessment is None:
             self.tracked.assessment = self.seed(self.tracked.signals)

@@ -16,8 +16,10 @@ import yaml
 
 from app.base.errors import PackError
 from app.base.model import SCREEN_STATES, State
+from app.base.screen import Cursor
 from app.observe.pack_patterns import BoundedPattern
 from app.observe.packs import (
+    CURSOR_PLACES,
     DEFAULT_REASON,
     DRAFT_GROUP,
     EVALUATION_ORDER,
@@ -42,9 +44,9 @@ _PACK_KEYS = {"name", "description", "detect", "stable_polls", "volatile", "inpu
               "working_prompt"}
 _DETECT_KEYS = {"commands", "command_patterns", "titles", "screen", "weak"}
 _RULE_KEYS = {"id", "state", "region", "match", "unless", "reason", "summary", "actions_needed",
-              "confidence", "description", "program"}
+              "confidence", "description", "program", "cursor"}
 _CONDITION_KEYS = {"pattern", "region"}
-_EXAMPLE_KEYS = {"name", "state", "screen", "rule", "draft", "program"}
+_EXAMPLE_KEYS = {"name", "state", "screen", "rule", "draft", "program", "cursor"}
 _INPUT_KEYS = {"region", "match", "trim", "placeholder"}
 _ANCHOR_KEYS = {"pattern", "region"}
 _WORKING_PROMPT_KEYS = {"rule", "glyph"}
@@ -368,6 +370,9 @@ def _parse_rule(raw: Any, where: str, top: int | None,
     confidence = raw.get("confidence", 90)
     if not isinstance(confidence, int) or not 0 <= confidence <= 100:
         raise PackError(where, line, f"{what}: confidence must be 0-100")
+    cursor = raw.get("cursor")
+    if cursor is not None and cursor not in CURSOR_PLACES:
+        raise PackError(where, line, f"{what}: cursor must be one of {', '.join(CURSOR_PLACES)}")
     groups = {name for c in match for name in c.pattern.groupindex} | _BUILTIN_FIELDS
     for key in ("summary", "actions_needed"):
         template = str(raw.get(key, "") or "")
@@ -387,6 +392,7 @@ def _parse_rule(raw: Any, where: str, top: int | None,
         line=line or 0,
         program=_compile(raw["program"], where, line, f"{what} program")
         if "program" in raw else None,
+        cursor=cursor,
     )
 
 
@@ -482,6 +488,10 @@ def _parse_example(raw: Any, where: str, top: int | None) -> Example:
     draft = raw.get("draft")
     if draft is not None and not isinstance(draft, str):
         raise PackError(where, line, f"example '{name}': 'draft' must be text or null")
+    cursor = raw.get("cursor")
+    if cursor is not None and not (isinstance(cursor, list) and len(cursor) == 2
+                                   and all(isinstance(n, int) and n >= 0 for n in cursor)):
+        raise PackError(where, line, f"example '{name}': 'cursor' must be [column, row]")
     return Example(
         name=name,
         state=_parse_state(raw.get("state"), where, line, f"example '{name}'"),
@@ -491,6 +501,7 @@ def _parse_example(raw: Any, where: str, top: int | None) -> Example:
         draft=draft,
         checks_draft="draft" in raw,
         program=str(raw.get("program") or ""),
+        cursor=Cursor(*cursor) if cursor is not None else None,
     )
 
 
@@ -501,7 +512,7 @@ def _check_examples(pack: Pack) -> None:
         if example.rule is not None and example.rule not in rule_ids:
             raise PackError(pack.path, example.line,
                             f"example '{example.name}' names unknown rule '{example.rule}'")
-        verdict = pack.classify(example.screen, example.program)
+        verdict = pack.classify(example.screen, example.program, example.cursor)
         if verdict.state is not example.state or (
             example.rule is not None and verdict.rule_id != example.rule
         ):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from app.base.model import Option, RuleTrace, State, Verdict
 from app.base.screen import (
     DEFAULT_COLOUR,
+    Cursor,
     first_lines,
     is_grey,
     last_lines,
@@ -192,6 +193,9 @@ class Rule:
     # Only when a plain program (no pack's own CLI) is in the pane's foreground and its process
     # name matches this in full: `less`, `vim`, `sleep` after a shell prompt.
     program: re.Pattern[str] | None = None
+    # Only when the terminal's cursor, read with the screen, is there (CURSOR_PLACES); never on
+    # a screen read without it (a file, a capture of someone else's).
+    cursor: str | None = None
 
 
 @dataclass(frozen=True)
@@ -206,6 +210,7 @@ class Example:
     draft: str | None = None
     checks_draft: bool = False
     program: str = ""
+    cursor: Cursor | None = None
 
 
 @dataclass(frozen=True)
@@ -299,6 +304,22 @@ class Detect:
             for found in pattern.finditer(text):
                 best = max(best, found.end())
         return best
+
+
+# Where a rule's ``cursor`` key may ask the terminal's cursor to be: on the screen's last
+# non-blank line (a line editor taking input there), or on a row below it (the line was accepted).
+CURSOR_PLACES = ("on_last_line", "below_last_line")
+
+
+def cursor_place(text: str, cursor: Cursor | None) -> str | None:
+    """Where ``cursor`` is against a normalised screen (rows from the top; its trailing blank
+    lines dropped): one of CURSOR_PLACES, "above_last_line", or None when it is not known."""
+    if cursor is None:
+        return None
+    last = text.count("\n")
+    if cursor.y == last:
+        return CURSOR_PLACES[0]
+    return CURSOR_PLACES[1] if cursor.y > last else "above_last_line"
 
 
 @dataclass(frozen=True)
@@ -415,22 +436,31 @@ class Pack:
             text = pattern.sub("", text)
         return screen_hash(text)
 
-    def classify(self, screen: str, program: str = "") -> Verdict:
+    def classify(self, screen: str, program: str = "", cursor: Cursor | None = None) -> Verdict:
         """Classify a screen (raw or normalised) with this pack's rules.
 
         ``program`` is the pane's foreground process when it is a plain program that no pack's
         CLI claims (``less``, ``sleep``), else empty; rules with a ``program`` key need it.
+        ``cursor`` is the terminal's cursor read with the screen; rules with a ``cursor`` key
+        need it.
         """
-        return self.explain(screen, program)[0]
+        return self.explain(screen, program, cursor)[0]
 
-    def explain(self, screen: str, program: str = "") -> tuple[Verdict, list[RuleTrace]]:
+    @functools.cached_property
+    def reads_cursor(self) -> bool:
+        """Whether a rule of this pack looks at the cursor (a moved cursor is news)."""
+        return any(rule.cursor is not None for rule in self.rules)
+
+    def explain(self, screen: str, program: str = "",
+                cursor: Cursor | None = None) -> tuple[Verdict, list[RuleTrace]]:
         text = normalise(screen)
+        place = cursor_place(text, cursor)
         view = ScreenView(text, self.anchors)
         # The layer's rules place their regions by the layer's own anchors.
         layer_view = ScreenView(text, self.layer.anchors) if self.layer is not None else view
         traces: list[RuleTrace] = []
         for rule, layered in self._ordered():
-            verdict, trace = self._try(rule, layer_view if layered else view, program)
+            verdict, trace = self._try(rule, layer_view if layered else view, program, place)
             if layered:
                 trace = replace(trace, rule_id=f"{GENERIC_PACK}:{trace.rule_id}")
             traces.append(trace)
@@ -472,11 +502,14 @@ class Pack:
                     if r.state not in (State.UNKNOWN, State.NEEDS_CONFIRMATION)), len(own))
         return own[:cut] + asks + own[cut:] + works
 
-    def _try(self, rule: Rule, view: ScreenView,
-             program: str = "") -> tuple[Verdict | None, RuleTrace]:
+    def _try(self, rule: Rule, view: ScreenView, program: str = "",
+             place: str | None = None) -> tuple[Verdict | None, RuleTrace]:
         text = view.text
         if rule.program is not None and not (program and rule.program.fullmatch(program)):
             detail = f"needs a foreground program matching /{rule.program.pattern}/"
+            return None, RuleTrace(rule.id, rule.state, False, detail)
+        if rule.cursor is not None and place != rule.cursor:
+            detail = f"needs the cursor {rule.cursor} (it is {place or 'not known'})"
             return None, RuleTrace(rule.id, rule.state, False, detail)
         groups: dict[str, str] = {}
         lines: list[str] = []

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.base.model import Pane, State, Transition, Verdict
-from app.base.screen import normalise, screen_hash
+from app.base.screen import Cursor, normalise, screen_hash
 from app.base.settings import WatchSettings
 from app.base.termsignals import TermSignal
 from app.observe.assess import NO_END_MARK, NO_SIGNALS, Assessment, Policy, Signals, assess
@@ -93,6 +93,9 @@ class Screen:
     # The pack's working prompt as the last styled capture drew it (None: not read): at rest
     # once the turn is over, on a screen whose text cannot show it (``Pack.working_prompt``).
     prompt_at_rest: bool | None = None
+    # The terminal's cursor read with the screen (None: not read), for packs whose rules ask
+    # where it is (Pack.reads_cursor): a line accepted moves it without changing the text.
+    cursor: Cursor | None = None
 
 
 @dataclass
@@ -240,9 +243,11 @@ class PaneObserver:
         # By the pack's stable_polls and whether control mode watches the pane; built once.
         self._policies: dict[tuple[int, bool], Policy] = {}
 
-    def classify(self, tracked: Tracked, raw: str, styled: bool = False) -> None:
+    def classify(self, tracked: Tracked, raw: str, styled: bool = False,
+                 cursor: Cursor | None = None) -> None:
         """Normalise a captured screen and (re)classify it with the pane's pack; ``styled``: the
-        capture kept its colours (``capture-pane -e``)."""
+        capture kept its colours (``capture-pane -e``); ``cursor``: where the capture left the
+        terminal's cursor."""
         screen = tracked.screen
         text = normalise(raw)
         text_hash = screen_hash(text)
@@ -271,8 +276,11 @@ class PaneObserver:
                     screen.pack_command = pane.current_command
                 screen.program = program
                 judge, program = judge_for(self.packs, screen.pack, pane.current_command)
+                if judge.reads_cursor and cursor != screen.cursor:
+                    rejudge = True
+                screen.cursor = cursor
                 if text_hash != screen.text_hash or rejudge:
-                    screen.verdict = judge.classify(text, program)
+                    screen.verdict = judge.classify(text, program, cursor)
                 screen.stability_hash = (screen.pack.fingerprint(text)
                                          if screen.pack.volatile else text_hash)
         except PatternTimeout as exc:

@@ -33,6 +33,7 @@ from app.adapters.store_read import public_row
 from app.adapters.tmux import Tmux, capture_with_history
 from app.base.errors import PaneNotFound, TmuxServerNotRunning
 from app.base.model import Pane, State, Transition
+from app.base.screen import Cursor
 from app.base.settings import WatchSettings
 from app.base.termsignals import TermSignal
 from app.observe import views
@@ -129,8 +130,10 @@ class Watcher:
         # last capture read (pane id -> ...): evidence folded in before judging.
         self._heard: dict[str, list[tuple[float, TermSignal]]] = {}
         self._titles: dict[str, str] = {}
-        # The panes (worker ids) the last capture kept the colours of (Tracked.wants_styled).
+        # The panes (worker ids) the last capture kept the colours of (Tracked.wants_styled),
+        # and where it left each pane's cursor (pane id -> ...).
         self._styled: set[str] = set()
+        self._cursors: dict[str, Cursor] = {}
         # Hooks' marks on panes (pane id -> (ts, event)) and the panes that got a hook event
         # this tick: looked at in a light tick too, so a turn end counts at once.
         self._marks: dict[str, tuple[float, str]] = {}
@@ -355,11 +358,12 @@ class Watcher:
             # after the capture goes unnoticed. A stream going on is no news: its next
             # capture is due at the streaming pace.
             self.control.resume(resumed.panes, resumed.streams)
-        self._titles = {}
+        self._titles, self._cursors = {}, {}
         try:
             self._styled = {w for w in to_capture if self.tracked[w].wants_styled}
             by_pane = self.tmux.capture([current[w].pane_id for w in to_capture], self._titles,
-                                        styled={current[w].pane_id for w in self._styled})
+                                        styled={current[w].pane_id for w in self._styled},
+                                        cursors=self._cursors)
         except TmuxServerNotRunning:
             report.server_running = False
             return None
@@ -406,7 +410,8 @@ class Watcher:
                     transition = views.as_view(tracked, now)
                 elif wid in screens:
                     self.clock.captured(tracked, now)
-                    self.observer.classify(tracked, screens[wid], styled=wid in self._styled)
+                    self.observer.classify(tracked, screens[wid], styled=wid in self._styled,
+                                           cursor=self._cursors.get(pane.pane_id))
                     transition = self.observer.assess(tracked, now)
                 elif wid in to_capture:
                     continue  # vanished mid-capture: it will be gone from the next listing

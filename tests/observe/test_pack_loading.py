@@ -220,7 +220,8 @@ def test_pack_examples_are_real_checks(packs: dict[str, Pack]) -> None:
     """Every example states what its screen is; re-run them so a pack edited in place is caught."""
     for pack in packs.values():
         for example in pack.examples:
-            verdict = pack.classify(textwrap.dedent(example.screen), example.program)
+            verdict = pack.classify(textwrap.dedent(example.screen), example.program,
+                                    example.cursor)
             assert verdict.state is example.state, f"{pack.name}: {example.name}"
 
 
