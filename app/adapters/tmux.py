@@ -327,8 +327,10 @@ class Tmux:
         """
         screens: dict[str, str] = {}
         pending = list(pane_ids)
+        facts = titles is not None or cursors is not None
         while pending:
-            batch, pending = pending[:_CAPTURE_BATCH], pending[_CAPTURE_BATCH:]
+            size = _batch_size(pending, facts, styled)
+            batch, pending = pending[:size], pending[size:]
             leftover = self._capture_batch(batch, screens, titles, styled, cursors)
             pending = leftover + pending
         return screens
@@ -340,19 +342,11 @@ class Tmux:
         # Plain ASCII: tmux may escape control characters depending on the client locale.
         marker = f"<<conductor-{secrets.token_hex(8)}>>"
         args: list[str] = []
+        facts = titles is not None or cursors is not None
         for index, pane_id in enumerate(batch):
             if args:
                 args.append(";")
-            # The marker carries the batch index, not the pane id: display-message runs its text
-            # through strftime, which mangles "%3".
-            args += ["display-message", "-p", f"{marker} {index}", ";",
-                     "capture-pane", "-p", *(["-e"] if pane_id in styled else []), "-t", pane_id]
-            if titles is not None or cursors is not None:
-                # In the same breath as the screen: a title tmux took while our control client
-                # had the pane's output paused is read here, and the cursor where the screen
-                # left it. After the capture, so a pane that vanished fails in capture-pane.
-                args += [";", "display-message", "-p", "-t", pane_id,
-                         f"{marker}pane #{{cursor_x}} #{{cursor_y}} #{{pane_title}}"]
+            args += _pane_capture_args(marker, index, pane_id, facts, pane_id in styled)
         done = self.run(*args, check=False)
         current: str | None = None
         lines: list[str] = []
@@ -633,6 +627,41 @@ def find_session(tmux: Tmux, name: str) -> str | None:
         return tmux._session_id(name)
     except TmuxError:
         return None
+
+
+# tmux refuses a command line over 16 KB less its header ("command too long", MAX_IMSGSIZE):
+# a batch stays under this.
+_CAPTURE_BYTES = 15_000
+_MARKER_LENGTH = len("<<conductor-0123456789abcdef>>")
+
+
+def _pane_capture_args(marker: str, index: int, pane_id: str, facts: bool,
+                       styled: bool) -> list[str]:
+    """One pane's part of a capture batch."""
+    # The marker carries the batch index, not the pane id: display-message runs its text
+    # through strftime, which mangles "%3".
+    args = ["display-message", "-p", f"{marker} {index}", ";",
+            "capture-pane", "-p", *(["-e"] if styled else []), "-t", pane_id]
+    if facts:
+        # In the same breath as the screen: a title tmux took while our control client had the
+        # pane's output paused is read here, and the cursor where the screen left it. After the
+        # capture, so a pane that vanished fails in capture-pane.
+        args += [";", "display-message", "-p", "-t", pane_id,
+                 f"{marker}pane #{{cursor_x}} #{{cursor_y}} #{{pane_title}}"]
+    return args
+
+
+def _batch_size(pending: Sequence[str], facts: bool, styled: Collection[str]) -> int:
+    """How many of the ``pending`` panes go in the next batch: at most _CAPTURE_BATCH, and no
+    more bytes than _CAPTURE_BYTES (at least one)."""
+    total = 0
+    marker = "x" * _MARKER_LENGTH
+    for count, pane_id in enumerate(pending[:_CAPTURE_BATCH]):
+        total += sum(len(arg.encode()) + 1 for arg in _pane_capture_args(
+            marker, count, pane_id, facts, pane_id in styled)) + 2
+        if total > _CAPTURE_BYTES:
+            return max(count, 1)
+    return min(len(pending), _CAPTURE_BATCH)
 
 
 def _take_pane_facts(facts: str, pane_id: str, titles: dict[str, str] | None,

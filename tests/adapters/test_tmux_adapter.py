@@ -12,7 +12,7 @@ import pytest
 import app.adapters.tmux as tmux_module
 from app.adapters.control import CONTROL_FLAGS, decode_output, output_signals, parse_notification
 from app.adapters.tmux import Tmux
-from app.base.screen import normalise
+from app.base.screen import Cursor, normalise
 from app.base.termsignals import TITLE, SignalScanner, TermSignal
 from tests.support.waiting import retry_until, stop_process
 
@@ -56,6 +56,18 @@ def test_only_the_panes_asked_for_keep_their_colours_in_one_batch(server: Any,
     screens = tmux.capture([styled, plain], styled={styled})
     assert "\x1b[35mmagenta-word" in screens[styled]
     assert "\x1b" not in screens[plain] and normalise(screens[styled]) == normalise(screens[plain])
+
+
+def test_a_capture_of_many_panes_with_all_their_facts_stays_within_tmuxs_command_limit(
+        server: Any, session: Any) -> None:
+    # 120 panes, each captured with its colours, title and cursor: one command line for them
+    # all would be over tmux's 16 KB ("command too long").
+    tmux = Tmux(socket_name=server.socket_name)
+    panes = [tmux.new_window("/", f"w{n}", "sleep 600").pane_id for n in range(120)]
+    titles: dict[str, str] = {}
+    cursors: dict[str, Cursor] = {}
+    screens = tmux.capture(panes, titles, styled=set(panes), cursors=cursors)
+    assert set(panes) <= set(screens) and set(panes) <= set(titles) and set(panes) <= set(cursors)
 
 
 def test_text_and_keys_arrive_literally(server: Any, session: Any) -> None:
