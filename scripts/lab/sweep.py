@@ -8,6 +8,8 @@ labelled by construction, and import them into the corpus with a third held out.
     sweep.py claude-code 2.1.0 --out /tmp/sweep --import-only   # import what is captured
     sweep.py claude-code 2.1.79 --kinds idle,busy_typed --suffix pairs-sweep --import --ansi
                                          # a second set of a release, beside the first, styled
+    sweep.py claude-code 2.1.90 --settings '{"prefersReducedMotion": true}' \
+        --suffix reduced-motion-sweep --import   # settings merged into the CLI's own (Claude Code)
 
 A CLI's driver is a module ``sweep_<cli>.py`` beside this one (``-`` becomes ``_``) with:
 
@@ -133,7 +135,13 @@ def main():
     ap.add_argument("--suffix", default="sweep")
     ap.add_argument("--ansi", action="store_true",
                     help="with --import: keep each screen's styled copy in the set's ansi/ folder")
+    ap.add_argument("--settings", default="",
+                    help="a JSON object the driver merges into the settings file it writes "
+                         "(passed as SWEEP_SETTINGS; sweep_claude_code.py reads it)")
     a = ap.parse_args()
+    if a.settings:
+        json.loads(a.settings)  # fail here, not in the middle of a session
+        os.environ["SWEEP_SETTINGS"] = a.settings
     if not a.suffix.endswith("sweep"):
         raise SystemExit("--suffix must end in 'sweep'")
     mod = driver(a.cli)

@@ -9,7 +9,11 @@ Two sessions per release: ``plain`` at 120x40 (no status line, so the footer's o
 for the idle-side kinds, dialogs and background work, and ``sl1`` at 120x40 (a one-line status
 line under the box) for the busy kinds; a third, ``firstrun``, starts with a HOME that has not
 been through onboarding and captures the start-up screens up to the sign-in prompt.
+
+``SWEEP_SETTINGS`` (``sweep.py --settings JSON``): a JSON object merged into each session's
+``~/.claude/settings.json``, e.g. ``{"prefersReducedMotion": true}`` (2.1.30 on: a still spinner glyph).
 """
+import json
 import os
 import re
 import shutil
@@ -42,7 +46,18 @@ class Session(lab.Lab):
     that still says `esc to interrupt` (the CLI busy with something the server did not see end)
     proves nothing and is dropped."""
 
+    def setup(self):
+        super().setup()
+        extra = json.loads(os.environ.get("SWEEP_SETTINGS") or "{}")
+        if extra:
+            path = os.path.join(self.home, ".claude", "settings.json")
+            settings = json.load(open(path))
+            settings.update(extra)
+            json.dump(settings, open(path, "w"), indent=1)
+
     def cap(self, case, state, note):
+        if os.environ.get("SWEEP_SETTINGS"):
+            note += f" (settings {os.environ['SWEEP_SETTINGS']})"
         self.last = super().cap(case, state, note)
         return self.last
 
