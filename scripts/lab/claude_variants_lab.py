@@ -29,6 +29,9 @@ import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import labb_tmux as L  # noqa: E402  (titles.tsv: one writer for every lab driver)
+
 SERVER = os.path.join(HERE, "fake_model_server.py")
 SCENARIO = os.path.join(HERE, "scenario_claude_variants.json")
 STATUSLINE = os.path.join(HERE, "claude_statusline.py")
@@ -193,10 +196,10 @@ class Lab:
         os.makedirs(os.path.join(self.out, CLI), exist_ok=True)
         os.makedirs(os.path.join(self.out, "ansi"), exist_ok=True)
         text = self.pane()
-        # the pane's title and folder right after the screen, as the watcher reads them
-        where = self.tm("display-message", "-p", "-t", "lab",
-                        "#{pane_current_path}\t#{pane_title}").stdout.rstrip("\n")
-        cwd, _, title = where.partition("\t")
+        # the pane's title, folder and cursor right after the screen (one tmux command: one
+        # moment), as the watcher reads them
+        cwd, title, cursor_x, cursor_y = L.parse_where(
+            self.tm("display-message", "-p", "-t", "lab", L.WHERE_FORMAT).stdout)
         ansi = self.tm("capture-pane", "-p", "-e", "-t", "lab").stdout
         with open(os.path.join(self.out, CLI, name + ".txt"), "w") as f:
             f.write(text)
@@ -209,12 +212,8 @@ class Lab:
         full = f"{self.version} {self.a.run_name}: {note}"
         with open(labels, "a") as f:
             f.write(f"{CLI}/{name}.txt\t{CLI}\t{state}\t{size}\t{full}\n")
-        titles = os.path.join(self.out, "titles.tsv")
-        if not os.path.exists(titles):
-            with open(titles, "w") as f:
-                f.write("path\ttitle\tcwd\n")
-        with open(titles, "a") as f:
-            f.write(f"{CLI}/{name}.txt\t{' '.join(title.replace(chr(9), ' ').split())}\t{cwd}\n")
+        L.SCREENS = self.out
+        L.save_title(f"{CLI}/{name}.txt", " ".join(title.split()), cwd, cursor_x, cursor_y)
         evs = self.ev()
         with open(os.path.join(self.out, "capture-log.tsv"), "a") as f:
             f.write(f"{CLI}/{name}.txt\t{state}\t{time.time():.3f}\t{json.dumps(evs[-1]) if evs else ''}\n")

@@ -10,7 +10,8 @@ each with labels.tsv and versions.tsv). ``--suffix T`` (or ``--tag T``) names th
 versions.tsv keeps the release). The screens are ordered by the CRC-32 of their file names
 and the first third (``--every 3``, rounded up) is held out, with every timeline: the split does
 not depend on what the screens show. A ``titles.tsv`` beside labels.tsv (the pane's title and
-folder with each screen, written by ``labb_tmux.save``) is split the same way.
+folder with each screen, and in newer captures the cursor's column and row, written by
+``labb_tmux.save``) is split the same way, each row as it is.
 """
 import argparse
 import os
@@ -37,11 +38,15 @@ def main():
             if len(cols) >= 4 and cols[1] == a.cli and os.path.isfile(os.path.join(a.capture, cols[0])):
                 rows[cols[0]] = line  # a re-run appends rows: the last one wins
     titles = {}
+    titles_header = "path\ttitle\tcwd"
     titles_file = os.path.join(a.capture, "titles.tsv")
     if os.path.isfile(titles_file):
         with open(titles_file, encoding="utf-8") as f:
-            for line in f.read().splitlines()[1:]:
-                titles[line.split("\t")[0]] = line  # the last capture of a path wins
+            lines = f.read().splitlines()
+        if lines:
+            titles_header = lines[0]  # three columns, or five with the cursor (labb_tmux.save_title)
+        for line in lines[1:]:
+            titles[line.split("\t")[0]] = line  # the last capture of a path wins
     name = f"{a.cli}-{a.version}" + (f"-{a.suffix}" if a.suffix else "")
     seen_dir = os.path.join(ROOT, "tests", "corpus", name)
     held_dir = os.path.join(ROOT, "tests", "corpus", f"heldout-{name}")
@@ -68,8 +73,12 @@ def main():
             f.write("path\tcli\tstate\tsize\tnote\n" + "".join(l + "\n" for l in lines))
         titled = [titles[l.split("\t")[0]] for l in lines if l.split("\t")[0] in titles]
         if titled:
+            # the cursor's columns when the capture has them (a row keeps its own columns)
+            cursor = titles_header.startswith("path\ttitle\tcwd\tcursor_x\tcursor_y") or \
+                any(l.count("\t") >= 4 for l in titled)
+            header = "path\ttitle\tcwd" + ("\tcursor_x\tcursor_y" if cursor else "")
             with open(os.path.join(d, "titles.tsv"), "w", encoding="utf-8") as f:
-                f.write("path\ttitle\tcwd\n" + "".join(l + "\n" for l in titled))
+                f.write(header + "\n" + "".join(l + "\n" for l in titled))
         print(f"{os.path.relpath(d, ROOT)}: {len(lines)} screens", file=sys.stderr)
 
 

@@ -4,9 +4,11 @@ from PyPI into a venv of its own) in tmux against ``fake_openai_gemini_server.py
 OpenAI-compatible HTTP and writes every response's start and end to its events log.
 
 Labels by construction: a BUSY screen is kept only when the server's stream was still open after
-the capture (its ``stream_end`` came later); READY only at aider's bare input prompt on the last
-line, after the server's last stream ended and the screen stood still; a question only while its
-``(Y)es/(N)o … [Yes]:`` line is the last line, waiting for the answer.
+the capture (its ``stream_end`` came later), or, for a prompt just sent, when the server got it
+and held its reply back past the capture; READY only at aider's bare input prompt on the last
+line, after the server's last stream ended and the screen stood still (a draft only with the
+cursor at the end of its text on the prompt line, as titles.tsv records it); a question only
+while its ``(Y)es/(N)o … [Yes]:`` line is the last line, waiting for the answer.
 
 Two sessions per release: 120x40 for every kind and 80x24 for idle, busy and dialogs; a third,
 ``first_run``, starts aider with no key and no model (the OpenRouter sign-in question).
@@ -33,6 +35,7 @@ QUESTION_END = re.compile(r"\(Y\)es/\(N\)o.*\]: ?$")
 PROMPTS = (">", "diff>", "ask>", "architect>", "code>", "whole>")
 DRAFT = "refactor the parser and keep the tests"
 BASH_DRAFT = "!ls -la"
+SENT = "LAB_HOLD summarise the parser"  # the fake server holds this reply's first byte 8 s
 
 
 def binary(prefix):
@@ -90,6 +93,37 @@ def asking(screen):
     return bool(lines) and bool(QUESTION_END.search(lines[-1]))
 
 
+def prompt_row(screen, typed):
+    """The row (from 0 at the top of the visible screen) of the last line `<prompt> <typed>`."""
+    rows = screen.split("\n")
+    for i in range(len(rows) - 1, -1, -1):
+        if any(rows[i].rstrip() == f"{p} {typed}".rstrip() for p in PROMPTS):
+            return i
+    return None
+
+
+def recorded_cursor(out, rel):
+    """The cursor (x, y) titles.tsv recorded with the screen `rel` (labb_tmux.save_title)."""
+    found = None
+    with open(os.path.join(out, "titles.tsv"), encoding="utf-8") as f:
+        for row in f.read().splitlines()[1:]:
+            cols = row.split("\t")
+            if cols[0] == rel and len(cols) >= 5 and cols[3].isdigit() and cols[4].isdigit():
+                found = (int(cols[3]), int(cols[4]))
+    return found
+
+
+def cursor_on_prompt(s, rel, screen, typed, line):
+    """A draft's screen is kept only with the cursor where a draft leaves it: on the prompt
+    line (`line`, the text typed) at the end of the text."""
+    row, at = prompt_row(screen, typed), recorded_cursor(s.out, rel)
+    want = None if row is None else (len(line.rstrip()), row)
+    if at != want:
+        drop(s.out, rel, f"cursor {at} not at the end of the prompt line {want}")
+        return False
+    return True
+
+
 def wait_screen(s, test, timeout):
     end = time.time() + timeout
     while time.time() < end:
@@ -138,7 +172,9 @@ def ready(s, case, note, typed="", timeout=60):
     screen = L.wait_stable(s.name, 1.5, 20)
     if streams_open(s.started) or not at_prompt(screen, typed):
         return False
-    save(s, case, "READY", note)
+    rel, screen = save(s, case, "READY", note)
+    if typed:
+        return cursor_on_prompt(s, rel, screen, typed, lines_of(screen)[-1])
     return True
 
 
@@ -186,6 +222,56 @@ def draft(s):
     clear_box(s, len(DRAFT) + 2)
 
 
+def sent(s):
+    """A prompt just sent: aider leaves `diff> text` as it was drawn and moves the cursor to
+    column 0 two rows below; the fake server holds the reply's first byte (LAB_HOLD), so nothing
+    else is drawn yet (aider 0.83 on draws `Waiting for …` half a second after the request
+    starts: the screen is taken before it). BUSY only when, after the capture, the screen still
+    ends with the prompt line, the cursor is below it, the server got this prompt and its reply
+    had not ended when the screen was taken."""
+    L.send_text(s.name, SENT)
+    if not wait_screen(s, lambda scr: at_prompt(scr, SENT), 10):
+        clear_box(s, len(SENT) + 2)
+        return
+    screen = L.wait_stable(s.name, 1.0, 10)
+    row = prompt_row(screen, SENT)
+    _, _, x, y = L.where_of(s.name)
+    if row is None or int(y) != row:
+        print(f"sent: the draft's cursor ({x}, {y}) is not on the prompt row {row}", flush=True)
+        clear_box(s, len(SENT) + 2)
+        return
+    t = time.time()
+    L.send_keys(s.name, "Enter")
+    end = time.time() + 3
+    while time.time() < end and int(L.where_of(s.name)[3]) == row:
+        time.sleep(0.02)
+    time.sleep(0.15)  # aider's empty line after the accepted prompt
+    rel, screen = save(s, "busy-just-sent", "BUSY",
+                       "a prompt just sent (Enter), the reply held back by the server: the prompt "
+                       "line as typed, the cursor below it, nothing else drawn yet")
+    taken = time.time()
+    at = recorded_cursor(s.out, rel)
+    req = None
+    try:
+        req = D.wait_event("request", t, 30, pred=lambda e: e.get("why") == "LAB_HOLD")
+    except TimeoutError:
+        pass
+    ended = {e["rid"]: e["t"] for e in D.server_events(t)
+             if e.get("event") in ("stream_end", "response_done", "error", "client_disconnected")}
+    if req is None:
+        drop(s.out, rel, "the server never got the prompt")
+    elif req["rid"] in ended and ended[req["rid"]] <= taken:
+        drop(s.out, rel, "the reply ended before the capture")
+    elif not lines_of(screen) or prompt_row(screen, SENT) != row or \
+            lines_of(screen)[-1] != screen.split("\n")[row].rstrip():
+        drop(s.out, rel, "aider drew more than the prompt line")
+    elif at is None or at[1] <= row:
+        drop(s.out, rel, f"the cursor {at} had not left the prompt row {row}")
+    D.wait_event("stream_end", t, 40)
+    wait_screen(s, at_prompt, 30)
+    L.wait_stable(s.name, 1.0, 10)
+
+
 def slash_list(s):
     L.send_text(s.name, "/")
     time.sleep(1.2)  # prompt_toolkit draws the completion menu as the person types
@@ -206,7 +292,9 @@ def bash_mode(s):
     L.send_text(s.name, BASH_DRAFT)
     if wait_screen(s, lambda scr: BASH_DRAFT in (lines_of(scr) or [""])[-1], 10):
         L.wait_stable(s.name, 1.0, 10)
-        save(s, "ready-bash-mode-draft", "READY", "idle; '!ls -la' typed (the shell escape), not sent")
+        rel, screen = save(s, "ready-bash-mode-draft", "READY",
+                           "idle; '!ls -la' typed (the shell escape), not sent")
+        cursor_on_prompt(s, rel, screen, BASH_DRAFT, lines_of(screen)[-1])
     L.send_keys(s.name, "Escape")
     clear_box(s, len(BASH_DRAFT) + 4)
 
@@ -308,14 +396,14 @@ class Session:
 
 
 KINDS = {
-    "idle": idle, "draft": draft, "slash_list": slash_list, "bash_mode": bash_mode,
+    "idle": idle, "draft": draft, "sent": sent, "slash_list": slash_list, "bash_mode": bash_mode,
     "exit_hints": exit_hints, "dialogs": dialogs, "questions": questions, "error": error,
     "busy": busy_kind, "first_run": None,
 }
 SESSIONS = (
-    ("s120", (120, 40), ("idle", "draft", "slash_list", "bash_mode", "exit_hints", "busy",
+    ("s120", (120, 40), ("idle", "draft", "sent", "slash_list", "bash_mode", "exit_hints", "busy",
                          "dialogs", "questions", "error")),
-    ("s80", (80, 24), ("idle", "busy", "dialogs")),
+    ("s80", (80, 24), ("idle", "sent", "busy", "dialogs")),
 )
 
 
