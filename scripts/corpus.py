@@ -138,6 +138,7 @@ class DraftCase(NamedTuple):
     expected: str | None  # the typed text; None: the box is empty, shows a hint, or is not there
     note: str
     command: str = ""  # the pane's foreground process when captured ("": not recorded)
+    cursor: Cursor | None = None  # the terminal's cursor read with the screen (None: not read)
 
     @property
     def id(self) -> str:
@@ -296,7 +297,7 @@ def load_draft_cases(corpus: Path = CORPUS) -> list[DraftCase]:
         known = listed.pop(case.id, None)
         cases.append(DraftCase(case.id, case.cli, case.state,
                                known.expected if known is not None else None, case.note,
-                               case.command))
+                               case.command, case.cursor))
     return cases + list(listed.values())
 
 
@@ -372,7 +373,7 @@ def read_drafts(packs: Mapping[str, Pack], cases: Iterable[DraftCase]) -> list[D
         pack = draft_pack(case, packs, text)
         results.append(DraftResult(case, pack.name if pack else "-",
                                    pack is not None and pack.input is not None,
-                                   pack.draft(text) if pack else None))
+                                   pack.draft(text, case.cursor) if pack else None))
     return results
 
 

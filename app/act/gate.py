@@ -166,11 +166,13 @@ def _check_ready_for_input(tmux: Tmux, look: _Look, target: Target, *,
         # out, and typing after it would run a different command. Fail safe.
         raise Refused(f"not sent: cannot find the shell prompt of {target.label} on its last "
                       "line, so unsent input cannot be ruled out; use --force to type anyway")
-    draft = pack.draft(watch.text) if pack is not None else None
+    cursor = watch.tracked.screen.cursor
+    draft = pack.draft(watch.text, cursor) if pack is not None else None
     if draft and pack is not None:
         # Plain text cannot tell typing from a hint the CLI draws dim in the empty box (Claude
         # Code's suggested next prompt): look again with the styles.
-        draft = pack.draft(normalise(without_dim(tmux.capture_styled(target.pane.pane_id))))
+        draft = pack.draft(normalise(without_dim(tmux.capture_styled(target.pane.pane_id))),
+                           cursor)
     if draft:
         shown = draft if len(draft) <= 40 else draft[:39] + "…"
         raise Refused(f"not sent: {target.label} has unsent input in its prompt ({shown!r}); "

@@ -47,7 +47,7 @@ _RULE_KEYS = {"id", "state", "region", "match", "unless", "reason", "summary", "
               "confidence", "description", "program", "cursor"}
 _CONDITION_KEYS = {"pattern", "region"}
 _EXAMPLE_KEYS = {"name", "state", "screen", "rule", "draft", "program", "cursor"}
-_INPUT_KEYS = {"region", "match", "trim", "placeholder"}
+_INPUT_KEYS = {"region", "match", "trim", "placeholder", "cursor_when_sent"}
 _ANCHOR_KEYS = {"pattern", "region"}
 _WORKING_PROMPT_KEYS = {"rule", "glyph"}
 # Template fields every rule may use besides its own named groups: the first matched line, the
@@ -466,12 +466,17 @@ def _parse_input(raw: Any, where: str, top: int | None,
         if DRAFT_GROUP not in pattern.groupindex:
             raise PackError(where, line, f"input.match: /{pattern.pattern}/ has no "
                             f"(?P<{DRAFT_GROUP}>…) group for the typed text")
+    sent = raw.get("cursor_when_sent")
+    if sent is not None and sent not in CURSOR_PLACES:
+        raise PackError(where, line,
+                        f"input: cursor_when_sent must be one of {', '.join(CURSOR_PLACES)}")
     return InputBox(
         region=_parse_region(raw.get("region"), where, line, "input", anchors),
         match=match,
         trim=patterns("trim"),
         placeholder=patterns("placeholder"),
         line=line or 0,
+        cursor_when_sent=sent,
     )
 
 

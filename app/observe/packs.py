@@ -230,6 +230,9 @@ class InputBox:
     trim: tuple[re.Pattern[str], ...] = ()
     placeholder: tuple[re.Pattern[str], ...] = ()
     line: int = 0
+    # Where the cursor is once the line was accepted (CURSOR_PLACES): read with the cursor
+    # there, the text is no draft (aider leaves a sent line as drawn, the cursor under it).
+    cursor_when_sent: str | None = None
 
     def visible(self, view: ScreenView) -> bool:
         """Whether the box is on a normalised screen at all (empty or not)."""
@@ -404,16 +407,21 @@ class Pack:
                 return True
         return False
 
-    def draft(self, screen: str) -> str | None:
+    def draft(self, screen: str, cursor: Cursor | None = None) -> str | None:
         """Text typed into the CLI's input box but not sent yet (stripped, wrapped lines joined).
 
         None when the box is empty or shows only the CLI's hint text, when no box is on screen (a
-        dialog has replaced it), and when the pack has no ``input`` rule: then nobody can tell,
-        and callers that must not type over a person's draft have to say so.
+        dialog has replaced it), when the cursor read with the screen says the line was accepted
+        (``InputBox.cursor_when_sent``), and when the pack has no ``input`` rule: then nobody
+        can tell, and callers that must not type over a person's draft have to say so.
         """
         if self.input is None:
             return None
-        return self.input.read(ScreenView(normalise(screen), self.anchors))
+        text = normalise(screen)
+        sent = self.input.cursor_when_sent
+        if sent is not None and cursor_place(text, cursor) == sent:
+            return None
+        return self.input.read(ScreenView(text, self.anchors))
 
     def input_visible(self, screen: str) -> bool | None:
         """Whether the input box is on screen; None when the pack has no ``input`` rule."""

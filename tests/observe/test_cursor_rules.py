@@ -36,6 +36,10 @@ def test_aider_reads_no_state_from_its_typed_line_without_the_cursor() -> None:
     assert aider.classify(screen).state.value == "UNKNOWN"
     assert aider.classify(screen, cursor=Cursor(len(LINE), 1)).state.value == "READY"
     assert aider.classify(screen, cursor=Cursor(0, 3)).state.value == "BUSY"
+    # ...and `send` reads no draft to protect once the line was taken
+    typed = LINE.removeprefix(PROMPT)
+    assert aider.draft(screen) == typed == aider.draft(screen, Cursor(len(LINE), 1))
+    assert aider.draft(screen, Cursor(0, 3)) is None
 
 
 def row_of(watcher: Watcher, workers_dir: Path) -> dict[str, Any]:

@@ -76,7 +76,7 @@ def test_draft_on_a_real_screen(case: DraftCase, packs: dict[str, Pack]) -> None
     """Typed text is read exactly; an empty box, a hint text or no box at all reads as None."""
     text = case.text()
     pack = draft_pack(case, packs, text)
-    assert (pack.draft(text) if pack else None) == case.expected, case.note
+    assert (pack.draft(text, case.cursor) if pack else None) == case.expected, case.note
 
 
 def test_no_false_draft_on_a_screen_that_a_send_may_target(packs: dict[str, Pack]) -> None:

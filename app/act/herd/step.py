@@ -146,8 +146,8 @@ class HerdStep(ActingStep[HerdSettings]):
 
     def _draft(self, tracked: Tracked) -> str | None:
         """The unsent text in the pane's prompt, or None."""
-        pack = tracked.pack
-        if pack is None or pack.draft(tracked.text) is None:
+        pack, cursor = tracked.pack, tracked.screen.cursor
+        if pack is None or pack.draft(tracked.text, cursor) is None:
             return None
         # Plain text cannot tell typing from a hint drawn dim in the empty box (Claude Code's
         # suggested next prompt): look again with the styles, as `send` does.
@@ -156,8 +156,8 @@ class HerdStep(ActingStep[HerdSettings]):
         try:
             styled = self.tmux.capture_styled(tracked.pane.pane_id)
         except ConductorError:
-            return pack.draft(tracked.text)  # cannot tell: a person's text, which blocks
-        return pack.draft(normalise(without_dim(styled)))
+            return pack.draft(tracked.text, cursor)  # cannot tell: a person's text, which blocks
+        return pack.draft(normalise(without_dim(styled)), cursor)
 
     # --- after the tick -------------------------------------------------------------------------
 
