@@ -469,9 +469,10 @@ class Figures:
 
 
 # Screens whose text is the same as a busy screen's (design/release_sweep.md, "What the sweep
-# found in aider"): aider's prompt line with text typed is a draft or a prompt just sent. The pack
-# leaves them UNKNOWN (the safe side) and the tables count them wrong; the held-out bars leave
-# them out only while they read UNKNOWN, so a READY there still fails.
+# found in aider"): aider's prompt line with text typed is a draft or a prompt just sent, and only
+# the cursor tells which. Read without one (sets recorded before the lab read it) the pack leaves
+# them UNKNOWN (the safe side) and the tables count them wrong; the held-out bars leave them out
+# only while they read UNKNOWN, so a READY there still fails.
 UNDECIDABLE_ON_SCREEN = {"aider": ("-ready-draft-", "-ready-bash-mode-draft-")}
 
 
