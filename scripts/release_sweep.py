@@ -58,8 +58,8 @@ def table(results: Iterable[ScreenResult], alone: Mapping[str, ScreenResult] | N
           untitled: Mapping[str, ScreenResult] | None = None) -> list[str]:
     """One row per CLI and release (sets without a versions.tsv are left out). ``alone``: the
     screens recorded with their pane's title, styled copy or cursor, read again without them;
-    ``untitled``: the screens recorded with a title, read again with their styled copy only
-    (both by case id)."""
+    ``untitled``: the screens recorded with a title, read again without it (their styled copy
+    and cursor kept; both by case id)."""
     alone, untitled = alone or {}, untitled or {}
     grouped: dict[tuple[str, str], list[ScreenResult]] = defaultdict(list)
     for result in results:
