@@ -5,6 +5,7 @@ other's), or fresh when its session was never named, and the plan says so."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -123,10 +124,7 @@ def _second_pane(lab: AgentInTmux, argv: list[str], pack: str, workers_dir: Path
     second: str = lab.tmux("new-window", "-d", "-c", str(lab.project), "-P", "-F", "#{pane_id}",
                            "--", *argv).strip()
     _idle(lab, second)
-    store = StoreWriter(workers_dir)
-    watcher = Watcher(Tmux(socket_name=lab.socket_name), store, load_packs(),
-                      WatchSettings(interval_s=1, ready_min_s=0))
-    try:
+    with _watcher(lab, workers_dir) as watcher:
         def both_seen() -> bool:
             watcher.tick()
             return sorted(t.pack.name if t.pack else "" for t in watcher.tracked.values()
@@ -134,6 +132,16 @@ def _second_pane(lab: AgentInTmux, argv: list[str], pack: str, workers_dir: Path
 
         retry_until(both_seen, 30, interval=0.3)
         return second, {t.pane.pane_id: wid for wid, t in watcher.tracked.items()}
+
+
+@contextlib.contextmanager
+def _watcher(lab: AgentInTmux, workers_dir: Path) -> Iterator[Watcher]:
+    """A watcher of the lab's tmux server writing to ``workers_dir``, closed after use."""
+    store = StoreWriter(workers_dir)
+    watcher = Watcher(Tmux(socket_name=lab.socket_name), store, load_packs(),
+                      WatchSettings(interval_s=1, ready_min_s=0))
+    try:
+        yield watcher
     finally:
         watcher.close()
         store.close()
@@ -174,14 +182,8 @@ def test_two_claude_panes_in_one_folder_each_come_back_in_their_own_conversation
 
 def _watch_once(lab: AgentInTmux, workers_dir: Path) -> None:
     """A watcher started and stopped: what a restart in between leaves in the store."""
-    store = StoreWriter(workers_dir)
-    watcher = Watcher(Tmux(socket_name=lab.socket_name), store, load_packs(),
-                      WatchSettings(interval_s=1, ready_min_s=0))
-    try:
+    with _watcher(lab, workers_dir) as watcher:
         watcher.tick()
-    finally:
-        watcher.close()
-        store.close()
 
 
 def test_after_a_watcher_restart_a_pane_whose_session_ended_comes_back_fresh_and_says_so(
