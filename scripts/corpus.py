@@ -11,6 +11,10 @@ A set may also have a ``titles.tsv`` (path, title, cwd): the pane's title and cu
 right after each screen was captured (the lab records them); a screen with one is scored as the
 watcher reports it once still, with that title as the watcher reads it with each capture (a
 CLI's "stopped" title lets a reply with no end mark be READY: ``Pack.stopped_titles``).
+A ``hooks.tsv`` (path, event, since_send) names the CLI's newest hook event that fired after the
+pane's last prompt was sent and before the screen was captured ("": none did); the screen is
+scored with it as the watcher folds that hook in (Codex's ``notify`` ends a turn its screen
+cannot).
 ``tests/corpus/drafts.tsv`` gives the text typed but not sent in a screen's input box (path, cli,
 state, draft, note): the labelled screens that have some, and every screen of ``drafts/`` (captures
 made for the packs' ``input`` rules, outside the classification figures).
@@ -18,15 +22,17 @@ made for the packs' ``input`` rules, outside the classification figures).
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NamedTuple
 
 from app.base.model import State, Verdict
 from app.base.screen import Cursor, normalise
 from app.observe.assess import Assessment, Signals, assess
+from app.observe.hookevents import parse_event
 from app.observe.pack_detection import detect_pack, judge_for
 from app.observe.packs import Pack
 
@@ -36,6 +42,7 @@ CORPUS = ROOT / "tests" / "corpus"
 HELDOUT_LIST = CORPUS / "heldout.txt"
 VERSIONS_FILE = "versions.tsv"
 TITLES_FILE = "titles.tsv"
+HOOKS_FILE = "hooks.tsv"
 STYLED_FOLDER = "ansi"
 SHARED_SET = "shared"  # the set heldout.txt speaks of
 DRAFTS_LIST = CORPUS / "drafts.tsv"
@@ -74,6 +81,9 @@ class ScreenCase(NamedTuple):
     corpus: Path = CORPUS  # the corpus folder the set is in
     styled: bool = False  # the set keeps this screen's ``capture-pane -e`` copy (``ansi/``)
     cursor: Cursor | None = None  # the terminal's cursor read with the screen (None: not read)
+    # The CLI's newest hook event since the last prompt, before the capture ("": none fired;
+    # None: the set recorded no hooks).
+    hook: str | None = None
 
     @property
     def id(self) -> str:
@@ -229,12 +239,23 @@ def set_titles(folder: Path) -> dict[str, PaneFacts]:
     return facts
 
 
+def set_hooks(folder: Path) -> dict[str, str]:
+    """path -> the hook event the set's ``hooks.tsv`` records for that screen ("": none fired
+    since the last prompt; absent: nothing recorded)."""
+    listing = folder / HOOKS_FILE
+    if not listing.is_file():
+        return {}
+    rows = (line.split("\t") for line in listing.read_text(encoding="utf-8").splitlines()[1:])
+    return {cols[0]: cols[1].strip() for cols in rows if len(cols) >= 2}
+
+
 def load_cases(corpus: Path = CORPUS) -> list[ScreenCase]:
     held = held_out_paths(corpus / "heldout.txt")
     cases: list[ScreenCase] = []
     for folder in corpus_sets(corpus):
         versions = set_versions(folder)
         titles = set_titles(folder)
+        hooks = set_hooks(folder)
         lines = (folder / "labels.tsv").read_text(encoding="utf-8").splitlines()
         seen: set[str] = set()
         for line in lines[1:]:
@@ -260,6 +281,7 @@ def load_cases(corpus: Path = CORPUS) -> list[ScreenCase]:
                 corpus=corpus,
                 styled=(folder / STYLED_FOLDER / Path(cols[0]).with_suffix(".ansi").name)
                 .is_file(),
+                hook=hooks.get(cols[0]),
             ))
     return cases
 
@@ -326,31 +348,52 @@ def draft_pack(case: DraftCase, packs: Mapping[str, Pack], text: str) -> Pack | 
 
 
 # What the watcher reads with a screen besides its text, as a rule's suffix names the one that
-# decided: the pane's title, or the input box's prompt colour in a styled capture.
-BY_TITLE, BY_PROMPT = "+title", "+prompt"
+# decided: the pane's title, the input box's prompt colour in a styled capture, or a hook.
+BY_TITLE, BY_PROMPT, BY_HOOK = "+title", "+prompt", "+hook"
+
+# The corpus's CLI names as ``conductor pty hook --cli`` takes them, and the payload each sends.
+HOOK_CLI = {"claude-code": "claude", "codex": "codex", "gemini-cli": "gemini", "qwen-code": "qwen"}
+
+
+def hook_signals(case: ScreenCase, at: float) -> Signals:
+    """The recorded hook event folded in as the watcher folds a hook call's row in, fired at
+    ``at`` (after the prompt was sent, before the screen was captured)."""
+    cli = HOOK_CLI.get(case.cli)
+    if not case.hook or cli is None:
+        return Signals()
+    field = "type" if cli == "codex" else "hook_event_name"  # Codex's notify, the others' hooks
+    event = parse_event(cli, json.dumps({field: case.hook}))
+    return Signals().with_event("hook", event.kind, event.name, at)
 
 
 def still_state(pack: Pack, verdict: Verdict, case: ScreenCase) -> tuple[State, str]:
     """What the watcher reports once this screen has stayed still, its pane's title read with
-    every capture and its colours where the pack reads them (as ``PaneObserver.assess`` does),
-    and which of them decided ("" for the screen's text alone: the verdict's own state for a
-    screen whose title and styled copy were not recorded)."""
+    every capture, its colours where the pack reads them and the hook that fired before it (as
+    ``PaneObserver.assess`` does), and which of them decided ("" for the screen's text alone:
+    the verdict's own state for a screen recorded with none of them)."""
     styled = case.styled_text()
-    if case.title is None and styled is None:
+    if case.title is None and styled is None and not case.hook:
         return verdict.state, ""
     at_rest = styled is not None and pack.working_prompt is not None \
         and pack.working_prompt.at_rest(styled) is True
-    signals = Signals(title_stopped=case.title is not None
+    signals = replace(hook_signals(case, at=0.5),
+                      title_stopped=case.title is not None
                       and pack.title_says_stopped(case.title, case.cwd),
                       prompt_at_rest=at_rest)
     assessment: Assessment | None = None
+    if case.hook:
+        # The watcher saw the turn run before its hook fired (a hook older than the first look
+        # is taken as the previous turn's: ``assess.absorb``).
+        assessment = assess(None, verdict, "running", 0.0, pack.stable_polls, signals=Signals())
     for poll in range(pack.stable_polls + 2):
-        assessment = assess(assessment, verdict, "still", float(poll), pack.stable_polls,
+        assessment = assess(assessment, verdict, "still", 1.0 + poll, pack.stable_polls,
                             signals=signals)
     assert assessment is not None
     if assessment.state is verdict.state:
         return assessment.state, ""
-    return assessment.state, BY_PROMPT if "prompt_at_rest" in assessment.reasons else BY_TITLE
+    if "prompt_at_rest" in assessment.reasons:
+        return assessment.state, BY_PROMPT
+    return assessment.state, BY_TITLE if "title_stopped" in assessment.reasons else BY_HOOK
 
 
 def classify_cases(packs: Mapping[str, Pack], cases: Iterable[ScreenCase]) -> list[ScreenResult]:

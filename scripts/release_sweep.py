@@ -20,6 +20,7 @@ from pathlib import Path
 from app.observe.pack_loading import load_packs
 from app.observe.packs import Pack
 from scripts.corpus import (
+    BY_HOOK,
     BY_PROMPT,
     BY_TITLE,
     CORPUS,
@@ -28,12 +29,16 @@ from scripts.corpus import (
     classify_cases,
     figures,
     load_cases,
+    undecidable,
 )
 
 PAGE = ROOT / "design" / "release_sweep.md"
 START = "<!-- sweep-table:start (python -m scripts.release_sweep writes it) -->"
 END = "<!-- sweep-table:end -->"
+BAR_START = "<!-- sweep-bar:start (python -m scripts.release_sweep writes it) -->"
+BAR_END = "<!-- sweep-bar:end -->"
 SWEEP_SUFFIX = "-sweep"  # the sets scripts/lab/sweep.py imports
+MIN_HELD_OUT = 0.97  # per CLI and release, issue 31's acceptance
 
 
 def release_key(version: str) -> tuple[int | str, ...]:
@@ -54,34 +59,69 @@ def _questions(group: Sequence[ScreenResult]) -> str:
     return f"{fig.confirm_found}/{fig.confirm_total}" if fig.confirm_total else "-"
 
 
-def table(results: Iterable[ScreenResult], alone: Mapping[str, ScreenResult] | None = None,
-          untitled: Mapping[str, ScreenResult] | None = None) -> list[str]:
-    """One row per CLI and release (sets without a versions.tsv are left out). ``alone``: the
-    screens recorded with their pane's title, styled copy or cursor, read again without them;
-    ``untitled``: the screens recorded with a title, read again without it (their styled copy
-    and cursor kept; both by case id)."""
-    alone, untitled = alone or {}, untitled or {}
+def by_release(results: Iterable[ScreenResult]) -> dict[tuple[str, str], list[ScreenResult]]:
+    """(cli, release) -> its results, in release order (sets without a release left out)."""
     grouped: dict[tuple[str, str], list[ScreenResult]] = defaultdict(list)
     for result in results:
         if result.case.version and result.case.version != "constructed":
             grouped[(result.case.cli, result.case.version)].append(result)
-    rows = ["| CLI | release | screens | of them swept | right | % | right by title "
-            "| right by prompt colour | false READY | questions found | held out | held-out right "
-            "| held-out % | held-out false READY | held-out % with no title "
-            "| held-out % on the screen alone |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for cli, version in sorted(grouped, key=lambda k: (k[0], release_key(k[1]))):
-        group = grouped[(cli, version)]
+    return {key: grouped[key] for key in sorted(grouped, key=lambda k: (k[0], release_key(k[1])))}
+
+
+def swept(result: ScreenResult) -> bool:
+    return result.case.set_name.endswith(SWEEP_SUFFIX)
+
+
+def meets_the_bar(group: Sequence[ScreenResult]) -> bool:
+    """Issue 31's bar for one release's swept screens: no READY on a busy, background or dialog
+    screen, every question found, and >= 97 % of the held-out third right (an aider draft read
+    with no cursor, and so UNKNOWN, left out: ``scripts.corpus.undecidable``)."""
+    fig = figures(group)
+    held = figures([r for r in group if r.case.held_out and not undecidable(r)])
+    return (fig.ready_on_busy == fig.ready_on_confirm == 0
+            and fig.confirm_found == fig.confirm_total
+            and held.total > 0 and held.accuracy >= MIN_HELD_OUT)
+
+
+def bar_table(results: Iterable[ScreenResult]) -> list[str]:
+    """The sweep alone, as the issue's acceptance reads it: one row per CLI and release of the
+    screens in ``-sweep`` sets."""
+    rows = ["| CLI | release | screens | right | false READY | questions found | held out "
+            "| held-out right | held-out % | held-out false READY | meets the bar |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for (cli, version), group in by_release(r for r in results if swept(r)).items():
         held = [r for r in group if r.case.held_out]
-        swept = sum(r.case.set_name.endswith(SWEEP_SUFFIX) for r in group)
         fig, held_fig = figures(group), figures(held)
-        # right only once the pane's title, or the styled capture's prompt colour, was read
-        # with the screen (scripts/corpus.py)
-        by_title = sum(r.right and (r.rule or "").endswith(BY_TITLE) for r in group)
-        by_colour = sum(r.right and (r.rule or "").endswith(BY_PROMPT) for r in group)
-        cells = [cli, version, fig.total, swept, fig.right, _pct(fig.right, fig.total), by_title,
-                 by_colour, _false_ready(group), _questions(group), held_fig.total, held_fig.right,
-                 _pct(held_fig.right, held_fig.total), _false_ready(held)]
+        cells = [cli, version, fig.total, fig.right, _false_ready(group), _questions(group),
+                 held_fig.total, held_fig.right, _pct(held_fig.right, held_fig.total),
+                 _false_ready(held), "yes" if meets_the_bar(group) else "**no**"]
+        rows.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return rows
+
+
+def table(results: Iterable[ScreenResult], alone: Mapping[str, ScreenResult] | None = None,
+          untitled: Mapping[str, ScreenResult] | None = None) -> list[str]:
+    """One row per CLI and release (sets without a versions.tsv are left out). ``alone``: the
+    screens recorded with their pane's title, styled copy, cursor or hook, read again without them;
+    ``untitled``: the screens recorded with a title, read again without it (their styled copy
+    and cursor kept; both by case id)."""
+    alone, untitled = alone or {}, untitled or {}
+    rows = ["| CLI | release | screens | of them swept | right | % | right by title "
+            "| right by prompt colour | right by hook | false READY | questions found | held out "
+            "| held-out right | held-out % | held-out false READY | held-out % with no title "
+            "| held-out % on the screen alone |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for (cli, version), group in by_release(results).items():
+        held = [r for r in group if r.case.held_out]
+        fig, held_fig = figures(group), figures(held)
+        # right only once the pane's title, the styled capture's prompt colour or a hook was
+        # read with the screen (scripts/corpus.py)
+        by_signal = [sum(r.right and (r.rule or "").endswith(by) for r in group)
+                     for by in (BY_TITLE, BY_PROMPT, BY_HOOK)]
+        cells = [cli, version, fig.total, sum(map(swept, group)), fig.right,
+                 _pct(fig.right, fig.total), *by_signal, _false_ready(group), _questions(group),
+                 held_fig.total, held_fig.right, _pct(held_fig.right, held_fig.total),
+                 _false_ready(held)]
         for other in (untitled, alone):
             held_other = [other.get(r.case.id, r) for r in held]
             cells.append(_pct(figures(held_other).right, len(held_other)))
@@ -89,20 +129,26 @@ def table(results: Iterable[ScreenResult], alone: Mapping[str, ScreenResult] | N
     return rows
 
 
+def replace_block(page: str, start: str, end: str, rows: Sequence[str]) -> str:
+    head, found_start, rest = page.partition(start)
+    _, found_end, tail = rest.partition(end)
+    if not found_start or not found_end:
+        raise ValueError(f"the page has no {start!r} ... {end!r} block")
+    return head + start + "\n" + "\n".join(rows) + "\n" + end + tail
+
+
 def render(page: str, packs: Mapping[str, Pack], corpus: Path = CORPUS) -> str:
-    """The page with its table replaced by the current figures."""
-    head, start, rest = page.partition(START)
-    _, end, tail = rest.partition(END)
-    if not start or not end:
-        raise ValueError(f"the page has no {START!r} ... {END!r} block")
+    """The page with its tables replaced by the current figures."""
     cases = load_cases(corpus)
     titled = [case._replace(title=None) for case in cases if case.title is not None]
     untitled = {r.case.id: r for r in classify_cases(packs, titled)}
-    seen_more = [case._replace(title=None, styled=False, cursor=None) for case in cases
-                 if case.title is not None or case.styled or case.cursor is not None]
+    seen_more = [case._replace(title=None, styled=False, cursor=None, hook=None)
+                 for case in cases if case.title is not None or case.styled
+                 or case.cursor is not None or case.hook]
     alone = {r.case.id: r for r in classify_cases(packs, seen_more)}
-    rows = table(classify_cases(packs, cases), alone, untitled)
-    return head + START + "\n" + "\n".join(rows) + "\n" + END + tail
+    results = classify_cases(packs, cases)
+    page = replace_block(page, BAR_START, BAR_END, bar_table(results))
+    return replace_block(page, START, END, table(results, alone, untitled))
 
 
 def write_page(page: Path = PAGE) -> bool:

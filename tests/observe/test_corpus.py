@@ -6,6 +6,8 @@ run ``pytest tests/observe/test_corpus.py -rP`` to see the confusion matrix of e
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from app.base.model import State
@@ -14,6 +16,7 @@ from app.observe.pack_loading import load_packs
 from app.observe.packs import Pack
 from scripts.corpus import (
     CLI_PACK,
+    CORPUS,
     DANGEROUS,
     ScreenCase,
     ScreenResult,
@@ -133,3 +136,42 @@ def test_timeline_replay(timeline: Timeline, packs: dict[str, Pack]) -> None:
     assert result.missed_ready == (), "a finished turn was never reported READY"
     assert result.lags, "the timeline has no end of turn to measure"
     assert max(result.lags) <= result.stable_polls
+
+
+def _one_screen_set(corpus: Path, screen: Path, state: str, hook: str | None) -> None:
+    folder = corpus / "codex-0.116.0-x" / "codex"
+    folder.mkdir(parents=True)
+    (folder / screen.name).write_text(screen.read_text(encoding="utf-8"), encoding="utf-8")
+    root = folder.parent
+    (root / "labels.tsv").write_text(f"path\tcli\tstate\tsize\tnote\ncodex/{screen.name}\tcodex"
+                                     f"\t{state}\t80x24\tx\n", encoding="utf-8")
+    if hook is not None:
+        (root / "hooks.tsv").write_text(f"path\tevent\tsince_send\ncodex/{screen.name}\t{hook}"
+                                        "\t2.1\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize(("hook", "reads", "by"), [
+    ("agent-turn-complete", State.READY, "+hook"),  # Codex's notify ended the turn
+    ("", State.BUSY, ""),  # recorded, but no hook fired since the prompt: a paused reply
+    (None, State.BUSY, ""),  # the set recorded no hooks: the screen alone
+])
+def test_a_screen_is_scored_with_the_hook_that_fired_before_it(
+        tmp_path: Path, packs: dict[str, Pack], hook: str | None, reads: State, by: str) -> None:
+    """Codex 0.116.0 draws no end mark: the finished turn's screen is a paused reply's text, and
+    the watcher ends it with the notify hook (assess rule 5); the corpus scores it so."""
+    finished = CORPUS / "codex-0.116.0" / "codex" / "sweep-status-80x24-ready-after-tool-80x24.txt"
+    _one_screen_set(tmp_path, finished, "READY", hook)
+    (case,) = load_cases(tmp_path)
+    assert case.hook == hook
+    (result,) = classify_cases(packs, [case])
+    assert result.predicted is reads
+    assert (result.rule or "").endswith(by)
+
+
+def test_a_hook_does_not_end_a_turn_the_screen_shows_working(tmp_path: Path,
+                                                             packs: dict[str, Pack]) -> None:
+    """The screen vetoes a turn end (assess rule 1): a `Working` line stays BUSY."""
+    working = CORPUS / "codex-0.116.0" / "codex" / "sweep-120x40-busy-tool-running-120x40.txt"
+    _one_screen_set(tmp_path, working, "BUSY", "agent-turn-complete")
+    (result,) = classify_cases(packs, load_cases(tmp_path))
+    assert result.predicted is State.BUSY

@@ -13,9 +13,19 @@ import pytest
 from app.base.model import State
 from app.observe.pack_loading import load_packs
 from scripts.corpus import ScreenCase, classify_cases, figures, load_cases, undecidable
-from scripts.release_sweep import END, PAGE, START, SWEEP_SUFFIX, render, table
+from scripts.release_sweep import (
+    BAR_END,
+    BAR_START,
+    END,
+    MIN_HELD_OUT,
+    PAGE,
+    START,
+    SWEEP_SUFFIX,
+    bar_table,
+    render,
+    table,
+)
 
-MIN_HELD_OUT = 0.97  # per CLI and release, the acceptance
 SWEPT = [c for c in load_cases() if c.set_name.endswith(SWEEP_SUFFIX)]
 
 
@@ -37,16 +47,28 @@ def test_the_table_has_one_row_per_release_of_each_set(tmp_path: Path) -> None:
             encoding="utf-8")
         (corpus / name / "versions.tsv").write_text(f"cli\tversion\nclaude-code\t{version}\n",
                                                     encoding="utf-8")
-    rows = table(classify_cases(load_packs(), load_cases(corpus)))
+    (corpus / "x-1.3.0").mkdir()  # an older capture, not the sweep's
+    (corpus / "x-1.2.0-sweep" / "versions.tsv").rename(corpus / "x-1.3.0" / "versions.tsv")
+    (corpus / "x-1.2.0-sweep" / "labels.tsv").rename(corpus / "x-1.3.0" / "labels.tsv")
+    (corpus / "x-1.2.0-sweep" / "claude-code").rename(corpus / "x-1.3.0" / "claude-code")
+    (corpus / "x-1.3.0" / "versions.tsv").write_text("cli\tversion\nclaude-code\t1.3.0\n",
+                                                    encoding="utf-8")
+    results = classify_cases(load_packs(), load_cases(corpus))
+    rows = table(results)
     # releases in numeric order, the held-out set counted in its release's row
-    assert [r.split(" | ")[1:5] for r in rows[2:]] == [["1.2.0", "2", "2", "2"],
+    assert [r.split(" | ")[1:5] for r in rows[2:]] == [["1.2.0", "1", "1", "1"],
+                                                       ["1.3.0", "1", "0", "1"],
                                                        ["1.10.0", "1", "1", "1"]]
-    page = f"head\n{START}\nold\n{END}\ntail\n"
-    assert render(page, load_packs(), corpus).splitlines()[2:4] == rows[:2]
+    # the bar's table has the sweep's screens only
+    bar = bar_table(results)
+    assert [r.split(" | ")[1:3] for r in bar[2:]] == [["1.2.0", "1"], ["1.10.0", "1"]]
+    page = f"head\n{BAR_START}\nold\n{BAR_END}\nmiddle\n{START}\nold\n{END}\ntail\n"
+    rendered = render(page, load_packs(), corpus).splitlines()
+    assert rendered[2:4] == bar[:2] and rendered[-7:-5] == rows[:2]
 
 
 def test_a_page_without_its_markers_is_refused() -> None:
-    with pytest.raises(ValueError, match="sweep-table"):
+    with pytest.raises(ValueError, match="sweep-(bar|table)"):
         render("no table here\n", load_packs())
 
 
