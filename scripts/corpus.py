@@ -511,19 +511,6 @@ class Figures:
         return self.confirm_found / self.confirm_total if self.confirm_total else 1.0
 
 
-# Screens whose text is the same as a busy screen's (design/release_sweep.md, "What the sweep
-# found in aider"): aider's prompt line with text typed is a draft or a prompt just sent, and only
-# the cursor tells which. Read without one (sets recorded before the lab read it) the pack leaves
-# them UNKNOWN (the safe side) and the tables count them wrong; the held-out bars leave them out
-# only while they read UNKNOWN, so a READY there still fails.
-UNDECIDABLE_ON_SCREEN = {"aider": ("-ready-draft-", "-ready-bash-mode-draft-")}
-
-
-def undecidable(result: ScreenResult) -> bool:
-    marks = UNDECIDABLE_ON_SCREEN.get(result.case.cli, ())
-    return result.predicted is State.UNKNOWN and any(m in result.case.path for m in marks)
-
-
 def figures(results: Sequence[ScreenResult]) -> Figures:
     confirm = [r for r in results if r.case.state is State.NEEDS_CONFIRMATION]
     return Figures(

@@ -11,7 +11,9 @@ versions.tsv keeps the release). The screens are ordered by the CRC-32 of their 
 and the first third (``--every 3``, rounded up) is held out, with every timeline: the split does
 not depend on what the screens show. A ``titles.tsv`` beside labels.tsv (the pane's title and
 folder with each screen, and in newer captures the cursor's column and row, written by
-``labb_tmux.save``) is split the same way, each row as it is.
+``labb_tmux.save``) is split the same way, each row as it is, and so is a ``hooks.tsv`` (path,
+event, since_send: the CLI's newest hook event between the pane's last prompt and the capture,
+written by ``sweep_others.py`` for Codex's ``notify``).
 """
 import argparse
 import os
@@ -47,6 +49,16 @@ def main():
             titles_header = lines[0]  # three columns, or five with the cursor (labb_tmux.save_title)
         for line in lines[1:]:
             titles[line.split("\t")[0]] = line  # the last capture of a path wins
+    hooks = {}
+    hooks_header = "path\tevent\tsince_send"
+    hooks_file = os.path.join(a.capture, "hooks.tsv")
+    if os.path.isfile(hooks_file):
+        with open(hooks_file, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        if lines:
+            hooks_header = lines[0]
+        for line in lines[1:]:
+            hooks[line.split("\t")[0]] = line  # the last capture of a path wins
     name = f"{a.cli}-{a.version}" + (f"-{a.suffix}" if a.suffix else "")
     seen_dir = os.path.join(ROOT, "tests", "corpus", name)
     held_dir = os.path.join(ROOT, "tests", "corpus", f"heldout-{name}")
@@ -79,6 +91,10 @@ def main():
             header = "path\ttitle\tcwd" + ("\tcursor_x\tcursor_y" if cursor else "")
             with open(os.path.join(d, "titles.tsv"), "w", encoding="utf-8") as f:
                 f.write(header + "\n" + "".join(l + "\n" for l in titled))
+        hooked = [hooks[l.split("\t")[0]] for l in lines if l.split("\t")[0] in hooks]
+        if hooked:
+            with open(os.path.join(d, "hooks.tsv"), "w", encoding="utf-8") as f:
+                f.write(hooks_header + "\n" + "".join(l + "\n" for l in hooked))
         print(f"{os.path.relpath(d, ROOT)}: {len(lines)} screens", file=sys.stderr)
 
 

@@ -22,6 +22,17 @@ drawn is not saved):
   `default_mode_request_user_input`); Codex's first-run sign-in screen, no key and no provider
   (NEEDS_CONFIRMATION); Gemini CLI with a GEMINI.md in the project (the `1 GEMINI.md file` line).
 
+Codex's `notify` hook is recorded too (what ends a turn in releases that draw no end mark and set
+no title): each session's config.toml runs a small recorder (`notify = [python, recorder, log]`;
+Codex appends the event's JSON as one more argument) that appends the time it ran and the event
+to SCREENS/hooks-raw/<session>.jsonl. Every saved screen gets one row of SCREENS/hooks.tsv
+(`path\tevent\tsince_send`): the "type" of the newest event that ran after the pane's last
+prompt was sent (the Enter of `codex_variations.prompt`) and not after the moment just before the
+capture, and whose `input-messages` end with that prompt (so a late hook of an earlier turn, or
+Codex's own thread-titling side turn, is never taken for it); "" when none did. since_send is
+seconds from that Enter to the event. A screen with no prompt sent yet in its pane (start-up,
+menus, the sign-in screen) gets an empty row.
+
 Runs as a file (stdlib; imports its neighbours codex_variations, labb_drive, variations_drive).
 """
 import argparse
@@ -75,9 +86,102 @@ QUESTION_ARGS = {"questions": [
                  {"label": "SQLite", "description": "Embedded, zero setup."}]}]}
 
 
+# Codex runs notify's argv with the event's JSON appended as the last argument; the recorder
+# stamps the time first, then appends one JSON line (one write) to the log named by its argv.
+NOTIFY_RECORDER = r"""import json, os, sys, time
+t = time.time()
+try:
+    payload = json.loads(sys.argv[-1]) if len(sys.argv) > 2 else {}
+except ValueError:
+    payload = {"type": "", "unparsed": sys.argv[-1][:2000]}
+if not isinstance(payload, dict):
+    payload = {"type": "", "unparsed": repr(payload)[:2000]}
+row = {"t": t, "extra_args": len(sys.argv) - 2, "type": payload.get("type", ""), "payload": payload}
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+os.write(fd, (json.dumps(row) + "\n").encode())
+os.close(fd)
+"""
+HOOKS_HEADER = "path\tevent\tsince_send\n"
+CODEX_TITLE_PROMPT = "Generate a concise, single-line task title"  # app/observe/hookevents.py
+HOOK_PANES = {}  # tmux session -> {"log": raw log, "sent": time of the last prompt's Enter, "text": it}
+
+
+def hook_log(screens, v):
+    d = os.path.join(screens, "hooks-raw")
+    os.makedirs(d, exist_ok=True)
+    return os.path.join(d, f"{v}.jsonl")
+
+
+def hook_events(log):
+    out = []
+    if os.path.isfile(log):
+        with open(log, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    continue
+    return out
+
+
+def turn_of(event, text):
+    """Whether a notify event belongs to the turn that prompt `text` began: its input-messages
+    end with that text (Codex's thread-titling side turn sends its own prompt instead)."""
+    inputs = event.get("payload", {}).get("input-messages")
+    if not isinstance(inputs, list) or not inputs:
+        return True  # a release that sends none: the time alone decides
+    if isinstance(inputs[0], str) and inputs[0].startswith(CODEX_TITLE_PROMPT):
+        return False
+    return isinstance(inputs[-1], str) and inputs[-1].strip() == text.strip()
+
+
+def record_hooks(L, screens):
+    """Wrap labb_tmux.save: stamp the moment just before the capture, save, then (the capture
+    taken) write the screen's hooks.tsv row from the pane's notify log."""
+    real_save = L.save
+    path = os.path.join(screens, "hooks.tsv")
+
+    def save(name, cli, case, state, note):
+        size = L.size_of(name)
+        at = time.time()  # every event counted ran before this, so before the capture
+        plain = real_save(name, cli, case, state, note)
+        pane = HOOK_PANES.get(name)
+        event, since = "", ""
+        if pane and pane.get("sent") is not None:
+            time.sleep(0.3)  # a recorder that stamped its time before `at` has written its line
+            hits = [e for e in hook_events(pane["log"])
+                    if pane["sent"] < e.get("t", 0) <= at and turn_of(e, pane["text"])]
+            if hits:
+                last = max(hits, key=lambda e: e["t"])
+                event, since = last.get("type", ""), f"{last['t'] - pane['sent']:.2f}"
+        row = f"{cli}/{case}-{size}.txt\t{event}\t{since}\n"
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size == 0:
+                os.write(fd, HOOKS_HEADER.encode())
+            os.write(fd, row.encode())
+        finally:
+            os.close(fd)
+        return plain
+
+    L.save = save
+
+
 def codex_sweep(a):
     os.environ.setdefault("LABB_SOCKET", f"sweep-codex-{a.version}")  # not the variations' socket
     import codex_variations as CV
+    import labb_tmux
+    record_hooks(labb_tmux, a.screens)
+
+    def prompt(s, text):
+        """codex_variations.prompt, with the moment its Enter goes in kept for the pane's hooks."""
+        CV.L.send_text(s, text)
+        time.sleep(0.5)
+        if s in HOOK_PANES:
+            HOOK_PANES[s].update(sent=time.time(), text=text)
+        CV.L.send_keys(s, "Enter")
+
+    CV.prompt = prompt  # CV.turn and CV.shell call it through the module too
     CV.SCENARIO["rules"].append({"match": "ASKFORM", "action": {
         "type": "tool", "tool": "named", "pre_text": "I need one answer first.", "delay": 0.1,
         "args_by_name": {"request_user_input": QUESTION_ARGS}}})
@@ -100,6 +204,12 @@ def codex_sweep(a):
             text = text.replace(t + "\n", "")
         if flags:
             text = text.replace("[analytics]", "[features]\n" + "\n".join(flags) + "\n\n[analytics]")
+        # notify is a top-level key: before the first table
+        recorder = os.path.join(CV.A.scr, "notify_recorder.py")
+        with open(recorder, "w") as f:
+            f.write(NOTIFY_RECORDER)
+        argv = [sys.executable, recorder, hook_log(a.screens, v)]
+        text = f"notify = {json.dumps(argv)}\n" + text
         with open(path, "w") as f:
             f.write(text)
         return script, size, what
@@ -117,6 +227,7 @@ def codex_session(CV, v):
     script, size, _ = CV.config(v)
     s = f"sw-{v}"[:30]
     L.kill_session(s)
+    HOOK_PANES[s] = {"log": hook_log(L.SCREENS, v), "sent": None, "text": None}
     L.new_session(s, script, size[0], size[1])
     try:
         CV.step(startup_menu, L, s, v)
@@ -320,7 +431,11 @@ def shortcuts_panel(L, s, cli, v, idle_rx):
     L.send_text(s, "?")
     time.sleep(1.0)
     screen = L.wait_stable(s, 1.0)
-    if re.search(SHORTCUTS, screen) and not re.search(SHORTCUTS, before):
+    # only lines the `?` drew count: Gemini CLI's idle screen already says `Shift+Tab to accept
+    # edits`, which would otherwise hide its panel (`Shortcuts See /help for more`)
+    old = set(before.split("\n"))
+    drawn = "\n".join(line for line in screen.split("\n") if line not in old)
+    if re.search(SHORTCUTS, drawn):
         L.save(s, cli, f"{v}-confirm-shortcuts-panel", "NEEDS_CONFIRMATION", f"{v}: the '?' shortcuts panel a person opened")
         L.send_keys(s, "Escape")
         time.sleep(0.6)
