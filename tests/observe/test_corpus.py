@@ -36,15 +36,13 @@ from scripts.corpus_report import confusion_table, figures_line
 MIN_ACCURACY = 0.97  # per CLI, from the issue's acceptance
 CASES = load_cases()
 TIMELINES = load_timelines()
-# Releases that draw no end mark: a finished turn reads BUSY (reason ``no_end_mark``), safe but
-# never READY from the screen alone; Codex's ``notify`` hook or its pane title is what ends it
-# (app/observe/assess.py rule 5, run against the real releases in
-# tests/e2e/test_codex_old_releases.py; a screen captured with its title or its hook is scored
-# with it, so Codex 0.116.0's sweep, which recorded the hook, is not among them).
-# Claude Code 2.1.80 draws none after a short turn, and 2.1.23's idle screen under a status line
-# cannot be told from it once its banner scrolled away: their Stop hook (or `✳` title) ends it.
-ENDS_ONLY_BY_HOOK = {("codex", "0.142.5"), ("codex", "0.152.0"),
-                     ("claude-code", "2.1.23"), ("claude-code", "2.1.80")}
+# Releases that draw no end mark and still have sets recorded with neither the pane's title nor a
+# hook: a finished turn there reads BUSY (reason ``no_end_mark``), safe but never READY from the
+# screen alone; Codex's ``notify`` hook or its pane title is what ends it (app/observe/assess.py
+# rule 5, run against the real releases in tests/e2e/test_codex_old_releases.py). A screen
+# captured with its title, styled copy or hook is scored with them, so the releases whose every
+# set recorded them (Codex 0.116.0, Claude Code 2.1.23 and 2.1.80) are not among these.
+ENDS_ONLY_BY_HOOK = {("codex", "0.142.5"), ("codex", "0.152.0")}
 VERSIONS = sorted({(c.cli, c.version or "?") for c in CASES})
 
 
