@@ -24,6 +24,21 @@ import zlib
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def per_screen(capture, name, header):
+    """(header, path -> row) of a capture's per-screen table (titles.tsv, hooks.tsv); the last
+    row of a path wins (a re-run appends rows). No file: the header given and no rows."""
+    rows = {}
+    path = os.path.join(capture, name)
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        if lines:
+            header = lines[0]
+        for line in lines[1:]:
+            rows[line.split("\t")[0]] = line
+    return header, rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("capture")
@@ -39,26 +54,9 @@ def main():
             cols = line.split("\t")
             if len(cols) >= 4 and cols[1] == a.cli and os.path.isfile(os.path.join(a.capture, cols[0])):
                 rows[cols[0]] = line  # a re-run appends rows: the last one wins
-    titles = {}
-    titles_header = "path\ttitle\tcwd"
-    titles_file = os.path.join(a.capture, "titles.tsv")
-    if os.path.isfile(titles_file):
-        with open(titles_file, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-        if lines:
-            titles_header = lines[0]  # three columns, or five with the cursor (labb_tmux.save_title)
-        for line in lines[1:]:
-            titles[line.split("\t")[0]] = line  # the last capture of a path wins
-    hooks = {}
-    hooks_header = "path\tevent\tsince_send"
-    hooks_file = os.path.join(a.capture, "hooks.tsv")
-    if os.path.isfile(hooks_file):
-        with open(hooks_file, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-        if lines:
-            hooks_header = lines[0]
-        for line in lines[1:]:
-            hooks[line.split("\t")[0]] = line  # the last capture of a path wins
+    # three columns, or five with the cursor (labb_tmux.save_title)
+    titles_header, titles = per_screen(a.capture, "titles.tsv", "path\ttitle\tcwd")
+    hooks_header, hooks = per_screen(a.capture, "hooks.tsv", "path\tevent\tsince_send")
     name = f"{a.cli}-{a.version}" + (f"-{a.suffix}" if a.suffix else "")
     seen_dir = os.path.join(ROOT, "tests", "corpus", name)
     held_dir = os.path.join(ROOT, "tests", "corpus", f"heldout-{name}")
