@@ -5,6 +5,7 @@ import the capture into the corpus (a third held out, its release in each set's 
 the release table reads).
 
     sweep_others.py CLI VERSION [--screens DIR] [--port N] [--no-import] [--suffix sweep]
+    sweep_others.py codex VERSION --variations --suffix variations   # codex_variations' sessions
 
 CLI is codex | gemini | qwen | opencode. Releases are installed with `npm install --prefix` into
 ~/.cache/conductor-pty/sweep/<cli>-<version> (once). The classes, each labelled by the driver's
@@ -132,7 +133,9 @@ def turn_of(event, text):
         return True  # a release that sends none: the time alone decides
     if isinstance(inputs[0], str) and inputs[0].startswith(CODEX_TITLE_PROMPT):
         return False
-    return isinstance(inputs[-1], str) and inputs[-1].strip() == text.strip()
+    # vim mode's Normal mode eats a prompt's first letters: the tail Codex got still matches
+    got, sent = (inputs[-1].strip(), text.strip()) if isinstance(inputs[-1], str) else ("", "")
+    return bool(got) and (got == sent or sent.endswith(got))
 
 
 def record_hooks(L, screens):
@@ -167,11 +170,13 @@ def record_hooks(L, screens):
     L.save = save
 
 
-def codex_sweep(a):
-    os.environ.setdefault("LABB_SOCKET", f"sweep-codex-{a.version}")  # not the variations' socket
-    import codex_variations as CV
+def record_codex_hooks(CV, screens):
+    """Make codex_variations (CV) record Codex's notify hook for every screen it saves: each
+    session's config.toml runs the recorder, each prompt's Enter is stamped, and labb_tmux.save
+    writes the screen's hooks.tsv row. Returns the session name -> pane registration to call
+    before a session starts."""
     import labb_tmux
-    record_hooks(labb_tmux, a.screens)
+    record_hooks(labb_tmux, screens)
 
     def prompt(s, text):
         """codex_variations.prompt, with the moment its Enter goes in kept for the pane's hooks."""
@@ -182,15 +187,6 @@ def codex_sweep(a):
         CV.L.send_keys(s, "Enter")
 
     CV.prompt = prompt  # CV.turn and CV.shell call it through the module too
-    CV.SCENARIO["rules"].append({"match": "ASKFORM", "action": {
-        "type": "tool", "tool": "named", "pre_text": "I need one answer first.", "delay": 0.1,
-        "args_by_name": {"request_user_input": QUESTION_ARGS}}})
-    CV.SCENARIO["rules"].append({"match": "LONGSLOW", "action": {"type": "text", "tokens": 60, "delay": 0.4}})
-    CV.VARIATIONS.clear()
-    CV.VARIATIONS.update({
-        "sweep-120x40": ((120, 40), ["default_mode_request_user_input = true"], [], "sweep"),
-        "sweep-status-80x24": ((80, 24), [f"status_line = {json.dumps(CV.STATUS_ITEMS)}"], [], "sweep"),
-    })
     real_config = CV.config
 
     def config(v):
@@ -208,26 +204,62 @@ def codex_sweep(a):
         recorder = os.path.join(CV.A.scr, "notify_recorder.py")
         with open(recorder, "w") as f:
             f.write(NOTIFY_RECORDER)
-        argv = [sys.executable, recorder, hook_log(a.screens, v)]
+        argv = [sys.executable, recorder, hook_log(screens, v)]
         text = f"notify = {json.dumps(argv)}\n" + text
         with open(path, "w") as f:
             f.write(text)
         return script, size, what
 
     CV.config = config
-    CV.run_variation = lambda v: codex_session(CV, v)
+
+    def watch_pane(session, v):
+        HOOK_PANES[session] = {"log": hook_log(screens, v), "sent": None, "text": None}
+
+    return watch_pane
+
+
+def codex_variations(a):
+    """codex_variations.py's own sessions (every set-up variation), with the hook recorded."""
+    os.environ.setdefault("LABB_SOCKET", f"variations-codex-{a.version}")
+    import codex_variations as CV
+    watch_pane = record_codex_hooks(CV, a.screens)
+    real_run = CV.run_variation
+
+    def run_variation(v):
+        watch_pane(f"cv-{v}"[:30], v)  # codex_variations' own session name
+        return real_run(v)
+
+    CV.run_variation = run_variation
+    sys.argv = [sys.argv[0], a.prefix, a.screens, "--port", str(a.port)]
+    CV.main()
+
+
+def codex_sweep(a):
+    os.environ.setdefault("LABB_SOCKET", f"sweep-codex-{a.version}")  # not the variations' socket
+    import codex_variations as CV
+    watch_pane = record_codex_hooks(CV, a.screens)
+    CV.SCENARIO["rules"].append({"match": "ASKFORM", "action": {
+        "type": "tool", "tool": "named", "pre_text": "I need one answer first.", "delay": 0.1,
+        "args_by_name": {"request_user_input": QUESTION_ARGS}}})
+    CV.SCENARIO["rules"].append({"match": "LONGSLOW", "action": {"type": "text", "tokens": 60, "delay": 0.4}})
+    CV.VARIATIONS.clear()
+    CV.VARIATIONS.update({
+        "sweep-120x40": ((120, 40), ["default_mode_request_user_input = true"], [], "sweep"),
+        "sweep-status-80x24": ((80, 24), [f"status_line = {json.dumps(CV.STATUS_ITEMS)}"], [], "sweep"),
+    })
+    CV.run_variation = lambda v: codex_session(CV, v, watch_pane)
     sys.argv = [sys.argv[0], a.prefix, a.screens, "--port", str(a.port)]
     if not a.first_run_only:
         CV.main()
     codex_first_run(a)
 
 
-def codex_session(CV, v):
+def codex_session(CV, v, watch_pane):
     L = CV.L
     script, size, _ = CV.config(v)
     s = f"sw-{v}"[:30]
     L.kill_session(s)
-    HOOK_PANES[s] = {"log": hook_log(L.SCREENS, v), "sent": None, "text": None}
+    watch_pane(s, v)
     L.new_session(s, script, size[0], size[1])
     try:
         CV.step(startup_menu, L, s, v)
@@ -532,12 +564,18 @@ def main():
     ap.add_argument("--suffix", default="sweep")
     ap.add_argument("--no-import", action="store_true")
     ap.add_argument("--first-run-only", action="store_true", help="Codex: only the sign-in screen")
+    ap.add_argument("--variations", action="store_true",
+                    help="Codex: codex_variations.py's sessions (every set-up) instead of the sweep's, "
+                         "with the notify hook recorded (import with --suffix variations)")
     a = ap.parse_args()
     a.prefix = install(a.cli, a.version)
     a.screens = os.path.abspath(a.screens or tempfile.mkdtemp(prefix=f"sweep-screens-{a.cli}-{a.version}."))
     os.makedirs(a.screens, exist_ok=True)
     os.environ["LABB_SCREENS"] = a.screens
-    (codex_sweep if a.cli == "codex" else lab_b_sweep)(a)
+    if a.cli == "codex":
+        (codex_variations if a.variations else codex_sweep)(a)
+    else:
+        lab_b_sweep(a)
     print(f"screens: {a.screens}", flush=True)
     if not a.no_import:
         subprocess.run([sys.executable, os.path.join(HERE, "import_capture.py"), a.screens,
