@@ -351,7 +351,7 @@ def draft_pack(case: DraftCase, packs: Mapping[str, Pack], text: str) -> Pack | 
 # decided: the pane's title, the input box's prompt colour in a styled capture, or a hook.
 BY_TITLE, BY_PROMPT, BY_HOOK = "+title", "+prompt", "+hook"
 
-# The corpus's CLI names as ``conductor pty hook --cli`` takes them, and the payload each sends.
+# The corpus's CLI names as ``conductor pty hook --cli`` takes them.
 HOOK_CLI = {"claude-code": "claude", "codex": "codex", "gemini-cli": "gemini", "qwen-code": "qwen"}
 
 
