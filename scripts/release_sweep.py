@@ -137,6 +137,8 @@ def replace_block(page: str, start: str, end: str, rows: Sequence[str]) -> str:
 
 def render(page: str, packs: Mapping[str, Pack], corpus: Path = CORPUS) -> str:
     """The page with its tables replaced by the current figures."""
+    for start, end in ((BAR_START, BAR_END), (START, END)):
+        replace_block(page, start, end, [])  # a page without its blocks fails before the work
     cases = load_cases(corpus)
     titled = [case._replace(title=None) for case in cases if case.title is not None]
     untitled = {r.case.id: r for r in classify_cases(packs, titled)}
