@@ -396,16 +396,37 @@ def still_state(pack: Pack, verdict: Verdict, case: ScreenCase) -> tuple[State, 
     return assessment.state, BY_TITLE if "title_stopped" in assessment.reasons else BY_HOOK
 
 
-def classify_cases(packs: Mapping[str, Pack], cases: Iterable[ScreenCase]) -> list[ScreenResult]:
+class _Read(NamedTuple):
+    """What a screen's text gives whatever else was read with it: its judge, the verdict, the
+    pack its text alone detects and the pack its still state is weighed by."""
+
+    judge: Pack
+    verdict: Verdict
+    detected: str
+    pack: Pack
+
+
+# One screen read once per cursor: the verdict does not depend on the title, colours or hook.
+Readings = dict[tuple[str, Cursor | None], _Read]
+
+
+def classify_cases(packs: Mapping[str, Pack], cases: Iterable[ScreenCase],
+                   readings: Readings | None = None) -> list[ScreenResult]:
+    """Each screen as the watcher reports it once still. ``readings`` keeps the text's verdicts
+    for another pass over the same screens with fewer signals (the release table's columns)."""
+    readings = {} if readings is None else readings
     results: list[ScreenResult] = []
     for case in cases:
-        text = case.text()
-        judge, verdict = verdict_for(case, packs, text)
-        state, decided_by = still_state(pack_for(case.cli, packs, text, case.command), verdict,
-                                        case)
-        rule = f"{verdict.rule_id}{decided_by}" if decided_by else verdict.rule_id
-        results.append(ScreenResult(case, judge.name, state, rule,
-                                    detect_pack(packs, text, command=case.command).name))
+        read = readings.get((case.id, case.cursor))
+        if read is None:
+            text = case.text()
+            judge, verdict = verdict_for(case, packs, text)
+            read = _Read(judge, verdict, detect_pack(packs, text, command=case.command).name,
+                         pack_for(case.cli, packs, text, case.command))
+            readings[(case.id, case.cursor)] = read
+        state, decided_by = still_state(read.pack, read.verdict, case)
+        rule = f"{read.verdict.rule_id}{decided_by}" if decided_by else read.verdict.rule_id
+        results.append(ScreenResult(case, read.judge.name, state, rule, read.detected))
     return results
 
 

@@ -25,6 +25,7 @@ from scripts.corpus import (
     BY_TITLE,
     CORPUS,
     ROOT,
+    Readings,
     ScreenResult,
     classify_cases,
     figures,
@@ -140,13 +141,14 @@ def render(page: str, packs: Mapping[str, Pack], corpus: Path = CORPUS) -> str:
     for start, end in ((BAR_START, BAR_END), (START, END)):
         replace_block(page, start, end, [])  # a page without its blocks fails before the work
     cases = load_cases(corpus)
+    readings: Readings = {}  # each screen's text read once, then weighed with fewer signals
+    results = classify_cases(packs, cases, readings)
     titled = [case._replace(title=None) for case in cases if case.title is not None]
-    untitled = {r.case.id: r for r in classify_cases(packs, titled)}
+    untitled = {r.case.id: r for r in classify_cases(packs, titled, readings)}
     seen_more = [case._replace(title=None, styled=False, cursor=None, hook=None)
                  for case in cases if case.title is not None or case.styled
                  or case.cursor is not None or case.hook]
-    alone = {r.case.id: r for r in classify_cases(packs, seen_more)}
-    results = classify_cases(packs, cases)
+    alone = {r.case.id: r for r in classify_cases(packs, seen_more, readings)}
     page = replace_block(page, BAR_START, BAR_END, bar_table(results))
     return replace_block(page, START, END, table(results, alone, untitled))
 
