@@ -5,7 +5,7 @@ import the capture into the corpus (a third held out, its release in each set's 
 the release table reads).
 
     sweep_others.py CLI VERSION [--screens DIR] [--port N] [--no-import] [--suffix sweep]
-    sweep_others.py codex VERSION --variations --suffix variations   # codex_variations' sessions
+    sweep_others.py codex VERSION --variations   # codex_variations' sessions (-variations sets)
 
 CLI is codex | gemini | qwen | opencode. Releases are installed with `npm install --prefix` into
 ~/.cache/conductor-pty/sweep/<cli>-<version> (once). The classes, each labelled by the driver's
@@ -561,13 +561,15 @@ def main():
     ap.add_argument("version")
     ap.add_argument("--screens")
     ap.add_argument("--port", type=int, default=18291)
-    ap.add_argument("--suffix", default="sweep")
+    ap.add_argument("--suffix", help="the imported sets' suffix (default: sweep, or variations "
+                                     "with --variations, so neither overwrites the other)")
     ap.add_argument("--no-import", action="store_true")
     ap.add_argument("--first-run-only", action="store_true", help="Codex: only the sign-in screen")
     ap.add_argument("--variations", action="store_true",
                     help="Codex: codex_variations.py's sessions (every set-up) instead of the sweep's, "
-                         "with the notify hook recorded (import with --suffix variations)")
+                         "with the notify hook recorded (imported as -variations sets)")
     a = ap.parse_args()
+    a.suffix = a.suffix or ("variations" if a.variations else "sweep")
     a.prefix = install(a.cli, a.version)
     a.screens = os.path.abspath(a.screens or tempfile.mkdtemp(prefix=f"sweep-screens-{a.cli}-{a.version}."))
     os.makedirs(a.screens, exist_ok=True)
