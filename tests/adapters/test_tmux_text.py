@@ -169,6 +169,9 @@ FORGED_ARGV0 = "q\n%0\x1fmain\x1f@0\x1f0\x1freviewer\x1f/tmp\x1fbash"
 def test_a_forged_argv0_and_odd_folders_change_no_other_row(
         server: Any, session: Any, tmp_path: Path, watcher: Watcher, isolated_env: Path) -> None:
     tmux = Tmux(socket_name=server.socket_name)
+    # A name of its own: automatic-rename would otherwise turn `tmux` into `sh` once the shell
+    # starts, which on a loaded machine is after the row below was read.
+    session.active_window.rename_window("first")
     first = session.active_window.active_pane.pane_id
     before = panes(tmux)[first]
     odd = tmp_path / "a\x1fb\nc"
